@@ -1,0 +1,157 @@
+//! The command line, parsed in two stages: clap turns argv into these raw
+//! structs; `config.rs` turns them into checked, absolute settings.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "reachweaver-mcp",
+    version,
+    about = "Serve the read-only side of the ReachWeaver command line to MCP clients, \
+             every tool call confined by the kernel.",
+    long_about = None
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub globals: Globals,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options fixed at start and passed to every backend run (CONTRACT.md §1).
+#[derive(Debug, Args, Clone, Default)]
+pub struct Globals {
+    /// The ReachWeaver command to serve (default: `reachweaver` on PATH).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub backend: Option<PathBuf>,
+    /// The backend's home folder (passed as --home).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// The backend's database file (passed as --db).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// The backend's accounts file (passed as --accounts).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub accounts: Option<PathBuf>,
+    /// The backend's profile file (passed as --profile).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Speak MCP on stdin/stdout until stdin closes.
+    #[command(name = "mcp-serve")]
+    McpServe(ServeArgs),
+    /// List what a client would get: each backend command offered as which tool, or withheld and why.
+    Tools {
+        /// Print JSON for machines.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        serve: ServeArgs,
+    },
+    /// Run one tool call through the full server path and print its envelope.
+    Call {
+        /// The tool name (as `tools` lists it).
+        tool: String,
+        /// One argument as KEY=VALUE (repeatable); VALUE is read as JSON when it parses, else as a string.
+        #[arg(long = "arg", value_name = "KEY=VALUE")]
+        arg: Vec<String>,
+        /// All arguments as one JSON object.
+        #[arg(long = "args-json", value_name = "JSON", conflicts_with = "arg")]
+        args_json: Option<String>,
+        #[command(flatten)]
+        serve: ServeArgs,
+    },
+    /// Inspect and exercise the kernel sandbox.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+    /// Internal: the sandbox helper that confines itself and then runs the backend.
+    #[command(name = "__sandbox-helper", hide = true)]
+    SandboxHelper {
+        /// The run's policy as JSON.
+        policy: String,
+    },
+    /// Internal: one escape attempt, run inside the sandbox by `sandbox probe`.
+    #[command(name = "__probe-attempt", hide = true)]
+    ProbeAttempt {
+        /// The attempt's name.
+        name: String,
+        /// Attempt-specific arguments.
+        args: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Show which sandbox layers this kernel offers and which mcp-serve would use.
+    Status {
+        /// Print JSON for machines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run any command under the read-only tool policy; exit code is the command's.
+    Run {
+        /// The folder the command may read (default: the current folder).
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
+        /// Another path the command may read and execute (repeatable).
+        #[arg(long = "allow-read", value_name = "PATH")]
+        allow_read: Vec<PathBuf>,
+        /// The command and its arguments.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Try every escape inside the sandbox; exit 1 if any got through.
+    Probe {
+        /// Print JSON for machines.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Copy, Clone, PartialEq, Eq, ValueEnum, Default)]
+pub enum SandboxMode {
+    /// Refuse to start, and fail every call, unless every promised layer applies.
+    #[default]
+    Require,
+    /// Run with whatever layers the kernel offers and say at start what is missing.
+    BestEffort,
+}
+
+/// Options of `mcp-serve` (shared by `tools` and `call`, which take the same path).
+#[derive(Debug, Args, Clone, Default)]
+pub struct ServeArgs {
+    /// Offer the `draft` tool, the only one that may write (inside the database's folder).
+    #[arg(long)]
+    pub allow_drafts: bool,
+    /// The folder file arguments must stay inside (default: the home, else the current folder).
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Largest tool output accepted, in bytes (1024..=4194304).
+    #[arg(long, value_name = "N", default_value_t = 262_144,
+          value_parser = clap::value_parser!(u64).range(1024..=4_194_304))]
+    pub max_output_bytes: u64,
+    /// Tool calls allowed to start in any 60-second window.
+    #[arg(long, value_name = "N", default_value_t = 60,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_calls_per_minute: u32,
+    /// Seconds a call may run before it is killed (0 = no limit).
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    pub call_timeout: u64,
+    /// Tool calls that may run at once (default: the number of CPUs).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrent_calls: Option<u32>,
+    /// `require` fails closed when a layer is missing; `best-effort` runs with what the kernel offers.
+    #[arg(long, value_enum, default_value_t = SandboxMode::Require)]
+    pub sandbox: SandboxMode,
+    /// Another path the backend may read and execute (repeatable), e.g. an interpreter's library folder.
+    #[arg(long = "allow-read", value_name = "PATH")]
+    pub allow_read: Vec<PathBuf>,
+    /// Pass this environment variable through to the backend (repeatable).
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
+}

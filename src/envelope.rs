@@ -1,0 +1,62 @@
+//! The one shape every tool result has (CONTRACT.md §5):
+//! `{"exit_code": N, "output": <document>}`.
+
+use serde_json::{json, Value};
+
+use crate::error::ToolError;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    pub exit_code: i32,
+    pub output: Value,
+}
+
+impl Envelope {
+    /// A finished run: exit 0 or 1 with the command's document, or exit 2 with its error document.
+    pub fn from_run(exit_code: i32, output: Value) -> Self {
+        Self { exit_code, output }
+    }
+
+    /// A failure the server itself reports.
+    pub fn from_error(err: &ToolError) -> Self {
+        Self {
+            exit_code: 2,
+            output: err.document(),
+        }
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.exit_code == 2
+    }
+
+    pub fn to_value(&self) -> Value {
+        json!({"exit_code": self.exit_code, "output": self.output})
+    }
+
+    /// The compact JSON text sent as the result's one text item.
+    pub fn to_text(&self) -> String {
+        self.to_value().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_envelope_has_exit_2_and_document() {
+        let e = Envelope::from_error(&ToolError::new("timeout", "The call ran too long."));
+        assert!(e.is_error());
+        assert_eq!(
+            e.to_value(),
+            json!({"exit_code": 2, "output": {"error": {"code": "timeout", "message": "The call ran too long."}}})
+        );
+    }
+
+    #[test]
+    fn findings_are_not_an_error() {
+        let e = Envelope::from_run(1, json!({"findings": [1]}));
+        assert!(!e.is_error());
+        assert_eq!(e.to_text(), r#"{"exit_code":1,"output":{"findings":[1]}}"#);
+    }
+}
