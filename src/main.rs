@@ -17,6 +17,7 @@ mod error;
 mod frame;
 mod jsonrpc;
 mod limits;
+mod log;
 mod redact;
 mod run;
 mod sandbox;

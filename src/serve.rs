@@ -1,2 +1,351 @@
-//! (to be written)
-pub fn serve(_app: std::sync::Arc<crate::app::App>) {}
+//! The stdio loop: one reader (this thread), one writer thread that owns
+//! stdout and writes whole lines, and one worker thread per tool call,
+//! at most `max_concurrent` running at once.
+//!
+//! Shutdown: stdin EOF or SIGTERM cancels every call still running (their
+//! process trees are killed and nothing is written for them), lets the
+//! writer finish the lines already queued, and returns.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::app::{App, CallOutcome};
+use crate::cancel::Cancel;
+use crate::dispatch::{self, Action, CallJob, Dispatcher, ToolLists};
+use crate::error::RpcError;
+use crate::frame::{is_blank, Frame, FrameReader};
+use crate::jsonrpc::{self, INVALID_REQUEST};
+
+/// Queued outbound lines before the reader waits for the writer: a client
+/// that stops reading stdout slows the server down, never loses a message.
+const OUT_QUEUE: usize = 1024;
+/// How long shutdown waits for cancelled calls to wind down.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(700);
+
+/// Calls in flight, by the exact JSON text of their id (so `"7"` and `7`
+/// differ). A reused id maps to several calls; a cancel stops them all.
+#[derive(Default)]
+struct InFlight {
+    calls: Mutex<HashMap<String, Vec<(u64, Cancel)>>>,
+    next: Mutex<u64>,
+}
+
+impl InFlight {
+    fn add(&self, id: &Value, cancel: Cancel) -> u64 {
+        let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+        *next += 1;
+        let seq = *next;
+        self.calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(id.to_string())
+            .or_default()
+            .push((seq, cancel));
+        seq
+    }
+
+    /// Remove a finished call; returns whether its answer may still be sent.
+    /// The writer queue is fed under the same lock, so a cancel read before
+    /// this point always suppresses the answer.
+    fn finish(&self, id: &Value, seq: u64, send: impl FnOnce()) {
+        let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        let key = id.to_string();
+        let mut cancelled = true;
+        if let Some(list) = calls.get_mut(&key) {
+            if let Some(pos) = list.iter().position(|(s, _)| *s == seq) {
+                let (_, c) = list.remove(pos);
+                cancelled = c.is_cancelled();
+            }
+            if list.is_empty() {
+                calls.remove(&key);
+            }
+        }
+        if !cancelled {
+            send();
+        }
+    }
+
+    fn cancel(&self, id: &Value) {
+        let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(list) = calls.get(&id.to_string()) {
+            for (_, c) in list {
+                c.cancel();
+            }
+        }
+    }
+
+    fn cancel_all(&self) {
+        let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        for (_, c) in calls.values().flatten() {
+            c.cancel();
+        }
+    }
+}
+
+/// A counting gate for `--max-concurrent-calls`, plus a count of live workers.
+struct Slots {
+    state: Mutex<(usize, usize)>, // (running calls, live workers)
+    cv: Condvar,
+    max: usize,
+}
+
+impl Slots {
+    fn new(max: usize) -> Self {
+        Self {
+            state: Mutex::new((0, 0)),
+            cv: Condvar::new(),
+            max: max.max(1),
+        }
+    }
+
+    fn worker_started(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).1 += 1;
+    }
+
+    fn worker_done(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).1 -= 1;
+        self.cv.notify_all();
+    }
+
+    /// Wait for a free slot; gives up (false) when the call is cancelled first.
+    fn acquire(&self, cancel: &Cancel) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if cancel.is_cancelled() {
+                return false;
+            }
+            if st.0 < self.max {
+                st.0 += 1;
+                return true;
+            }
+            st = self
+                .cv
+                .wait_timeout(st, Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    fn release(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).0 -= 1;
+        self.cv.notify_all();
+    }
+
+    /// Wait until no worker is alive, or the deadline passes.
+    fn wait_idle(&self, deadline: Instant) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while st.1 > 0 {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            st = self
+                .cv
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+struct Shared {
+    app: Arc<App>,
+    inflight: InFlight,
+    slots: Slots,
+    out: SyncSender<String>,
+    stopping: AtomicBool,
+}
+
+/// Serve until stdin closes (or SIGTERM, or stdout closes).
+pub fn serve(app: Arc<App>) {
+    // Before any thread is spawned, so every thread inherits the mask and
+    // SIGTERM reaches only the watcher.
+    let sigterm = block_sigterm();
+    crate::log::start_background();
+    let (out_tx, out_rx) = sync_channel::<String>(OUT_QUEUE);
+    let shared = Arc::new(Shared {
+        slots: Slots::new(app.max_concurrent),
+        app,
+        inflight: InFlight::default(),
+        out: out_tx,
+        stopping: AtomicBool::new(false),
+    });
+    let stdout_lock = Arc::new(Mutex::new(()));
+    let writer = {
+        let shared = Arc::clone(&shared);
+        let lock = Arc::clone(&stdout_lock);
+        thread::Builder::new()
+            .name("stdout".into())
+            .spawn(move || write_loop(out_rx, &shared, &lock))
+    };
+    let writer = match writer {
+        Ok(w) => w,
+        Err(e) => {
+            crate::log::line(format!("cannot start the stdout writer: {e}"));
+            return;
+        }
+    };
+    watch_sigterm(sigterm, Arc::clone(&shared), Arc::clone(&stdout_lock));
+
+    read_loop(&shared);
+
+    // EOF: nothing new starts; calls still running are killed and unanswered.
+    shared.stopping.store(true, Ordering::SeqCst);
+    shared.inflight.cancel_all();
+    shared.slots.wait_idle(Instant::now() + SHUTDOWN_GRACE);
+    // Dropping the last sender ends the writer once the queue is drained.
+    drop(shared);
+    let _ = writer.join();
+}
+
+fn read_loop(shared: &Arc<Shared>) {
+    let lists = ToolLists::new(&shared.app);
+    let mut dispatcher = Dispatcher::new(&shared.app, &lists);
+    let stdin = io::stdin();
+    let mut reader = FrameReader::new(stdin.lock());
+    loop {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let line = match reader.next_frame() {
+            Ok(Frame::Eof) | Err(_) => return,
+            Ok(Frame::TooLong) => {
+                crate::log::line(format!(
+                    "protocol error code={INVALID_REQUEST} line over 1 MiB"
+                ));
+                let err = RpcError::new(
+                    INVALID_REQUEST,
+                    "Invalid Request: the line is longer than 1 MiB.",
+                );
+                send(
+                    shared,
+                    jsonrpc::to_line(&jsonrpc::error(&Value::Null, &err)),
+                );
+                continue;
+            }
+            Ok(Frame::Line(line)) => line,
+        };
+        if is_blank(&line) {
+            continue;
+        }
+        match dispatcher.handle(jsonrpc::parse_line(&line)) {
+            Action::Nothing => {}
+            Action::Reply(msg) => send(shared, jsonrpc::to_line(&msg)),
+            Action::Cancel(id) => shared.inflight.cancel(&id),
+            Action::Call(job) => start_call(shared, job),
+        }
+    }
+}
+
+fn send(shared: &Shared, line: String) {
+    // A closed writer means stdout is gone and shutdown is under way.
+    let _ = shared.out.send(line);
+}
+
+fn start_call(shared: &Arc<Shared>, job: CallJob) {
+    let cancel = Cancel::new();
+    let seq = shared.inflight.add(&job.id, cancel.clone());
+    shared.slots.worker_started();
+    let worker_shared = Arc::clone(shared);
+    let spawned = thread::Builder::new()
+        .name("call".into())
+        .stack_size(512 * 1024)
+        .spawn(move || {
+            let s = worker_shared;
+            run_call(&s, job, seq, &cancel);
+            s.slots.worker_done();
+        });
+    if let Err(e) = spawned {
+        shared.slots.worker_done();
+        crate::log::line(format!("cannot start a call thread: {e}"));
+    }
+}
+
+/// The worker: the whole call, from the slot to the queued answer. The
+/// thread that spawns the backend also waits for it (the sandbox's
+/// parent-death signal is tied to this thread).
+fn run_call(shared: &Shared, job: CallJob, seq: u64, cancel: &Cancel) {
+    let outcome = match shared.app.tools.get(&job.tool) {
+        Some(tool) if shared.slots.acquire(cancel) => {
+            let outcome = shared.app.call(tool, &job.arguments, cancel);
+            shared.slots.release();
+            outcome
+        }
+        // Cancelled while waiting for a slot, or (impossible: dispatch checked) unknown.
+        _ => CallOutcome::Cancelled,
+    };
+    let line = match outcome {
+        CallOutcome::Done(envelope) => Some(jsonrpc::to_line(&jsonrpc::result(
+            &job.id,
+            dispatch::call_result(job.revision, &envelope),
+        ))),
+        CallOutcome::Cancelled => None,
+    };
+    shared.inflight.finish(&job.id, seq, || {
+        if let Some(line) = line {
+            let _ = shared.out.send(line);
+        }
+    });
+}
+
+fn write_loop(rx: Receiver<String>, shared: &Shared, lock: &Mutex<()>) {
+    let stdout = io::stdout();
+    for line in rx {
+        let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = stdout.lock();
+        let ok = out
+            .write_all(line.as_bytes())
+            .and_then(|_| out.write_all(b"\n"))
+            .and_then(|_| out.flush());
+        if ok.is_err() {
+            // stdout closed: nobody can hear us; stop cleanly.
+            shared.stopping.store(true, Ordering::SeqCst);
+            shared.inflight.cancel_all();
+            crate::log::line("stdout closed; stopping");
+            // The reader may sit in a blocking read of stdin forever; leave now.
+            shared.slots.wait_idle(Instant::now() + SHUTDOWN_GRACE);
+            std::process::exit(0);
+        }
+    }
+}
+
+/// SIGTERM: the same as EOF, immediately. Handled on a thread of its own
+/// with sigwait, so no handler runs inside another thread's write.
+fn block_sigterm() -> libc::sigset_t {
+    // SAFETY: plain libc signal-set calls on a local set. Spawned children
+    // start with an empty mask (std resets it), so the backend is unaffected.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn watch_sigterm(set: libc::sigset_t, shared: Arc<Shared>, stdout_lock: Arc<Mutex<()>>) {
+    let _ = thread::Builder::new()
+        .name("sigterm".into())
+        .spawn(move || {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: sigwait on a valid set, with a valid out-pointer.
+            let rc = unsafe { libc::sigwait(&set, &mut sig) };
+            if rc != 0 {
+                return;
+            }
+            shared.stopping.store(true, Ordering::SeqCst);
+            shared.inflight.cancel_all();
+            shared.slots.wait_idle(Instant::now() + SHUTDOWN_GRACE);
+            // Hold the stdout lock so no line is cut in half, then leave.
+            let _guard = stdout_lock.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = io::stdout().lock().flush();
+            std::process::exit(0);
+        });
+}
