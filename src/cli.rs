@@ -154,4 +154,25 @@ pub struct ServeArgs {
     /// Pass this environment variable through to the backend (repeatable).
     #[arg(long = "pass-env", value_name = "NAME")]
     pub pass_env: Vec<String>,
+    /// Print the ready-to-paste configuration entry for a desktop client and exit.
+    #[arg(long, value_enum, value_name = "CLIENT")]
+    pub print_config: Option<ConfigClient>,
+}
+
+impl ServeArgs {
+    /// The values clap gives when no option is passed.
+    pub fn default_values() -> Self {
+        #[derive(Parser)]
+        struct Only {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        Only::parse_from(["x"]).serve
+    }
+}
+
+#[derive(Debug, Copy, Clone, PartialEq, Eq, ValueEnum)]
+pub enum ConfigClient {
+    /// Claude Desktop's `mcpServers` entry (also what most desktop clients read).
+    ClaudeDesktop,
 }

@@ -9,6 +9,7 @@ mod argv;
 mod cancel;
 mod catalog;
 mod cli;
+mod client_config;
 mod confine;
 mod dispatch;
 mod envelope;
