@@ -163,3 +163,65 @@ pub fn schema_version(conn: &Connection) -> Result<Option<String>, CliError> {
         )
         .optional()?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_only_connection_refuses_every_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data").join("reachweaver.db");
+        init(&path, false).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let conn = open_read_only(&path).unwrap();
+        let err = conn
+            .execute("UPDATE drafts SET status = 'published'", [])
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("readonly") || err.to_string().contains("read-only"),
+            "{err}"
+        );
+        assert!(conn
+            .execute_batch("PRAGMA query_only = OFF; DELETE FROM drafts;")
+            .is_err());
+        drop(conn);
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("reachweaver.db")]);
+    }
+
+    #[test]
+    fn init_uses_the_delete_journal_and_refuses_to_replace() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reachweaver.db");
+        let counts = init(&path, false).unwrap();
+        assert_eq!(counts["drafts"], 12);
+        let conn = open_read_only(&path).unwrap();
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "delete");
+        drop(conn);
+        assert_eq!(init(&path, false).unwrap_err().code(), "already_exists");
+        assert!(init(&path, true).is_ok());
+    }
+
+    #[test]
+    fn missing_databases_are_not_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reachweaver.db");
+        assert_eq!(
+            open_read_only(&path).unwrap_err().code(),
+            "database_missing"
+        );
+        assert_eq!(
+            open_existing_read_write(&path).unwrap_err().code(),
+            "database_missing"
+        );
+        assert!(!path.exists());
+    }
+}
