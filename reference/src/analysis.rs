@@ -202,8 +202,6 @@ pub fn claims(text: &str) -> Vec<Finding> {
         }
     }
     sort(&mut out);
-    // "guarantee" also matches inside nothing else, but "guaranteed" and
-    // "guarantee" never overlap as whole words, so no deduplication is needed.
     out
 }
 
@@ -332,9 +330,9 @@ impl Brand {
         let mut posting_windows = BTreeMap::new();
         match value.get("posting_windows") {
             None | Some(Value::Null) => {}
-            Some(Value::Object(map)) => {
-                for (channel, _) in map {
-                    let times = string_list(&Value::Object(map.clone()), channel, path)?;
+            Some(windows @ Value::Object(map)) => {
+                for channel in map.keys() {
+                    let times = string_list(windows, channel, path)?;
                     for t in &times {
                         if !crate::dates::valid_time(t) {
                             return Err(CliError::invalid_file(
