@@ -103,12 +103,12 @@ impl App {
         let backend_str = utf8(&backend, "--backend")?;
 
         let owner = GlobalPaths {
-            home: globals.home.as_ref().map(|p| cwd.join(p)),
-            db: globals.db.as_ref().map(|p| cwd.join(p)),
-            accounts: globals.accounts.as_ref().map(|p| cwd.join(p)),
-            profile: globals.profile.as_ref().map(|p| cwd.join(p)),
+            home: globals.home.as_deref().map(|p| absolute(&cwd, p)),
+            db: globals.db.as_deref().map(|p| absolute(&cwd, p)),
+            accounts: globals.accounts.as_deref().map(|p| absolute(&cwd, p)),
+            profile: globals.profile.as_deref().map(|p| absolute(&cwd, p)),
         };
-        let given_root = serve.root.as_ref().map(|r| cwd.join(r));
+        let given_root = serve.root.as_deref().map(|r| absolute(&cwd, r));
 
         let mut options = SandboxOptions {
             mode: serve.sandbox,
@@ -116,7 +116,7 @@ impl App {
             root: PathBuf::new(),
             read: owner.iter().map(|(_, p)| p.clone()).collect(),
             db: owner.db.clone(),
-            allow_read: serve.allow_read.iter().map(|p| cwd.join(p)).collect(),
+            allow_read: serve.allow_read.iter().map(|p| absolute(&cwd, p)).collect(),
             pass_env: serve.pass_env.clone(),
         };
 
@@ -404,6 +404,23 @@ fn resolve_backend(given: Option<&Path>, cwd: &Path) -> anyhow::Result<PathBuf> 
     Ok(canonical)
 }
 
+/// `p` against `cwd`: canonical when it exists (so the sandbox grants the
+/// real file), else with `.` components dropped and `..` left for the
+/// backend to resolve as it would on the command line.
+fn absolute(cwd: &Path, p: &Path) -> PathBuf {
+    let joined = cwd.join(p);
+    if let Ok(canonical) = joined.canonicalize() {
+        return canonical;
+    }
+    let mut out = PathBuf::new();
+    for c in joined.components() {
+        if c != std::path::Component::CurDir {
+            out.push(c.as_os_str());
+        }
+    }
+    out
+}
+
 fn find_on_path(name: &Path) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
@@ -530,6 +547,134 @@ fn unknown_tool(app: &App, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::SandboxMode;
+    use std::sync::Arc;
+
+    /// An app serving the integration tests' fake backend.
+    fn fixture_app(max_calls: u32) -> (tempfile::TempDir, App) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        let globals = Globals {
+            backend: Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/shelfcheck")),
+            db: Some(dir.path().join("shelf.db")),
+            ..Globals::default()
+        };
+        let serve = ServeArgs {
+            root: Some(root),
+            max_output_bytes: 262_144,
+            max_calls_per_minute: max_calls,
+            call_timeout: 60,
+            sandbox: SandboxMode::BestEffort,
+            ..ServeArgs::default()
+        };
+        let app = App::start(&globals, &serve).unwrap();
+        (dir, app)
+    }
+
+    fn call(app: &App, tool: &str, args: Value) -> Envelope {
+        let tool = app.tools.get(tool).unwrap();
+        match app.call(tool, args.as_object().unwrap(), &Cancel::new()) {
+            CallOutcome::Done(e) => e,
+            CallOutcome::Cancelled => panic!("cancelled"),
+        }
+    }
+
+    fn code(e: &Envelope) -> &str {
+        e.output["error"]["code"].as_str().unwrap_or("")
+    }
+
+    #[test]
+    fn rate_limit_counts_started_calls_only() {
+        let (_dir, app) = fixture_app(2);
+        assert_eq!(call(&app, "selftest", json!({"mode": "ok"})).exit_code, 0);
+        for _ in 0..3 {
+            assert_eq!(
+                code(&call(&app, "selftest", json!({"mode": "nope"}))),
+                "invalid_argument"
+            );
+        }
+        // A failed run still started, so it counts.
+        assert_eq!(
+            code(&call(&app, "selftest", json!({"mode": "crash"}))),
+            "backend_failed"
+        );
+        let refused = call(&app, "selftest", json!({"mode": "ok"}));
+        assert_eq!(code(&refused), "rate_limited");
+        assert!(refused.output["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Wait "));
+        // Validation comes first and stays exact while the budget is spent.
+        assert_eq!(
+            code(&call(&app, "selftest", json!({"mode": "nope"}))),
+            "invalid_argument"
+        );
+    }
+
+    #[test]
+    fn cancelling_a_running_call_answers_nothing_and_returns_promptly() {
+        let (_dir, app) = fixture_app(60);
+        let tool = app.tools.get("selftest").unwrap();
+        let cancel = Cancel::new();
+        let c2 = cancel.clone();
+        let canceller = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            c2.cancel();
+        });
+        let t = Instant::now();
+        let args = json!({"mode": "slow", "seconds": 30});
+        let outcome = app.call(tool, args.as_object().unwrap(), &cancel);
+        canceller.join().unwrap();
+        assert!(matches!(outcome, CallOutcome::Cancelled));
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_call_cancelled_before_it_starts_does_not_run() {
+        let (dir, app) = fixture_app(60);
+        let tool = app.tools.get("selftest").unwrap();
+        let cancel = Cancel::new();
+        cancel.cancel();
+        let args = json!({"mode": "ok"});
+        assert!(matches!(
+            app.call(tool, args.as_object().unwrap(), &cancel),
+            CallOutcome::Cancelled
+        ));
+        let ran = std::fs::read_to_string(dir.path().join("shelf.db")).unwrap_or_default();
+        assert!(!ran.contains("ran selftest"), "{ran}");
+    }
+
+    #[test]
+    fn calls_run_concurrently_from_worker_threads() {
+        let (_dir, app) = fixture_app(60);
+        let app = Arc::new(app);
+        let t = Instant::now();
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let app = Arc::clone(&app);
+                std::thread::spawn(move || {
+                    call(&app, "selftest", json!({"mode": "slow", "seconds": 1}))
+                })
+            })
+            .collect();
+        for w in workers {
+            assert_eq!(w.join().unwrap().output, json!({"status": "slept"}));
+        }
+        assert!(
+            t.elapsed() < Duration::from_millis(1900),
+            "ran one after the other: {:?}",
+            t.elapsed()
+        );
+    }
+
+    #[test]
+    fn instructions_and_concurrency_are_set() {
+        let (_dir, app) = fixture_app(60);
+        assert!(app.instructions.contains("exit_code"));
+        assert!(app.max_concurrent >= 1);
+        assert_eq!(app.tools.len(), 4);
+    }
 
     #[test]
     fn app_can_be_shared_between_worker_threads() {
