@@ -291,16 +291,24 @@ pub fn run_tool(
             &format!("The command {} but left a process running that kept its output open", describe_exit(exit)),
             &[],
         )),
-        Err(RunError::Spawn(e @ (SandboxError::LayerFailed(_) | SandboxError::Unavailable(_)))) => {
-            CallEnd::Failed(ToolError::new(
+        Err(e) => CallEnd::Failed(start_failure(&e)),
+    }
+}
+
+/// A run that never got going: a sandbox layer is the sandbox's failure,
+/// anything else (no such file, too many processes) the command's.
+fn start_failure(e: &RunError) -> ToolError {
+    match e {
+        RunError::Spawn(SandboxError::LayerFailed(_) | SandboxError::Unavailable(_)) => {
+            ToolError::new(
                 "sandbox_failed",
                 format!("The sandbox could not be set up for this call, so nothing ran ({e})."),
-            ))
+            )
         }
-        Err(e) => CallEnd::Failed(ToolError::new(
+        _ => ToolError::new(
             "backend_failed",
             format!("The command could not be run: {e}."),
-        )),
+        ),
     }
 }
 
@@ -588,6 +596,27 @@ mod tests {
             "{end:?}"
         );
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_layer_failure_is_sandbox_failed_and_anything_else_backend_failed() {
+        let e = start_failure(&RunError::Spawn(SandboxError::LayerFailed(
+            "landlock: not enforced".into(),
+        )));
+        assert_eq!(e.code(), "sandbox_failed");
+        assert!(
+            e.message().contains("nothing ran") && e.message().contains("landlock"),
+            "{}",
+            e.message()
+        );
+        let e = start_failure(&RunError::Spawn(SandboxError::Unavailable(
+            "seccomp".into(),
+        )));
+        assert_eq!(e.code(), "sandbox_failed");
+        let e = start_failure(&RunError::Spawn(SandboxError::Io(io::Error::from(
+            io::ErrorKind::NotFound,
+        ))));
+        assert_eq!(e.code(), "backend_failed");
     }
 
     #[test]

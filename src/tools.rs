@@ -530,7 +530,12 @@ fn make_tool(
 
     Ok(Tool {
         title: title(&cmd.name),
-        description: cmd.summary.clone(),
+        // Clients need a description to tell tools apart; the catalog's may be blank.
+        description: if cmd.summary.trim().is_empty() {
+            format!("Runs the backend command `{}`.", cmd.name)
+        } else {
+            cmd.summary.clone()
+        },
         input_schema: input_schema(&offered),
         annotations: Annotations::for_kind(kind),
         kind,
@@ -983,6 +988,17 @@ mod tests {
         assert_eq!(
             j[1]["reasons"][1],
             json!({"code": "tag", "tag": "writes", "text": "tagged writes"})
+        );
+    }
+
+    #[test]
+    fn a_blank_summary_still_gives_a_description() {
+        let mut c = cmd("doctor", &["read_only"]);
+        c["summary"] = json!(" ");
+        let (tools, _) = build(&catalog_with(json!([c])), false);
+        assert_eq!(
+            tools.get("doctor").unwrap().description,
+            "Runs the backend command `doctor`."
         );
     }
 

@@ -299,6 +299,36 @@ fn a_root_of_slash_is_refused() {
 }
 
 #[test]
+fn a_root_equal_to_the_home_folder_gets_a_warning_line() {
+    let ws = Workspace::new();
+    let mut c = ws.command();
+    c.env("HOME", &ws.root)
+        .args(["tools", "--sandbox", "best-effort"]);
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 2, "{err}");
+    assert!(
+        err.lines().next().unwrap().starts_with(&format!(
+            "reachweaver-mcp: warning: the root is your home folder {}",
+            ws.root.display()
+        )),
+        "{err}"
+    );
+
+    let mut c = ws.command();
+    c.env("HOME", ws.dir.path())
+        .args(["tools", "--sandbox", "best-effort"]);
+    let out = c.output().unwrap();
+    assert_eq!(
+        stderr(&out).lines().count(),
+        1,
+        "no warning for a folder below home: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn the_catalog_home_becomes_the_home_global_and_the_root() {
     let ws = Workspace::new();
     let home = ws.dir.path().canonicalize().unwrap().join("home");
