@@ -147,7 +147,7 @@ pub fn run_once(
         if outputs_done {
             // Only the exit is missing; it normally follows end-of-file closely.
             cancel.wait_timeout(idle);
-            idle = (idle * 2).min(Duration::from_millis(20));
+            idle = (idle * 2).min(Duration::from_millis(5));
         } else {
             match rx.recv_timeout(Duration::from_millis(20)) {
                 Ok(Event::Stdout(d)) => stdout = Some(d),
