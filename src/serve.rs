@@ -23,6 +23,12 @@ use crate::error::RpcError;
 use crate::frame::{is_blank, Frame, FrameReader};
 use crate::jsonrpc::{self, INVALID_REQUEST};
 
+/// What the writer thread receives: a line, or the end of output.
+enum Out {
+    Line(String),
+    Stop,
+}
+
 /// Queued outbound lines before the reader waits for the writer: a client
 /// that stops reading stdout slows the server down, never loses a message.
 const OUT_QUEUE: usize = 1024;
@@ -159,7 +165,7 @@ struct Shared {
     app: Arc<App>,
     inflight: InFlight,
     slots: Slots,
-    out: SyncSender<String>,
+    out: SyncSender<Out>,
     stopping: AtomicBool,
 }
 
@@ -169,7 +175,7 @@ pub fn serve(app: Arc<App>) {
     // SIGTERM reaches only the watcher.
     let sigterm = block_sigterm();
     crate::log::start_background();
-    let (out_tx, out_rx) = sync_channel::<String>(OUT_QUEUE);
+    let (out_tx, out_rx) = sync_channel::<Out>(OUT_QUEUE);
     let shared = Arc::new(Shared {
         slots: Slots::new(app.max_concurrent),
         app,
@@ -200,8 +206,8 @@ pub fn serve(app: Arc<App>) {
     shared.stopping.store(true, Ordering::SeqCst);
     shared.inflight.cancel_all();
     shared.slots.wait_idle(Instant::now() + SHUTDOWN_GRACE);
-    // Dropping the last sender ends the writer once the queue is drained.
-    drop(shared);
+    // Lines queued before this one are written first; then the writer ends.
+    let _ = shared.out.send(Out::Stop);
     let _ = writer.join();
 }
 
@@ -246,7 +252,7 @@ fn read_loop(shared: &Arc<Shared>) {
 
 fn send(shared: &Shared, line: String) {
     // A closed writer means stdout is gone and shutdown is under way.
-    let _ = shared.out.send(line);
+    let _ = shared.out.send(Out::Line(line));
 }
 
 fn start_call(shared: &Arc<Shared>, job: CallJob) {
@@ -290,14 +296,17 @@ fn run_call(shared: &Shared, job: CallJob, seq: u64, cancel: &Cancel) {
     };
     shared.inflight.finish(&job.id, seq, || {
         if let Some(line) = line {
-            let _ = shared.out.send(line);
+            let _ = shared.out.send(Out::Line(line));
         }
     });
 }
 
-fn write_loop(rx: Receiver<String>, shared: &Shared, lock: &Mutex<()>) {
+fn write_loop(rx: Receiver<Out>, shared: &Shared, lock: &Mutex<()>) {
     let stdout = io::stdout();
-    for line in rx {
+    for out in rx {
+        let Out::Line(line) = out else {
+            return;
+        };
         let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = stdout.lock();
         let ok = out
