@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Write};
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
@@ -21,7 +22,7 @@ use crate::cancel::Cancel;
 use crate::dispatch::{self, Action, CallJob, Dispatcher, ToolLists};
 use crate::error::RpcError;
 use crate::frame::{is_blank, Frame, FrameReader};
-use crate::jsonrpc::{self, INVALID_REQUEST};
+use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_REQUEST};
 
 /// What the writer thread receives: a line, or the end of output.
 enum Out {
@@ -209,6 +210,13 @@ pub fn serve(app: Arc<App>) {
     // Lines queued before this one are written first; then the writer ends.
     let _ = shared.out.send(Out::Stop);
     let _ = writer.join();
+    let dropped = crate::log::dropped();
+    if dropped > 0 {
+        let _ = writeln!(
+            io::stderr(),
+            "{dropped} log lines were dropped because stderr was not read"
+        );
+    }
 }
 
 fn read_loop(shared: &Arc<Shared>) {
@@ -280,19 +288,30 @@ fn start_call(shared: &Arc<Shared>, job: CallJob) {
 fn run_call(shared: &Shared, job: CallJob, seq: u64, cancel: &Cancel) {
     let outcome = match shared.app.tools.get(&job.tool) {
         Some(tool) if shared.slots.acquire(cancel) => {
-            let outcome = shared.app.call(tool, &job.arguments, cancel);
+            // A fault inside one call must not take the server down (A19).
+            let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+                shared.app.call(tool, &job.arguments, cancel)
+            }));
             shared.slots.release();
             outcome
+                .map_err(|_| crate::log::line(format!("internal fault in call tool={}", job.tool)))
         }
         // Cancelled while waiting for a slot, or (impossible: dispatch checked) unknown.
-        _ => CallOutcome::Cancelled,
+        _ => Ok(CallOutcome::Cancelled),
     };
     let line = match outcome {
-        CallOutcome::Done(envelope) => Some(jsonrpc::to_line(&jsonrpc::result(
+        Ok(CallOutcome::Done(envelope)) => Some(jsonrpc::to_line(&jsonrpc::result(
             &job.id,
             dispatch::call_result(job.revision, &envelope),
         ))),
-        CallOutcome::Cancelled => None,
+        Ok(CallOutcome::Cancelled) => None,
+        Err(()) => Some(jsonrpc::to_line(&jsonrpc::error(
+            &job.id,
+            &RpcError::new(
+                INTERNAL_ERROR,
+                "Internal error: the call failed inside the server.",
+            ),
+        ))),
     };
     shared.inflight.finish(&job.id, seq, || {
         if let Some(line) = line {
