@@ -623,6 +623,11 @@ fn property_schema(arg: &Argument) -> Value {
         let mut outer = Map::new();
         outer.insert("type".into(), json!("array"));
         outer.insert("items".into(), Value::Object(item));
+        // The validator counts an empty array as not given, so a required
+        // one must say it needs at least one value.
+        if arg.required {
+            outer.insert("minItems".into(), json!(1));
+        }
         outer
     } else {
         item
@@ -732,6 +737,22 @@ mod tests {
             &json!({"type": "object", "properties": {}, "additionalProperties": false})
         );
         assert!(s.get("$schema").is_none());
+    }
+
+    #[test]
+    fn a_required_repeatable_argument_needs_at_least_one_value() {
+        let mut c = cmd("tag", &["read_only"]);
+        c["flags"] =
+            json!([{"name": "--label", "type": "string", "repeatable": true, "required": true}]);
+        let (tools, _) = build(&catalog_with(json!([c])), false);
+        let t = tools.get("tag").unwrap();
+        assert_eq!(
+            t.input_schema["properties"]["label"],
+            json!({"type": "array", "items": {"type": "string"}, "minItems": 1})
+        );
+        let empty = json!({"label": []});
+        let e = crate::validate::validate(t, empty.as_object().unwrap()).unwrap_err();
+        assert_eq!(e.code(), "missing_argument");
     }
 
     #[test]
