@@ -1,0 +1,111 @@
+//! 10,000 tool calls through one `mcp-serve` process, four in flight, and
+//! then the server must look as it did after start-up: no zombie children,
+//! the same open descriptors and threads, no per-run temp folder left.
+
+mod common;
+mod faults_common;
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use common::modern;
+use faults_common::*;
+use serde_json::json;
+
+const CALLS: usize = 10_000;
+const IN_FLIGHT: usize = 4;
+/// Descriptors may differ by a few (a pipe being closed as we look).
+const FD_SLACK: usize = 2;
+
+fn call(id: usize) -> serde_json::Value {
+    modern(
+        json!(id),
+        "tools/call",
+        json!({"name": "quick", "arguments": {}}),
+    )
+}
+
+#[test]
+fn ten_thousand_calls_leave_nothing_behind() {
+    let mut f = Faulty::start(&[
+        "--max-calls-per-minute",
+        "1000000",
+        "--max-concurrent-calls",
+        "4",
+    ]);
+    let pid = f.server.pid();
+    f.ping();
+    // One call first, so whatever the first call sets up once is in the baseline.
+    f.call(json!("warm"), "quick", json!({}));
+    let settle = |what: &str, target: usize, now: &dyn Fn() -> usize| {
+        wait_for(Duration::from_secs(3), || now() == target)
+            .unwrap_or_else(|| panic!("{what}: {} now, {target} after start-up", now()));
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let fds0 = fd_count(pid);
+    let threads0 = thread_count(pid);
+
+    let t = Instant::now();
+    let mut sent = 0;
+    let mut done = 0;
+    while sent < IN_FLIGHT {
+        f.server.send(&call(sent));
+        sent += 1;
+    }
+    let mut peak_threads = 0;
+    while done < CALLS {
+        let r = f.server.recv();
+        let envelope = &r["result"]["structuredContent"];
+        assert_eq!(
+            envelope,
+            &json!({"exit_code": 0, "output": {"ok": true}}),
+            "call {} answered {r}",
+            r["id"]
+        );
+        done += 1;
+        if sent < CALLS {
+            f.server.send(&call(sent));
+            sent += 1;
+        }
+        if done % 1000 == 0 {
+            peak_threads = peak_threads.max(thread_count(pid));
+        }
+    }
+    let took = t.elapsed();
+    eprintln!(
+        "{CALLS} calls, {IN_FLIGHT} in flight: {:.1} s, {:.0} calls/s, {:.2} ms per call; peak threads {peak_threads}",
+        took.as_secs_f64(),
+        CALLS as f64 / took.as_secs_f64(),
+        took.as_secs_f64() * 1000.0 / CALLS as f64
+    );
+
+    // Workers and reader threads end a moment after their answer is queued.
+    settle("threads", threads0, &|| thread_count(pid));
+    assert!(
+        zombie_children(pid).is_empty(),
+        "zombie children of the server: {:?}",
+        zombie_children(pid)
+    );
+    let fds = fd_count(pid);
+    assert!(
+        fds.abs_diff(fds0) <= FD_SLACK,
+        "open descriptors: {fds} now, {fds0} after start-up"
+    );
+    f.assert_no_leftover_tmp();
+    // Per-run folders are named after the server's pid; none may sit in /tmp either.
+    let prefix = format!("reachweaver-run-{pid}-");
+    let stray: Vec<String> = fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert!(stray.is_empty(), "per-run temp folders left: {stray:?}");
+    f.ping();
+    let log = f.server.stderr_text();
+    assert_eq!(
+        log.matches("call tool=quick exit=0").count(),
+        CALLS + 1,
+        "one log line per call"
+    );
+}
