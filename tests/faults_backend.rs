@@ -203,3 +203,18 @@ fn faults_in_concurrent_calls_stay_in_their_own_call() {
     f.ping();
     f.assert_no_leftover_tmp();
 }
+
+#[test]
+fn megabytes_on_stderr_neither_block_the_backend_nor_reach_the_client() {
+    let mut f = Faulty::start(&["--call-timeout", "20"]);
+    let t = Instant::now();
+    let res = f.call(json!("noisy"), "stderr_flood", json!({}));
+    assert_eq!(
+        res["structuredContent"],
+        json!({"exit_code": 0, "output": {"ok": true}}),
+        "{res}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    f.ping();
+    f.assert_no_leftover_tmp();
+}

@@ -1,6 +1,8 @@
-//! 10,000 tool calls through one `mcp-serve` process, four in flight, and
-//! then the server must look as it did after start-up: no zombie children,
-//! the same open descriptors and threads, no per-run temp folder left.
+//! 10,000 tool calls through one `mcp-serve` process, four in flight, then
+//! about a hundred faulty ones (crashes, floods, time-outs, daemons), and
+//! after each phase the server must look as it did after start-up: no
+//! zombie children, the same open descriptors and threads, no per-run temp
+//! folder left.
 
 mod common;
 mod faults_common;
@@ -16,6 +18,10 @@ const CALLS: usize = 10_000;
 const IN_FLIGHT: usize = 4;
 /// Descriptors may differ by a few (a pipe being closed as we look).
 const FD_SLACK: usize = 2;
+/// Rounds of the faulty calls after the quick ones.
+const FAULT_ROUNDS: usize = 12;
+/// Calls that hang until the time limit.
+const HANGS: usize = 4;
 
 fn call(id: usize) -> serde_json::Value {
     modern(
@@ -32,6 +38,8 @@ fn ten_thousand_calls_leave_nothing_behind() {
         "1000000",
         "--max-concurrent-calls",
         "4",
+        "--call-timeout",
+        "2",
     ]);
     let pid = f.server.pid();
     f.ping();
@@ -101,6 +109,62 @@ fn ten_thousand_calls_leave_nothing_behind() {
         .filter(|n| n.starts_with(&prefix))
         .collect();
     assert!(stray.is_empty(), "per-run temp folders left: {stray:?}");
+
+    // Then faulty calls of every kind, which take the kill and time-out paths.
+    let m = f.marker("leak");
+    let faults = [
+        ("crash", json!({"signal": "segv"})),
+        ("crash", json!({"signal": "abrt"})),
+        ("flood", json!({"marker": m})),
+        ("garbage", json!({})),
+        ("not_utf8", json!({})),
+        ("exit_early", json!({})),
+        ("daemon", json!({"marker": m})),
+        ("stderr_flood", json!({})),
+    ];
+    let mut fault_calls: Vec<serde_json::Value> = (0..FAULT_ROUNDS)
+        .flat_map(|round| {
+            faults.iter().enumerate().map(move |(i, (tool, args))| {
+                modern(
+                    json!(format!("fault-{round}-{i}")),
+                    "tools/call",
+                    json!({"name": tool, "arguments": args}),
+                )
+            })
+        })
+        .collect();
+    for i in 0..HANGS {
+        fault_calls.push(modern(
+            json!(format!("hang-{i}")),
+            "tools/call",
+            json!({"name": "hang", "arguments": {"marker": m}}),
+        ));
+    }
+    let total = fault_calls.len();
+    let mut pending = fault_calls.into_iter();
+    for c in pending.by_ref().take(IN_FLIGHT) {
+        f.server.send(&c);
+    }
+    for _ in 0..total {
+        let r = f.server.recv();
+        assert!(
+            r["result"]["structuredContent"]["exit_code"].is_i64(),
+            "{r}"
+        );
+        if let Some(c) = pending.next() {
+            f.server.send(&c);
+        }
+    }
+    assert_gone(&m);
+    settle("threads after faults", threads0, &|| thread_count(pid));
+    assert!(zombie_children(pid).is_empty(), "zombies after faults");
+    let fds = fd_count(pid);
+    assert!(
+        fds.abs_diff(fds0) <= FD_SLACK,
+        "open descriptors after faults: {fds} now, {fds0} after start-up"
+    );
+    f.assert_no_leftover_tmp();
+
     f.ping();
     let log = f.server.stderr_text();
     assert_eq!(
