@@ -283,7 +283,7 @@ fn fit(schema: &Value, n: u8) -> Value {
                 .map(|i| fit(&schema["items"], n.wrapping_add(i)))
                 .collect(),
         ),
-        Some("boolean") => json!(n % 2 == 0),
+        Some("boolean") => json!(n.is_multiple_of(2)),
         Some("integer") | Some("number") => {
             let lo = schema.get("minimum").cloned();
             let hi = schema.get("maximum").cloned();
