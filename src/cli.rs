@@ -126,7 +126,10 @@ pub enum SandboxMode {
 #[derive(Debug, Args, Clone, Default)]
 pub struct ServeArgs {
     /// Offer the `draft` tool, the only one that may write (inside the database's folder).
-    #[arg(long)]
+    // `=true|false` is accepted too, because a client's config template (an MCP Bundle's
+    // args) can only pass a checkbox's value, never leave the flag out.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set)]
     pub allow_drafts: bool,
     /// The folder file arguments must stay inside (default: the home, else the current folder).
     #[arg(long, value_name = "DIR")]
