@@ -1,1 +1,301 @@
-//! (to be written)
+//! File arguments -> [`ConfinedPath`] inside the root folder (DESIGN.md §3).
+//!
+//! A `ConfinedPath` can only be built here, so a value that reaches the
+//! backend as a path has been resolved (symlinks followed) and checked to lie
+//! beneath the canonical root. The kernel sandbox enforces the same boundary
+//! again; this check exists so that a model gets a clear error it can act on
+//! instead of a denied read, and so that no path the owner didn't share is
+//! ever named to the backend.
+
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::ToolError;
+
+/// The canonical root folder that file arguments must stay inside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Root {
+    canonical: PathBuf,
+}
+
+impl Root {
+    /// Canonicalize `path`; it must be an existing folder other than `/`.
+    pub fn new(path: &Path) -> Result<Root, RootError> {
+        let canonical = path
+            .canonicalize()
+            .map_err(|e| RootError::Unusable(path.to_path_buf(), e))?;
+        if !canonical.is_dir() {
+            return Err(RootError::NotAFolder(canonical));
+        }
+        if canonical == Path::new("/") {
+            return Err(RootError::IsSlash);
+        }
+        Ok(Root { canonical })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.canonical
+    }
+}
+
+#[derive(Debug)]
+pub enum RootError {
+    Unusable(PathBuf, io::Error),
+    NotAFolder(PathBuf),
+    IsSlash,
+}
+
+impl std::fmt::Display for RootError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RootError::Unusable(p, e) => write!(f, "the root folder {} cannot be used: {e}", p.display()),
+            RootError::NotAFolder(p) => write!(f, "the root {} is not a folder", p.display()),
+            RootError::IsSlash => write!(
+                f,
+                "a root of / would share every file on this machine; pass --root with a smaller folder"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RootError {}
+
+/// A canonical absolute path beneath the root, as UTF-8 for the backend's argv.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfinedPath(String);
+
+impl ConfinedPath {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Tests of later steps need a path without a filesystem behind it.
+    #[cfg(test)]
+    pub(crate) fn for_test(path: &str) -> Self {
+        ConfinedPath(path.to_string())
+    }
+}
+
+/// Resolve the value given for `property` to a path inside `root`.
+pub fn confine(root: &Root, property: &str, raw: &str) -> Result<ConfinedPath, ToolError> {
+    if raw.is_empty() {
+        return Err(ToolError::new(
+            "invalid_argument",
+            format!("`{property}` is empty; give a file path inside the root folder."),
+        ));
+    }
+    if raw.starts_with('~') {
+        return Err(ToolError::new(
+            "invalid_argument",
+            format!("`{property}` starts with `~`, which is not expanded; give a path relative to the root folder instead."),
+        ));
+    }
+    if raw == "-" {
+        return Err(ToolError::new(
+            "invalid_argument",
+            format!("`{property}` is `-` (standard input), which no tool can read; give a file path inside the root folder."),
+        ));
+    }
+    if raw.contains('\0') {
+        return Err(ToolError::new(
+            "invalid_argument",
+            format!("`{property}` contains a NUL byte; remove it."),
+        ));
+    }
+
+    let outside = || {
+        ToolError::new(
+            "path_outside_root",
+            format!(
+                "`{property}` points outside the root folder {}; give a path inside it, for example relative to it.",
+                root.path().display()
+            ),
+        )
+    };
+
+    let joined = root.path().join(raw);
+    // Refuse what is outside by its spelling before touching the filesystem,
+    // so whether a file outside the root exists is never revealed.
+    if !lexically_normal(&joined).starts_with(root.path()) {
+        return Err(outside());
+    }
+    let canonical = joined.canonicalize().map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => ToolError::new(
+            "path_not_found",
+            format!("`{property}`: there is no file `{raw}` inside the root folder; check the name (relative paths are taken from the root)."),
+        ),
+        _ => ToolError::new(
+            "invalid_argument",
+            format!("`{property}`: `{raw}` cannot be resolved ({e})."),
+        ),
+    })?;
+    if !canonical.starts_with(root.path()) {
+        return Err(outside());
+    }
+    canonical
+        .into_os_string()
+        .into_string()
+        .map(ConfinedPath)
+        .map_err(|_| {
+            ToolError::new(
+                "invalid_argument",
+                format!(
+                    "`{property}` resolves to a path that is not valid UTF-8; rename the file."
+                ),
+            )
+        })
+}
+
+/// `.` dropped and `..` applied to the spelling alone; never above `/`.
+fn lexically_normal(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        root: Root,
+        outside: PathBuf,
+    }
+
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let root_dir = base.join("root");
+        fs::create_dir_all(root_dir.join("sub")).unwrap();
+        fs::write(root_dir.join("sub/plan.yaml"), "x").unwrap();
+        fs::write(root_dir.join("top.txt"), "x").unwrap();
+        let outside = base.join("secret.txt");
+        fs::write(&outside, "s").unwrap();
+        symlink(&outside, root_dir.join("sub/escape")).unwrap();
+        symlink(root_dir.join("top.txt"), root_dir.join("sub/inner-link")).unwrap();
+        Fixture {
+            root: Root::new(&root_dir).unwrap(),
+            outside,
+            _dir: dir,
+        }
+    }
+
+    fn code(r: Result<ConfinedPath, ToolError>) -> String {
+        r.unwrap_err().code().to_string()
+    }
+
+    #[test]
+    fn relative_path_becomes_canonical_absolute() {
+        let f = fixture();
+        let p = confine(&f.root, "campaign", "sub/./plan.yaml").unwrap();
+        assert_eq!(
+            p.as_str(),
+            f.root.path().join("sub/plan.yaml").to_str().unwrap()
+        );
+    }
+
+    #[test]
+    fn absolute_path_inside_is_accepted() {
+        let f = fixture();
+        let abs = f.root.path().join("top.txt");
+        let p = confine(&f.root, "file", abs.to_str().unwrap()).unwrap();
+        assert_eq!(p.as_str(), abs.to_str().unwrap());
+    }
+
+    #[test]
+    fn symlink_inside_pointing_inside_resolves_to_its_target() {
+        let f = fixture();
+        let p = confine(&f.root, "file", "sub/inner-link").unwrap();
+        assert_eq!(p.as_str(), f.root.path().join("top.txt").to_str().unwrap());
+    }
+
+    #[test]
+    fn dotdot_out_of_the_root_is_refused() {
+        let f = fixture();
+        assert_eq!(
+            code(confine(&f.root, "file", "../secret.txt")),
+            "path_outside_root"
+        );
+        assert_eq!(
+            code(confine(&f.root, "file", "sub/../../secret.txt")),
+            "path_outside_root"
+        );
+    }
+
+    #[test]
+    fn absolute_outside_is_refused_even_when_missing() {
+        let f = fixture();
+        assert_eq!(
+            code(confine(&f.root, "file", f.outside.to_str().unwrap())),
+            "path_outside_root"
+        );
+        assert_eq!(
+            code(confine(&f.root, "file", "/etc/passwd")),
+            "path_outside_root"
+        );
+        assert_eq!(
+            code(confine(&f.root, "file", "/no/such/file")),
+            "path_outside_root"
+        );
+    }
+
+    #[test]
+    fn symlink_inside_pointing_out_is_refused() {
+        let f = fixture();
+        let e = confine(&f.root, "file", "sub/escape").unwrap_err();
+        assert_eq!(e.code(), "path_outside_root");
+        assert!(e.message().contains("`file`"));
+    }
+
+    #[test]
+    fn tilde_dash_empty_and_nul_are_refused() {
+        let f = fixture();
+        for raw in ["~/x", "~", "-", "", "a\0b"] {
+            assert_eq!(
+                code(confine(&f.root, "file", raw)),
+                "invalid_argument",
+                "{raw:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_dash_prefixed_name_is_just_a_file() {
+        let f = fixture();
+        fs::write(f.root.path().join("-n"), "x").unwrap();
+        let p = confine(&f.root, "file", "-n").unwrap();
+        assert!(p.as_str().starts_with('/'));
+    }
+
+    #[test]
+    fn missing_file_inside_is_path_not_found() {
+        let f = fixture();
+        let e = confine(&f.root, "file", "sub/nope.yaml").unwrap_err();
+        assert_eq!(e.code(), "path_not_found");
+        assert!(e.message().contains("sub/nope.yaml"));
+        assert_eq!(
+            code(confine(&f.root, "file", "top.txt/below")),
+            "path_not_found"
+        );
+    }
+
+    #[test]
+    fn root_of_slash_is_refused() {
+        assert!(matches!(Root::new(Path::new("/")), Err(RootError::IsSlash)));
+        assert!(matches!(
+            Root::new(Path::new("/no/such/root")),
+            Err(RootError::Unusable(..))
+        ));
+    }
+}

@@ -1,1 +1,637 @@
-//! (to be written)
+//! One backend run: spawn in the sandbox, capture with caps, wait with a
+//! deadline and a cancel flag, and map what happened to an envelope
+//! (CONTRACT.md §3, DESIGN.md §5).
+//!
+//! The calling thread spawns the child and also waits for it, because the
+//! sandbox asks the kernel to kill the child when the thread that spawned it
+//! ends (`PR_SET_PDEATHSIG` is tied to that thread). Reading happens on two
+//! small threads so a child that fills one pipe can never stall the other,
+//! and the waiting loop wakes on their events, on cancellation and on the
+//! deadline, so no run can hold its caller forever.
+
+use std::io::{self, Read};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::ExitStatus;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::cancel::Cancel;
+use crate::envelope::Envelope;
+use crate::error::ToolError;
+use crate::limits::MAX_STDERR_BYTES;
+use crate::sandbox::{RunKind, Sandbox, SandboxError, SandboxedChild};
+
+/// After the child exits, how long its pipes may stay open (a process it
+/// left behind) before the rest of its tree is killed.
+const HELD_OPEN_GRACE: Duration = Duration::from_millis(100);
+/// After that kill, how long the readers get to see end-of-file.
+const DRAIN_AFTER_KILL: Duration = Duration::from_millis(500);
+/// How long to wait for a killed child to be reaped before leaving it to `Drop`.
+const REAP_LIMIT: Duration = Duration::from_secs(2);
+/// Longest stderr line quoted in an error message.
+const MAX_MESSAGE_CHARS: usize = 300;
+
+/// Caps of one run.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub max_stdout: usize,
+    /// `None`: no time limit.
+    pub timeout: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl Exit {
+    fn from_status(status: ExitStatus) -> Exit {
+        match (status.code(), status.signal()) {
+            (Some(c), _) => Exit::Code(c),
+            (None, Some(s)) => Exit::Signal(s),
+            // Neither is only possible for a stopped child, which `wait` doesn't report.
+            (None, None) => Exit::Signal(0),
+        }
+    }
+}
+
+/// A run that ended by itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    pub exit: Exit,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+#[derive(Debug)]
+pub enum RunEnd {
+    Finished(Finished),
+    /// stdout passed the cap; the run was killed.
+    TooLarge,
+    TimedOut,
+    Cancelled,
+    /// The child exited but something it started kept its output open.
+    HeldOpen(Exit),
+}
+
+#[derive(Debug)]
+pub enum RunError {
+    Spawn(SandboxError),
+    Wait(io::Error),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Spawn(e) => write!(f, "{e}"),
+            RunError::Wait(e) => write!(f, "waiting for the command failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+enum Event {
+    Stdout(Vec<u8>),
+    StdoutOverflow,
+    Stderr(Vec<u8>),
+}
+
+/// Run `argv` once in the sandbox and capture it within `bounds`.
+pub fn run_once(
+    sandbox: &Sandbox,
+    kind: RunKind,
+    argv: &[String],
+    cwd: &Path,
+    bounds: Bounds,
+    cancel: &Cancel,
+) -> Result<RunEnd, RunError> {
+    let started = Instant::now();
+    let deadline = bounds.timeout.map(|t| started + t);
+    let mut child = sandbox.spawn(kind, argv, cwd).map_err(RunError::Spawn)?;
+
+    let (tx, rx) = mpsc::channel();
+    match child.stdout.take() {
+        Some(out) => {
+            let tx = tx.clone();
+            let cap = bounds.max_stdout;
+            thread::spawn(move || read_stdout(out, cap, &tx));
+        }
+        None => {
+            let _ = tx.send(Event::Stdout(Vec::new()));
+        }
+    }
+    match child.stderr.take() {
+        Some(err) => {
+            let tx = tx.clone();
+            thread::spawn(move || read_stderr(err, &tx));
+        }
+        None => {
+            let _ = tx.send(Event::Stderr(Vec::new()));
+        }
+    }
+    drop(tx);
+
+    let mut stdout: Option<Vec<u8>> = None;
+    let mut stderr: Option<Vec<u8>> = None;
+    let mut exited: Option<(Exit, Instant)> = None;
+    let mut killed_leftovers = false;
+    let mut idle = Duration::from_millis(1);
+    loop {
+        let outputs_done = stdout.is_some() && stderr.is_some();
+        if outputs_done {
+            // Only the exit is missing; it normally follows end-of-file closely.
+            cancel.wait_timeout(idle);
+            idle = (idle * 2).min(Duration::from_millis(5));
+        } else {
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok(Event::Stdout(d)) => stdout = Some(d),
+                Ok(Event::Stderr(d)) => stderr = Some(d),
+                Ok(Event::StdoutOverflow) => {
+                    stop(&mut child);
+                    return Ok(RunEnd::TooLarge);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    // Both readers are gone; whatever they didn't send is empty.
+                    stdout.get_or_insert_with(Vec::new);
+                    stderr.get_or_insert_with(Vec::new);
+                }
+            }
+        }
+
+        if cancel.is_cancelled() {
+            stop(&mut child);
+            return Ok(RunEnd::Cancelled);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            stop(&mut child);
+            return Ok(RunEnd::TimedOut);
+        }
+        if exited.is_none() {
+            if let Some(status) = child.try_wait().map_err(RunError::Wait)? {
+                exited = Some((Exit::from_status(status), Instant::now()));
+            }
+        }
+        if let Some((exit, at)) = exited {
+            if let (Some(out), Some(err)) = (&mut stdout, &mut stderr) {
+                return Ok(RunEnd::Finished(Finished {
+                    exit,
+                    stdout: std::mem::take(out),
+                    stderr: std::mem::take(err),
+                }));
+            }
+            if !killed_leftovers && at.elapsed() >= HELD_OPEN_GRACE {
+                child.kill_tree();
+                killed_leftovers = true;
+            }
+            if at.elapsed() >= HELD_OPEN_GRACE + DRAIN_AFTER_KILL {
+                return Ok(RunEnd::HeldOpen(exit));
+            }
+        }
+    }
+}
+
+/// Kill the run's tree and reap the child, within a bound.
+fn stop(child: &mut SandboxedChild) {
+    child.kill_tree();
+    let until = Instant::now() + REAP_LIMIT;
+    while Instant::now() < until {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return,
+            Ok(None) => thread::sleep(Duration::from_millis(2)),
+        }
+    }
+}
+
+fn read_stdout(mut pipe: impl Read, cap: usize, tx: &mpsc::Sender<Event>) {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                data.extend_from_slice(&buf[..n]);
+                if data.len() > cap {
+                    let _ = tx.send(Event::StdoutOverflow);
+                    return;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    let _ = tx.send(Event::Stdout(data));
+}
+
+fn read_stderr(mut pipe: impl Read, tx: &mpsc::Sender<Event>) {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8 * 1024];
+    loop {
+        match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                // Keep reading past the cap so the child never blocks on a full pipe.
+                let room = MAX_STDERR_BYTES.saturating_sub(data.len());
+                data.extend_from_slice(&buf[..n.min(room)]);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    let _ = tx.send(Event::Stderr(data));
+}
+
+/// How a tool call ended, for the answer and the log line.
+#[derive(Debug)]
+pub enum CallEnd {
+    /// The backend's own answer (exit 0, 1, or 2 with its error document).
+    Answer(Envelope),
+    /// A failure the server reports: the run could not start, failed, or was too large.
+    Failed(ToolError),
+    TimedOut(ToolError),
+    Cancelled,
+}
+
+/// One tool run, mapped to an envelope (not yet redacted).
+pub fn run_tool(
+    sandbox: &Sandbox,
+    kind: RunKind,
+    argv: &[String],
+    cwd: &Path,
+    bounds: Bounds,
+    cancel: &Cancel,
+) -> CallEnd {
+    match run_once(sandbox, kind, argv, cwd, bounds, cancel) {
+        Ok(RunEnd::Finished(f)) => match map_exit(&f) {
+            Ok(envelope) => CallEnd::Answer(envelope),
+            Err(e) => CallEnd::Failed(e),
+        },
+        Ok(RunEnd::TooLarge) => CallEnd::Failed(ToolError::new(
+            "output_too_large",
+            format!(
+                "The result was larger than {} bytes, the most this server returns; ask for less (narrower arguments, fewer items or a shorter period) and try again.",
+                bounds.max_stdout
+            ),
+        )),
+        Ok(RunEnd::TimedOut) => {
+            let secs = bounds.timeout.map_or(0, |t| t.as_secs());
+            CallEnd::TimedOut(ToolError::new(
+                "timeout",
+                format!("The command did not finish within {secs} seconds and was stopped; ask for less, or try again later."),
+            ))
+        }
+        Ok(RunEnd::Cancelled) => CallEnd::Cancelled,
+        Ok(RunEnd::HeldOpen(exit)) => CallEnd::Failed(failed(
+            &format!("The command {} but left a process running that kept its output open", describe_exit(exit)),
+            &[],
+        )),
+        Err(e) => CallEnd::Failed(start_failure(&e)),
+    }
+}
+
+/// A run that never got going: a sandbox layer is the sandbox's failure,
+/// anything else (no such file, too many processes) the command's.
+fn start_failure(e: &RunError) -> ToolError {
+    match e {
+        RunError::Spawn(SandboxError::LayerFailed(_) | SandboxError::Unavailable(_)) => {
+            ToolError::new(
+                "sandbox_failed",
+                format!("The sandbox could not be set up for this call, so nothing ran ({e})."),
+            )
+        }
+        _ => ToolError::new(
+            "backend_failed",
+            format!("The command could not be run: {e}."),
+        ),
+    }
+}
+
+/// CONTRACT.md §3: exit 0/1 with one JSON document, or exit 2 with an error
+/// document, is the backend's answer; anything else is a failed run.
+pub fn map_exit(f: &Finished) -> Result<Envelope, ToolError> {
+    let doc = serde_json::from_slice::<Value>(&f.stdout).ok();
+    match (f.exit, doc) {
+        (Exit::Code(code @ (0 | 1)), Some(doc)) => Ok(Envelope::from_run(code, doc)),
+        (Exit::Code(2), Some(doc)) if is_error_document(&doc) => Ok(Envelope::from_run(2, doc)),
+        (Exit::Code(2), _) => Err(failed(
+            "The command failed (exit code 2) without printing an error document",
+            &f.stderr,
+        )),
+        (Exit::Code(code @ (0 | 1)), None) => Err(failed(
+            &format!("The command exited with code {code} but did not print one JSON document"),
+            &f.stderr,
+        )),
+        (exit, _) => Err(failed(
+            &format!("The command {}", describe_exit(exit)),
+            &f.stderr,
+        )),
+    }
+}
+
+fn describe_exit(exit: Exit) -> String {
+    match exit {
+        Exit::Code(c) => format!("exited with code {c}"),
+        Exit::Signal(s) => format!("was killed by signal {s}{}", signal_name(s)),
+    }
+}
+
+fn signal_name(s: i32) -> &'static str {
+    match s {
+        libc::SIGKILL => " (SIGKILL)",
+        libc::SIGSEGV => " (SIGSEGV)",
+        libc::SIGABRT => " (SIGABRT)",
+        libc::SIGTERM => " (SIGTERM)",
+        libc::SIGSYS => " (SIGSYS)",
+        libc::SIGBUS => " (SIGBUS)",
+        libc::SIGPIPE => " (SIGPIPE)",
+        libc::SIGXFSZ => " (SIGXFSZ)",
+        libc::SIGXCPU => " (SIGXCPU)",
+        _ => "",
+    }
+}
+
+/// `{"error": {"code": "...", "message": "..."}}`.
+fn is_error_document(doc: &Value) -> bool {
+    doc.get("error").is_some_and(|e| {
+        e.get("code").is_some_and(Value::is_string)
+            && e.get("message").is_some_and(Value::is_string)
+    })
+}
+
+/// `backend_failed`, quoting stderr's first line (redaction happens on the whole envelope).
+fn failed(what: &str, stderr: &[u8]) -> ToolError {
+    let message = match first_line(stderr) {
+        Some(line) => format!("{what}: {line}"),
+        None => format!("{what}."),
+    };
+    ToolError::new("backend_failed", message)
+}
+
+/// The first line with any content, trimmed, without control characters, cut short.
+pub fn first_line(stderr: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(stderr);
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let mut out: String = line
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(MAX_MESSAGE_CHARS)
+        .collect();
+    if line.chars().count() > MAX_MESSAGE_CHARS {
+        out.push('…');
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::SandboxOptions;
+    use serde_json::json;
+
+    fn finished(exit: Exit, stdout: &str, stderr: &str) -> Finished {
+        Finished {
+            exit,
+            stdout: stdout.as_bytes().to_vec(),
+            stderr: stderr.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn exit_0_and_1_are_answers() {
+        let e = map_exit(&finished(Exit::Code(0), "{\"ok\": true}\n", "")).unwrap();
+        assert_eq!(e, Envelope::from_run(0, json!({"ok": true})));
+        let e = map_exit(&finished(Exit::Code(1), " [1, 2] ", "warn")).unwrap();
+        assert_eq!(e, Envelope::from_run(1, json!([1, 2])));
+        assert!(!e.is_error());
+    }
+
+    #[test]
+    fn exit_2_with_error_document_is_passed_on() {
+        let doc = json!({"error": {"code": "no_such_campaign", "message": "No campaign q9."}});
+        let e = map_exit(&finished(Exit::Code(2), &doc.to_string(), "")).unwrap();
+        assert_eq!(e, Envelope::from_run(2, doc));
+        assert!(e.is_error());
+    }
+
+    #[test]
+    fn everything_else_is_backend_failed_with_the_first_stderr_line() {
+        let cases = [
+            finished(
+                Exit::Code(2),
+                "{\"oops\": 1}",
+                "\n  first problem  \nsecond",
+            ),
+            finished(Exit::Code(2), "", "first problem"),
+            finished(Exit::Code(3), "{}", "first problem"),
+            finished(Exit::Code(0), "not json", "first problem"),
+            finished(Exit::Code(0), "{} {}", "first problem"),
+            finished(Exit::Code(1), "", "first problem"),
+            finished(Exit::Signal(9), "{}", "first problem"),
+        ];
+        for f in cases {
+            let e = map_exit(&f).unwrap_err();
+            assert_eq!(e.code(), "backend_failed", "{f:?}");
+            let msg = e.message();
+            assert!(msg.ends_with(": first problem"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn failure_messages_say_what_happened() {
+        let msg = |f: Finished| map_exit(&f).unwrap_err().message().to_string();
+        assert_eq!(
+            msg(finished(Exit::Code(7), "", "")),
+            "The command exited with code 7."
+        );
+        assert_eq!(
+            msg(finished(Exit::Signal(9), "", "")),
+            "The command was killed by signal 9 (SIGKILL)."
+        );
+        assert!(msg(finished(Exit::Code(0), "x", "")).contains("did not print one JSON document"));
+    }
+
+    #[test]
+    fn first_line_is_cut_and_cleaned() {
+        assert_eq!(first_line(b""), None);
+        assert_eq!(first_line(b"\n \n"), None);
+        assert_eq!(first_line(b"a\tb\x1b[31m\nc").as_deref(), Some("a b [31m"));
+        let long = "x".repeat(1000);
+        let cut = first_line(long.as_bytes()).unwrap();
+        assert_eq!(cut.chars().count(), MAX_MESSAGE_CHARS + 1);
+    }
+
+    fn sandbox() -> Sandbox {
+        Sandbox::detect(&SandboxOptions {
+            mode: crate::cli::SandboxMode::BestEffort,
+            backend: "/bin/sh".into(),
+            root: std::env::temp_dir(),
+            ..SandboxOptions::default()
+        })
+        .unwrap()
+    }
+
+    fn sh(script: &str) -> Vec<String> {
+        vec!["/bin/sh".into(), "-c".into(), script.into()]
+    }
+
+    fn bounds(max: usize, secs: u64) -> Bounds {
+        Bounds {
+            max_stdout: max,
+            timeout: Some(Duration::from_secs(secs)),
+        }
+    }
+
+    #[test]
+    fn captures_stdout_stderr_and_exit() {
+        let end = run_once(
+            &sandbox(),
+            RunKind::ReadOnly,
+            &sh("echo '{}'; echo oops >&2; exit 1"),
+            &std::env::temp_dir(),
+            bounds(1024, 10),
+            &Cancel::new(),
+        )
+        .unwrap();
+        match end {
+            RunEnd::Finished(f) => {
+                assert_eq!(f.exit, Exit::Code(1));
+                assert_eq!(f.stdout, b"{}\n");
+                assert_eq!(f.stderr, b"oops\n");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn output_exactly_at_the_cap_is_fine_and_one_more_byte_is_not() {
+        let at_cap = sh("head -c 2048 /dev/zero");
+        let end = run_once(
+            &sandbox(),
+            RunKind::ReadOnly,
+            &at_cap,
+            &std::env::temp_dir(),
+            bounds(2048, 10),
+            &Cancel::new(),
+        )
+        .unwrap();
+        assert!(
+            matches!(end, RunEnd::Finished(ref f) if f.stdout.len() == 2048),
+            "{end:?}"
+        );
+        let over = sh("head -c 2049 /dev/zero; sleep 30");
+        let t = Instant::now();
+        let end = run_once(
+            &sandbox(),
+            RunKind::ReadOnly,
+            &over,
+            &std::env::temp_dir(),
+            bounds(2048, 60),
+            &Cancel::new(),
+        )
+        .unwrap();
+        assert!(matches!(end, RunEnd::TooLarge), "{end:?}");
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn timeout_kills_the_tree() {
+        let t = Instant::now();
+        let end = run_once(
+            &sandbox(),
+            RunKind::ReadOnly,
+            &sh("sleep 30 & sleep 30"),
+            &std::env::temp_dir(),
+            bounds(1024, 1),
+            &Cancel::new(),
+        )
+        .unwrap();
+        assert!(matches!(end, RunEnd::TimedOut), "{end:?}");
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn cancel_stops_the_run_promptly() {
+        let cancel = Cancel::new();
+        let c2 = cancel.clone();
+        let canceller = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(200));
+            c2.cancel();
+        });
+        let t = Instant::now();
+        let end = run_once(
+            &sandbox(),
+            RunKind::ReadOnly,
+            &sh("sleep 30"),
+            &std::env::temp_dir(),
+            bounds(1024, 60),
+            &cancel,
+        )
+        .unwrap();
+        canceller.join().unwrap();
+        assert!(matches!(end, RunEnd::Cancelled), "{end:?}");
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_left_behind_process_holding_stdout_does_not_hang_the_call() {
+        let t = Instant::now();
+        let end = run_once(
+            &sandbox(),
+            RunKind::ReadOnly,
+            &sh("echo '{}'; (sleep 30 &) ; exit 0"),
+            &std::env::temp_dir(),
+            bounds(1024, 60),
+            &Cancel::new(),
+        )
+        .unwrap();
+        // The leftover is killed with the tree; the answer printed before stands.
+        assert!(
+            matches!(end, RunEnd::Finished(ref f) if f.exit == Exit::Code(0) && f.stdout == b"{}\n"),
+            "{end:?}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_layer_failure_is_sandbox_failed_and_anything_else_backend_failed() {
+        let e = start_failure(&RunError::Spawn(SandboxError::LayerFailed(
+            "landlock: not enforced".into(),
+        )));
+        assert_eq!(e.code(), "sandbox_failed");
+        assert!(
+            e.message().contains("nothing ran") && e.message().contains("landlock"),
+            "{}",
+            e.message()
+        );
+        let e = start_failure(&RunError::Spawn(SandboxError::Unavailable(
+            "seccomp".into(),
+        )));
+        assert_eq!(e.code(), "sandbox_failed");
+        let e = start_failure(&RunError::Spawn(SandboxError::Io(io::Error::from(
+            io::ErrorKind::NotFound,
+        ))));
+        assert_eq!(e.code(), "backend_failed");
+    }
+
+    #[test]
+    fn spawn_failure_is_an_error_result() {
+        let end = run_tool(
+            &sandbox(),
+            RunKind::ReadOnly,
+            &["/no/such/backend".to_string()],
+            &std::env::temp_dir(),
+            bounds(1024, 5),
+            &Cancel::new(),
+        );
+        match end {
+            CallEnd::Failed(e) => assert_eq!(e.code(), "backend_failed"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,1 +1,665 @@
-//! (to be written)
+//! Raw tool arguments -> [`ValidatedCall`], before anything runs.
+//!
+//! A `ValidatedCall` can only be built by [`validate`], so whatever reaches
+//! the argv builder has passed every check: known properties, types, ranges,
+//! choices, required arguments, no NUL bytes. Each refusal is a tool error
+//! whose message says what to change, because the reader is a model that
+//! will try again. The paths it holds are confined in a second step
+//! ([`ValidatedCall::confine`]), which changes the type so that only a fully
+//! checked call can become an argv.
+
+use serde_json::{Map, Number, Value};
+
+use crate::argv::plain_decimal;
+use crate::catalog::ArgType;
+use crate::confine::{self, ConfinedPath, Root};
+use crate::error::ToolError;
+use crate::tools::{Param, Tool};
+
+/// Longest single value accepted; far below the kernel's per-argument limit.
+pub const MAX_VALUE_BYTES: usize = 64 * 1024;
+
+/// A path value before confinement, with the property it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawPath {
+    pub property: String,
+    pub raw: String,
+}
+
+/// One checked value, ready to be spelled in argv.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scalar<P> {
+    /// A string or a choice, as given.
+    Text(String),
+    Integer(i64),
+    /// A number already in plain decimal notation.
+    Decimal(String),
+    Path(P),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlagValue<P> {
+    /// A boolean flag given as true: passed bare.
+    Present,
+    Value(Scalar<P>),
+}
+
+/// A tool call whose arguments passed every check; `P` is the path stage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidatedCall<P> {
+    command: String,
+    /// `(--name, value)` in catalog order; a repeatable flag once per value.
+    flags: Vec<(String, FlagValue<P>)>,
+    positionals: Vec<Scalar<P>>,
+}
+
+impl<P> ValidatedCall<P> {
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    pub fn flags(&self) -> &[(String, FlagValue<P>)] {
+        &self.flags
+    }
+
+    pub fn positionals(&self) -> &[Scalar<P>] {
+        &self.positionals
+    }
+}
+
+impl ValidatedCall<RawPath> {
+    /// Confine every path value to `root`; the first refusal is returned.
+    pub fn confine(self, root: &Root) -> Result<ValidatedCall<ConfinedPath>, ToolError> {
+        let conf = |s: Scalar<RawPath>| -> Result<Scalar<ConfinedPath>, ToolError> {
+            Ok(match s {
+                Scalar::Text(t) => Scalar::Text(t),
+                Scalar::Integer(i) => Scalar::Integer(i),
+                Scalar::Decimal(d) => Scalar::Decimal(d),
+                Scalar::Path(p) => Scalar::Path(confine::confine(root, &p.property, &p.raw)?),
+            })
+        };
+        let flags = self
+            .flags
+            .into_iter()
+            .map(|(name, v)| {
+                Ok((
+                    name,
+                    match v {
+                        FlagValue::Present => FlagValue::Present,
+                        FlagValue::Value(s) => FlagValue::Value(conf(s)?),
+                    },
+                ))
+            })
+            .collect::<Result<Vec<_>, ToolError>>()?;
+        let positionals = self
+            .positionals
+            .into_iter()
+            .map(conf)
+            .collect::<Result<Vec<_>, ToolError>>()?;
+        Ok(ValidatedCall {
+            command: self.command,
+            flags,
+            positionals,
+        })
+    }
+}
+
+#[cfg(test)]
+impl ValidatedCall<RawPath> {
+    /// Later steps' tests need confined paths without a filesystem behind them.
+    pub(crate) fn confine_for_test(self, root: &str) -> ValidatedCall<ConfinedPath> {
+        let conf = |s: Scalar<RawPath>| match s {
+            Scalar::Text(t) => Scalar::Text(t),
+            Scalar::Integer(i) => Scalar::Integer(i),
+            Scalar::Decimal(d) => Scalar::Decimal(d),
+            Scalar::Path(p) => Scalar::Path(ConfinedPath::for_test(&format!("{root}/{}", p.raw))),
+        };
+        ValidatedCall {
+            command: self.command,
+            flags: self
+                .flags
+                .into_iter()
+                .map(|(n, v)| {
+                    let v = match v {
+                        FlagValue::Present => FlagValue::Present,
+                        FlagValue::Value(s) => FlagValue::Value(conf(s)),
+                    };
+                    (n, v)
+                })
+                .collect(),
+            positionals: self.positionals.into_iter().map(conf).collect(),
+        }
+    }
+}
+
+fn invalid(msg: String) -> ToolError {
+    ToolError::new("invalid_argument", msg)
+}
+
+/// Check `args` against `tool`'s arguments.
+pub fn validate(
+    tool: &Tool,
+    args: &Map<String, Value>,
+) -> Result<ValidatedCall<RawPath>, ToolError> {
+    let params = tool.params();
+    for key in args.keys() {
+        if params.iter().any(|p| &p.property == key) {
+            continue;
+        }
+        let key_shown = shown_key(key);
+        if tool.is_withheld(key) {
+            return Err(ToolError::new(
+                "unknown_argument",
+                format!(
+                    "`{key_shown}` is not available through this server; call `{}` without it.",
+                    tool.name
+                ),
+            ));
+        }
+        let allowed: Vec<&str> = params.iter().map(|p| p.property.as_str()).collect();
+        let list = if allowed.is_empty() {
+            format!("`{}` takes no arguments", tool.name)
+        } else {
+            format!("`{}` accepts: {}", tool.name, allowed.join(", "))
+        };
+        return Err(ToolError::new(
+            "unknown_argument",
+            format!("Unknown argument `{key_shown}`; {list}."),
+        ));
+    }
+
+    let mut flags = Vec::new();
+    let mut positionals = Vec::new();
+    let mut missing_positional: Option<&str> = None;
+    for p in params {
+        let values: Vec<Scalar<RawPath>> = match args.get(&p.property) {
+            None => {
+                if p.required {
+                    return Err(missing(tool, p));
+                }
+                Vec::new()
+            }
+            Some(v) => values_of(p, v)?,
+        };
+        // A boolean is given by its presence; `false` is still an answer.
+        if p.required && values.is_empty() && p.ty != ArgType::Boolean {
+            return Err(missing(tool, p));
+        }
+        if p.positional {
+            // Positionals are passed by position: a gap would shift a later
+            // value into an earlier slot.
+            match (values.is_empty(), missing_positional) {
+                (true, None) => missing_positional = Some(&p.property),
+                (false, Some(gap)) => {
+                    return Err(invalid(format!(
+                    "`{}` can only be given together with `{gap}`; add `{gap}` or leave `{}` out.",
+                    p.property, p.property
+                )))
+                }
+                _ => {}
+            }
+            positionals.extend(values);
+        } else if p.ty == ArgType::Boolean {
+            if args.get(&p.property) == Some(&Value::Bool(true)) {
+                flags.push((p.argument.clone(), FlagValue::Present));
+            }
+        } else {
+            flags.extend(
+                values
+                    .into_iter()
+                    .map(|v| (p.argument.clone(), FlagValue::Value(v))),
+            );
+        }
+    }
+
+    Ok(ValidatedCall {
+        command: tool.command.clone(),
+        flags,
+        positionals,
+    })
+}
+
+fn missing(tool: &Tool, p: &Param) -> ToolError {
+    ToolError::new(
+        "missing_argument",
+        format!(
+            "`{}` needs the argument `{}` ({}); add it.",
+            tool.name,
+            p.property,
+            type_phrase(p)
+        ),
+    )
+}
+
+/// Property names come from the client; keep them short and printable in messages.
+fn shown_key(key: &str) -> String {
+    let clean: String = key
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .take(64)
+        .collect();
+    if key.chars().count() > 64 {
+        format!("{clean}…")
+    } else {
+        clean
+    }
+}
+
+fn values_of(p: &Param, v: &Value) -> Result<Vec<Scalar<RawPath>>, ToolError> {
+    if v.is_null() {
+        return Err(invalid(format!(
+            "`{}` is null; leave it out instead, or give {}.",
+            p.property,
+            type_phrase(p)
+        )));
+    }
+    if p.repeatable {
+        let items = v.as_array().ok_or_else(|| {
+            invalid(format!(
+                "`{}` takes an array of values ({}), e.g. [{}].",
+                p.property,
+                type_phrase(p),
+                example(p)
+            ))
+        })?;
+        items.iter().map(|item| scalar(p, item)).collect()
+    } else if v.is_array() {
+        Err(invalid(format!(
+            "`{}` takes one value ({}), not an array.",
+            p.property,
+            type_phrase(p)
+        )))
+    } else if p.ty == ArgType::Boolean {
+        match v {
+            Value::Bool(_) => Ok(Vec::new()),
+            _ => Err(wrong_type(p, v)),
+        }
+    } else {
+        Ok(vec![scalar(p, v)?])
+    }
+}
+
+fn scalar(p: &Param, v: &Value) -> Result<Scalar<RawPath>, ToolError> {
+    match p.ty {
+        ArgType::String | ArgType::Path | ArgType::Choice => {
+            let s = v.as_str().ok_or_else(|| wrong_type(p, v))?;
+            check_text(p, s)?;
+            match p.ty {
+                ArgType::Path => Ok(Scalar::Path(RawPath {
+                    property: p.property.clone(),
+                    raw: s.to_string(),
+                })),
+                ArgType::Choice if !p.choices.iter().any(|c| c == s) => Err(invalid(format!(
+                    "`{}` must be one of: {} (got \"{}\").",
+                    p.property,
+                    p.choices.join(", "),
+                    shown_key(s)
+                ))),
+                _ => Ok(Scalar::Text(s.to_string())),
+            }
+        }
+        ArgType::Integer => {
+            let n = v.as_number().ok_or_else(|| wrong_type(p, v))?;
+            let i = whole(n).ok_or_else(|| {
+                invalid(format!(
+                    "`{}` must be a whole number (got {n}).",
+                    p.property
+                ))
+            })?;
+            let lo = p.minimum.as_ref().and_then(Number::as_i64);
+            let hi = p.maximum.as_ref().and_then(Number::as_i64);
+            if lo.is_some_and(|lo| i < lo) || hi.is_some_and(|hi| i > hi) {
+                return Err(out_of_range(p, n));
+            }
+            Ok(Scalar::Integer(i))
+        }
+        ArgType::Number => {
+            let n = v.as_number().ok_or_else(|| wrong_type(p, v))?;
+            let f = n
+                .as_f64()
+                .filter(|f| f.is_finite())
+                .ok_or_else(|| out_of_range(p, n))?;
+            let lo = p.minimum.as_ref().and_then(Number::as_f64);
+            let hi = p.maximum.as_ref().and_then(Number::as_f64);
+            if lo.is_some_and(|lo| f < lo) || hi.is_some_and(|hi| f > hi) {
+                return Err(out_of_range(p, n));
+            }
+            let d = plain_decimal(&n.to_string()).ok_or_else(|| {
+                invalid(format!("`{}` has too many digits; round it.", p.property))
+            })?;
+            Ok(Scalar::Decimal(d))
+        }
+        ArgType::Boolean => Err(wrong_type(p, v)),
+    }
+}
+
+/// The value of an integral JSON number, also when written as `14.0` or `1e3`.
+fn whole(n: &Number) -> Option<i64> {
+    if let Some(i) = n.as_i64() {
+        return Some(i);
+    }
+    let f = n.as_f64()?;
+    // i64::MAX is not exactly representable; stay strictly inside.
+    (f.is_finite() && f.fract() == 0.0 && f.abs() < 9.0e18).then_some(f as i64)
+}
+
+fn check_text(p: &Param, s: &str) -> Result<(), ToolError> {
+    if s.contains('\0') {
+        return Err(invalid(format!(
+            "`{}` contains a NUL byte, which cannot be passed to a command; remove it.",
+            p.property
+        )));
+    }
+    if s.len() > MAX_VALUE_BYTES {
+        return Err(invalid(format!(
+            "`{}` is longer than {MAX_VALUE_BYTES} bytes; give a shorter value.",
+            p.property
+        )));
+    }
+    Ok(())
+}
+
+fn out_of_range(p: &Param, n: &Number) -> ToolError {
+    let range = match (&p.minimum, &p.maximum) {
+        (Some(lo), Some(hi)) => format!("between {lo} and {hi}"),
+        (Some(lo), None) => format!("at least {lo}"),
+        (None, Some(hi)) => format!("at most {hi}"),
+        (None, None) => "a finite number".to_string(),
+    };
+    invalid(format!("`{}` must be {range} (got {n}).", p.property))
+}
+
+fn wrong_type(p: &Param, v: &Value) -> ToolError {
+    let got = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    invalid(format!(
+        "`{}` must be {}, got {got}.",
+        p.property,
+        type_phrase(p)
+    ))
+}
+
+fn type_phrase(p: &Param) -> String {
+    let one = match p.ty {
+        ArgType::Boolean => "true or false".to_string(),
+        ArgType::String => "a string".to_string(),
+        ArgType::Integer => "an integer".to_string(),
+        ArgType::Number => "a number".to_string(),
+        ArgType::Path => "a file path inside the root folder".to_string(),
+        ArgType::Choice => format!("one of: {}", p.choices.join(", ")),
+    };
+    if p.repeatable {
+        format!("each {one}")
+    } else {
+        one
+    }
+}
+
+fn example(p: &Param) -> String {
+    match p.ty {
+        ArgType::Choice => p
+            .choices
+            .first()
+            .map(|c| format!("\"{c}\""))
+            .unwrap_or_default(),
+        ArgType::Integer | ArgType::Number => p
+            .minimum
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_else(|| "1".to_string()),
+        ArgType::Boolean => "true".to_string(),
+        ArgType::String | ArgType::Path => "\"…\"".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{catalog, tools};
+    use serde_json::json;
+
+    fn tool() -> Tool {
+        let mut v = catalog::tests::sample();
+        v["commands"] = json!([{
+            "name": "campaign-check", "summary": "s", "tags": ["read_only"], "formats": ["json"],
+            "positionals": [
+                {"name": "campaign", "type": "path", "required": true},
+                {"name": "extra", "type": "string"},
+                {"name": "more", "type": "string", "repeatable": true}
+            ],
+            "flags": [
+                {"name": "--strict", "type": "boolean"},
+                {"name": "--days", "type": "integer", "minimum": 1, "maximum": 365},
+                {"name": "--ratio", "type": "number", "minimum": 0, "maximum": 1},
+                {"name": "--channel", "type": "choice", "choices": ["x", "linkedin"], "repeatable": true},
+                {"name": "--label", "type": "string"},
+                {"name": "--online", "type": "boolean", "network": true},
+                {"name": "--format", "type": "choice", "choices": ["json"], "output_format": true}
+            ]
+        }]);
+        let c = catalog::parse(v.to_string().as_bytes()).unwrap();
+        let (set, _) = tools::build(&c, false);
+        set.get("campaign_check").unwrap().clone()
+    }
+
+    fn check(args: Value) -> Result<ValidatedCall<RawPath>, ToolError> {
+        validate(&tool(), args.as_object().unwrap())
+    }
+
+    fn refused(args: Value) -> ToolError {
+        check(args.clone()).expect_err(&format!("accepted {args}"))
+    }
+
+    fn path(raw: &str) -> Scalar<RawPath> {
+        Scalar::Path(RawPath {
+            property: "campaign".into(),
+            raw: raw.into(),
+        })
+    }
+
+    #[test]
+    fn a_full_call_keeps_catalog_order_and_spelling() {
+        // Parsed from text so that the number keeps its exponent spelling.
+        let args: Value = serde_json::from_str(
+            r#"{"label": "-x", "channel": ["x", "linkedin"], "ratio": 2.5e-1, "days": 14,
+                "strict": true, "more": ["m1", "m2"], "extra": "e", "campaign": "c.yaml"}"#,
+        )
+        .unwrap();
+        let c = check(args).unwrap();
+        assert_eq!(c.command(), "campaign-check");
+        assert_eq!(
+            c.flags(),
+            &[
+                ("--strict".to_string(), FlagValue::Present),
+                ("--days".to_string(), FlagValue::Value(Scalar::Integer(14))),
+                (
+                    "--ratio".to_string(),
+                    FlagValue::Value(Scalar::Decimal("0.25".into()))
+                ),
+                (
+                    "--channel".to_string(),
+                    FlagValue::Value(Scalar::Text("x".into()))
+                ),
+                (
+                    "--channel".to_string(),
+                    FlagValue::Value(Scalar::Text("linkedin".into()))
+                ),
+                (
+                    "--label".to_string(),
+                    FlagValue::Value(Scalar::Text("-x".into()))
+                ),
+            ]
+        );
+        assert_eq!(
+            c.positionals(),
+            &[
+                path("c.yaml"),
+                Scalar::Text("e".into()),
+                Scalar::Text("m1".into()),
+                Scalar::Text("m2".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn false_booleans_and_empty_arrays_add_nothing() {
+        let c = check(json!({"campaign": "c", "strict": false, "channel": []})).unwrap();
+        assert!(c.flags().is_empty());
+    }
+
+    #[test]
+    fn integral_numbers_are_integers() {
+        let c = check(json!({"campaign": "c", "days": 14.0})).unwrap();
+        assert_eq!(c.flags()[0].1, FlagValue::Value(Scalar::Integer(14)));
+        let c = check(json!({"campaign": "c", "ratio": 1})).unwrap();
+        assert_eq!(
+            c.flags()[0].1,
+            FlagValue::Value(Scalar::Decimal("1".into()))
+        );
+    }
+
+    #[test]
+    fn unknown_property_names_the_allowed_ones() {
+        let e = refused(json!({"campaign": "c", "dayz": 3}));
+        assert_eq!(e.code(), "unknown_argument");
+        assert!(e.message().contains("`dayz`"));
+        assert!(
+            e.message()
+                .contains("campaign, extra, more, strict, days, ratio, channel, label"),
+            "{}",
+            e.message()
+        );
+    }
+
+    #[test]
+    fn withheld_argument_is_not_available() {
+        for key in ["online", "format"] {
+            let e = refused(json!({"campaign": "c", key: true}));
+            assert_eq!(e.code(), "unknown_argument");
+            assert!(
+                e.message().contains("not available through this server"),
+                "{}",
+                e.message()
+            );
+        }
+    }
+
+    #[test]
+    fn wrong_types_are_invalid() {
+        for args in [
+            json!({"campaign": 3}),
+            json!({"campaign": "c", "days": "14"}),
+            json!({"campaign": "c", "strict": "yes"}),
+            json!({"campaign": "c", "ratio": "0.5"}),
+            json!({"campaign": "c", "label": {"a": 1}}),
+            json!({"campaign": "c", "channel": [1]}),
+            json!({"campaign": "c", "label": null}),
+        ] {
+            let e = refused(args.clone());
+            assert_eq!(e.code(), "invalid_argument", "{args}");
+        }
+        assert!(refused(json!({"campaign": "c", "days": "14"}))
+            .message()
+            .contains("must be an integer, got a string"));
+        assert!(refused(json!({"campaign": "c", "label": null}))
+            .message()
+            .contains("leave it out"));
+    }
+
+    #[test]
+    fn fractional_integer_is_refused() {
+        let e = refused(json!({"campaign": "c", "days": 1.5}));
+        assert_eq!(e.code(), "invalid_argument");
+        assert!(e.message().contains("whole number"), "{}", e.message());
+    }
+
+    #[test]
+    fn out_of_range_says_the_range() {
+        let e = refused(json!({"campaign": "c", "days": 400}));
+        assert!(
+            e.message().contains("between 1 and 365 (got 400)"),
+            "{}",
+            e.message()
+        );
+        let e = refused(json!({"campaign": "c", "days": 0}));
+        assert_eq!(e.code(), "invalid_argument");
+        let e = refused(json!({"campaign": "c", "ratio": 1.01}));
+        assert!(e.message().contains("between 0 and 1"), "{}", e.message());
+        let e = refused(json!({"campaign": "c", "days": 1e30}));
+        assert_eq!(e.code(), "invalid_argument");
+    }
+
+    #[test]
+    fn not_in_choices_lists_them() {
+        let e = refused(json!({"campaign": "c", "channel": ["x", "fb"]}));
+        assert!(
+            e.message().contains("one of: x, linkedin (got \"fb\")"),
+            "{}",
+            e.message()
+        );
+    }
+
+    #[test]
+    fn missing_required() {
+        let e = refused(json!({"days": 3}));
+        assert_eq!(e.code(), "missing_argument");
+        assert!(e.message().contains("`campaign`"));
+    }
+
+    #[test]
+    fn array_for_single_and_scalar_for_repeatable() {
+        let e = refused(json!({"campaign": ["a", "b"]}));
+        assert!(e.message().contains("not an array"), "{}", e.message());
+        let e = refused(json!({"campaign": "c", "channel": "x"}));
+        assert!(e.message().contains("array of values"), "{}", e.message());
+    }
+
+    #[test]
+    fn nul_bytes_and_huge_values_are_refused() {
+        let e = refused(json!({"campaign": "c", "label": "a\u{0}b"}));
+        assert!(e.message().contains("NUL"));
+        let e = refused(json!({"campaign": "c\u{0}"}));
+        assert!(e.message().contains("NUL"));
+        let e = refused(json!({"campaign": "c", "more": ["ok", "x\u{0}"]}));
+        assert!(e.message().contains("NUL"));
+        let e = refused(json!({"campaign": "c", "label": "x".repeat(MAX_VALUE_BYTES + 1)}));
+        assert!(e.message().contains("longer than"));
+    }
+
+    #[test]
+    fn positional_gap_is_refused() {
+        let e = refused(json!({"campaign": "c", "more": ["m"]}));
+        assert_eq!(e.code(), "invalid_argument");
+        assert!(
+            e.message().contains("together with `extra`"),
+            "{}",
+            e.message()
+        );
+    }
+
+    #[test]
+    fn confine_turns_raw_paths_into_confined_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("c.yaml"), "x").unwrap();
+        let root = Root::new(dir.path()).unwrap();
+        let c = check(json!({"campaign": "c.yaml", "label": "l"}))
+            .unwrap()
+            .confine(&root)
+            .unwrap();
+        match &c.positionals()[0] {
+            Scalar::Path(p) => assert_eq!(p.as_str(), root.path().join("c.yaml").to_str().unwrap()),
+            other => panic!("{other:?}"),
+        }
+        let e = check(json!({"campaign": "../x"}))
+            .unwrap()
+            .confine(&root)
+            .unwrap_err();
+        assert_eq!(e.code(), "path_outside_root");
+    }
+}
