@@ -221,11 +221,11 @@ impl App {
     pub fn call(&self, tool: &Tool, args: &Map<String, Value>, cancel: &Cancel) -> CallOutcome {
         let started = Instant::now();
         let log = |exit: &str, extra: &str| {
-            eprintln!(
+            crate::log::line(format!(
                 "call tool={} exit={exit}{extra} ms={}",
                 tool.name,
                 started.elapsed().as_millis()
-            );
+            ));
         };
 
         let argv = match self.prepare(tool, args) {
@@ -479,6 +479,9 @@ fn call_arguments(pairs: &[String], json_text: Option<&str>) -> anyhow::Result<M
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::McpServe(args) => {
+            if args.print_config.is_some() {
+                return crate::client_config::print(&cli.globals, &args);
+            }
             let app = App::start(&cli.globals, &args)?;
             crate::serve::serve(std::sync::Arc::new(app));
             Ok(0)

@@ -11,7 +11,10 @@ use crate::cli::{Globals, SandboxMode, ServeArgs};
 
 /// Where Claude Desktop keeps its configuration, per platform.
 pub const CONFIG_LOCATIONS: [(&str, &str); 3] = [
-    ("macOS", "~/Library/Application Support/Claude/claude_desktop_config.json"),
+    (
+        "macOS",
+        "~/Library/Application Support/Claude/claude_desktop_config.json",
+    ),
     ("Windows", "%APPDATA%\\Claude\\claude_desktop_config.json"),
     ("Linux", "~/.config/Claude/claude_desktop_config.json"),
 ];
@@ -32,7 +35,8 @@ fn backend_path(given: Option<&Path>) -> Result<PathBuf> {
         if p.components().count() == 1 && !p.exists() {
             return find_on_path(p.as_os_str().to_string_lossy().as_ref());
         }
-        return std::fs::canonicalize(p).with_context(|| format!("backend {} not found", p.display()));
+        return std::fs::canonicalize(p)
+            .with_context(|| format!("backend {} not found", p.display()));
     }
     find_on_path("reachweaver")
 }
@@ -50,7 +54,10 @@ fn find_on_path(name: &str) -> Result<PathBuf> {
 
 /// The server's argv for a desktop client, equivalent to this invocation.
 pub fn server_args(globals: &Globals, serve: &ServeArgs) -> Result<Vec<String>> {
-    let mut args = vec![format!("--backend={}", backend_path(globals.backend.as_deref())?.display())];
+    let mut args = vec![format!(
+        "--backend={}",
+        backend_path(globals.backend.as_deref())?.display()
+    )];
     for (flag, value) in [
         ("--home", &globals.home),
         ("--db", &globals.db),
@@ -73,7 +80,10 @@ pub fn server_args(globals: &Globals, serve: &ServeArgs) -> Result<Vec<String>> 
         args.push(format!("--max-output-bytes={}", serve.max_output_bytes));
     }
     if serve.max_calls_per_minute != defaults.max_calls_per_minute {
-        args.push(format!("--max-calls-per-minute={}", serve.max_calls_per_minute));
+        args.push(format!(
+            "--max-calls-per-minute={}",
+            serve.max_calls_per_minute
+        ));
     }
     if serve.call_timeout != defaults.call_timeout {
         args.push(format!("--call-timeout={}", serve.call_timeout));

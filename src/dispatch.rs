@@ -44,12 +44,6 @@ pub struct Session {
     legacy: Option<Revision>,
 }
 
-impl Session {
-    pub fn negotiated(&self) -> Option<Revision> {
-        self.legacy
-    }
-}
-
 /// Tool definitions rendered once per revision, so `tools/list` is a copy.
 pub struct ToolLists {
     by_revision: Vec<(Revision, Value)>,

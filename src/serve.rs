@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Write};
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
@@ -21,7 +22,13 @@ use crate::cancel::Cancel;
 use crate::dispatch::{self, Action, CallJob, Dispatcher, ToolLists};
 use crate::error::RpcError;
 use crate::frame::{is_blank, Frame, FrameReader};
-use crate::jsonrpc::{self, INVALID_REQUEST};
+use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_REQUEST};
+
+/// What the writer thread receives: a line, or the end of output.
+enum Out {
+    Line(String),
+    Stop,
+}
 
 /// Queued outbound lines before the reader waits for the writer: a client
 /// that stops reading stdout slows the server down, never loses a message.
@@ -159,7 +166,7 @@ struct Shared {
     app: Arc<App>,
     inflight: InFlight,
     slots: Slots,
-    out: SyncSender<String>,
+    out: SyncSender<Out>,
     stopping: AtomicBool,
 }
 
@@ -169,7 +176,7 @@ pub fn serve(app: Arc<App>) {
     // SIGTERM reaches only the watcher.
     let sigterm = block_sigterm();
     crate::log::start_background();
-    let (out_tx, out_rx) = sync_channel::<String>(OUT_QUEUE);
+    let (out_tx, out_rx) = sync_channel::<Out>(OUT_QUEUE);
     let shared = Arc::new(Shared {
         slots: Slots::new(app.max_concurrent),
         app,
@@ -200,9 +207,16 @@ pub fn serve(app: Arc<App>) {
     shared.stopping.store(true, Ordering::SeqCst);
     shared.inflight.cancel_all();
     shared.slots.wait_idle(Instant::now() + SHUTDOWN_GRACE);
-    // Dropping the last sender ends the writer once the queue is drained.
-    drop(shared);
+    // Lines queued before this one are written first; then the writer ends.
+    let _ = shared.out.send(Out::Stop);
     let _ = writer.join();
+    let dropped = crate::log::dropped();
+    if dropped > 0 {
+        let _ = writeln!(
+            io::stderr(),
+            "{dropped} log lines were dropped because stderr was not read"
+        );
+    }
 }
 
 fn read_loop(shared: &Arc<Shared>) {
@@ -246,7 +260,7 @@ fn read_loop(shared: &Arc<Shared>) {
 
 fn send(shared: &Shared, line: String) {
     // A closed writer means stdout is gone and shutdown is under way.
-    let _ = shared.out.send(line);
+    let _ = shared.out.send(Out::Line(line));
 }
 
 fn start_call(shared: &Arc<Shared>, job: CallJob) {
@@ -274,30 +288,44 @@ fn start_call(shared: &Arc<Shared>, job: CallJob) {
 fn run_call(shared: &Shared, job: CallJob, seq: u64, cancel: &Cancel) {
     let outcome = match shared.app.tools.get(&job.tool) {
         Some(tool) if shared.slots.acquire(cancel) => {
-            let outcome = shared.app.call(tool, &job.arguments, cancel);
+            // A fault inside one call must not take the server down (A19).
+            let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+                shared.app.call(tool, &job.arguments, cancel)
+            }));
             shared.slots.release();
             outcome
+                .map_err(|_| crate::log::line(format!("internal fault in call tool={}", job.tool)))
         }
         // Cancelled while waiting for a slot, or (impossible: dispatch checked) unknown.
-        _ => CallOutcome::Cancelled,
+        _ => Ok(CallOutcome::Cancelled),
     };
     let line = match outcome {
-        CallOutcome::Done(envelope) => Some(jsonrpc::to_line(&jsonrpc::result(
+        Ok(CallOutcome::Done(envelope)) => Some(jsonrpc::to_line(&jsonrpc::result(
             &job.id,
             dispatch::call_result(job.revision, &envelope),
         ))),
-        CallOutcome::Cancelled => None,
+        Ok(CallOutcome::Cancelled) => None,
+        Err(()) => Some(jsonrpc::to_line(&jsonrpc::error(
+            &job.id,
+            &RpcError::new(
+                INTERNAL_ERROR,
+                "Internal error: the call failed inside the server.",
+            ),
+        ))),
     };
     shared.inflight.finish(&job.id, seq, || {
         if let Some(line) = line {
-            let _ = shared.out.send(line);
+            let _ = shared.out.send(Out::Line(line));
         }
     });
 }
 
-fn write_loop(rx: Receiver<String>, shared: &Shared, lock: &Mutex<()>) {
+fn write_loop(rx: Receiver<Out>, shared: &Shared, lock: &Mutex<()>) {
     let stdout = io::stdout();
-    for line in rx {
+    for out in rx {
+        let Out::Line(line) = out else {
+            return;
+        };
         let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = stdout.lock();
         let ok = out

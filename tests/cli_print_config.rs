@@ -14,11 +14,20 @@ fn printed_entry_parses_and_runs_as_printed() {
     let out = Command::new(server_bin())
         .arg(format!("--backend={}", reference_bin().display()))
         .arg("--home=.")
-        .args(["mcp-serve", "--allow-drafts", "--print-config", "claude-desktop"])
+        .args([
+            "mcp-serve",
+            "--allow-drafts",
+            "--print-config",
+            "claude-desktop",
+        ])
         .current_dir(ws.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let entry: Value = serde_json::from_slice(&out.stdout).expect("stdout is pure JSON");
     let server = &entry["mcpServers"]["reachweaver"];
     let command = server["command"].as_str().unwrap();
@@ -30,10 +39,17 @@ fn printed_entry_parses_and_runs_as_printed() {
         .collect();
     assert!(std::path::Path::new(command).is_absolute());
     let home = std::fs::canonicalize(ws.path()).unwrap();
-    assert!(args.contains(&format!("--home={}", home.display())), "{args:?}");
+    assert!(
+        args.contains(&format!("--home={}", home.display())),
+        "{args:?}"
+    );
     assert!(args.contains(&"--allow-drafts".to_string()));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    for place in ["Library/Application Support/Claude", "%APPDATA%", ".config/Claude"] {
+    for place in [
+        "Library/Application Support/Claude",
+        "%APPDATA%",
+        ".config/Claude",
+    ] {
         assert!(stderr.contains(place), "{stderr}");
     }
 
@@ -44,5 +60,9 @@ fn printed_entry_parses_and_runs_as_printed() {
     let r = s.request(modern(json!(1), "server/discover", json!({})));
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
     let tools = s.request(modern(json!(2), "tools/list", json!({})));
-    assert!(tools["result"]["tools"].as_array().unwrap().iter().any(|t| t["name"] == "draft"));
+    assert!(tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "draft"));
 }

@@ -122,9 +122,9 @@ fn f6_bad_argument_values_are_tool_errors_in_every_revision() {
         for args in [
             json!({"campaign": 5}),
             json!({}),
-            json!({"campaign": "campaigns/launch.yaml", "days": 0}),
-            json!({"campaign": "campaigns/launch.yaml", "bogus": 1}),
-            json!({"campaign": "campaigns/launch.yaml", "online": true}),
+            json!({"campaign": "campaigns/spring-launch.yaml", "days": 0}),
+            json!({"campaign": "campaigns/spring-launch.yaml", "bogus": 1}),
+            json!({"campaign": "campaigns/spring-launch.yaml", "online": true}),
         ] {
             let res = call_at(rev, "campaign_check", args.clone());
             assert_eq!(res["isError"], true, "{rev} {args}");
@@ -172,7 +172,7 @@ fn path_argument_reaches_the_backend() {
     let res = call_at(
         MODERN,
         "campaign_check",
-        json!({"campaign": "campaigns/launch.yaml"}),
+        json!({"campaign": "campaigns/spring-launch.yaml"}),
     );
     assert_eq!(res["isError"], false, "{res}");
     let res = call_at(

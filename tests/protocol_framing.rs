@@ -54,7 +54,7 @@ fn padded_tools_list(total: usize) -> Vec<u8> {
     let tail = r#""}}"#;
     let pad = total - head.len() - tail.len();
     let mut line = head.into_bytes();
-    line.extend(std::iter::repeat(b'a').take(pad));
+    line.extend(std::iter::repeat_n(b'a', pad));
     line.extend(tail.as_bytes());
     assert_eq!(line.len(), total);
     line

@@ -118,18 +118,10 @@ pub struct Server {
     started: Instant,
 }
 
+#[derive(Default)]
 pub struct Opts {
     pub extra_serve_args: Vec<String>,
     pub env: Vec<(String, String)>,
-}
-
-impl Default for Opts {
-    fn default() -> Self {
-        Opts {
-            extra_serve_args: Vec::new(),
-            env: Vec::new(),
-        }
-    }
 }
 
 impl Server {
@@ -280,23 +272,19 @@ impl Server {
             .unwrap_or_else(|| panic!("no reply within 30 s; stderr:\n{}", self.stderr_text()))
     }
 
-    /// Wait for the response with this id (other responses are kept in order
-    /// of arrival for later calls? No: tests that interleave use recv directly).
+    /// The next message, which must be the response with this id (tests
+    /// that interleave several requests use `recv` and match ids themselves).
     pub fn recv_id(&mut self, id: &Value) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let msg = self.recv_timeout(left).unwrap_or_else(|| {
+        let msg = self
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|| {
                 panic!(
                     "no reply for id {id} within 30 s; stderr:\n{}",
                     self.stderr_text()
                 )
             });
-            if &msg["id"] == id {
-                return msg;
-            }
-            panic!("expected a reply for id {id}, got {msg}");
-        }
+        assert_eq!(&msg["id"], id, "expected the reply for id {id}, got {msg}");
+        msg
     }
 
     /// Assert that nothing arrives within `ms`.
