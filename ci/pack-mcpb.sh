@@ -4,7 +4,7 @@
 #
 # usage: bash ci/pack-mcpb.sh [--debug] [--out FILE]
 #   --debug   pack the debug build instead of building the release one (the test command uses this)
-#   --out     where to write the bundle (default target/mcpb/reachweaver-mcp-VERSION-OS-ARCH.mcpb)
+#   --out     where to write the bundle (default target/mcpb/reachweaver-mcp.mcpb)
 #
 # The bundle holds a native binary, so it runs only on the kind of machine it
 # was built on; the staged manifest's compatibility.platforms is narrowed to
@@ -47,7 +47,6 @@ case "$(uname -s)" in
     Darwin) PLATFORM=darwin ;;
     *) echo "pack-mcpb: the server runs on Linux and macOS only, not $(uname -s)" >&2; exit 1 ;;
 esac
-ARCH=$(uname -m)
 
 STAGE="$ROOT/target/mcpb/stage"
 rm -rf "$STAGE"
@@ -67,7 +66,7 @@ for f in README.md LICENSE LICENSE-MIT LICENSE-APACHE; do
     [ -f "$ROOT/$f" ] && cp "$ROOT/$f" "$STAGE/"
 done
 
-[ -n "$OUT" ] || OUT="$ROOT/target/mcpb/reachweaver-mcp-$VERSION-$PLATFORM-$ARCH.mcpb"
+[ -n "$OUT" ] || OUT="$ROOT/target/mcpb/reachweaver-mcp.mcpb"
 mkdir -p "$(dirname "$OUT")"
 rm -f "$OUT"
 "$NODEBIN/mcpb" validate "$STAGE/manifest.json"
