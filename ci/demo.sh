@@ -15,7 +15,12 @@ command -v cargo >/dev/null || { echo "demo: cargo is needed (https://rustup.rs)
 command -v python3 >/dev/null || { echo "demo: python3 is needed" >&2; exit 1; }
 
 echo "# building (debug)"
-cargo build --quiet --workspace --bins
+BUILD_LOG="$(mktemp)"
+trap 'rm -f "$BUILD_LOG"' EXIT
+if ! cargo build --workspace --bins >"$BUILD_LOG" 2>&1; then
+    cat "$BUILD_LOG" >&2
+    exit 1
+fi
 
 SERVER="$ROOT/target/debug/reachweaver-mcp"
 BACKEND="$ROOT/target/debug/reachweaver-reference"
@@ -27,5 +32,5 @@ if [ ! -f "$WS/data/reachweaver.db" ]; then
 fi
 
 echo "# server: reachweaver-mcp --backend=target/debug/reachweaver-reference --home=examples/workspace mcp-serve"
-exec python3 "$ROOT/ci/demo_session.py" "$ROOT/tests/clients/plan.json" -- \
+python3 "$ROOT/ci/demo_session.py" "$ROOT/tests/clients/plan.json" -- \
     "$SERVER" "--backend=$BACKEND" "--home=$WS" mcp-serve
