@@ -133,19 +133,37 @@ fn run(
     let mut argv = vec![opts.backend.to_string_lossy().into_owned()];
     argv.extend(args.iter().cloned());
     let mut child = sandbox.spawn(RunKind::ReadOnly, &argv, &opts.root)?;
-    let out = child
-        .stdout
-        .take()
-        .map(|mut s| std::thread::spawn(move || std::io::copy(&mut s, &mut std::io::stdout())));
-    let err = child
-        .stderr
-        .take()
-        .map(|mut s| std::thread::spawn(move || std::io::copy(&mut s, &mut std::io::stderr())));
-    let status = child.wait()?;
+    // When our own output goes away (a reader that stopped), the run is
+    // killed rather than left blocked on a full pipe.
+    let pid = child.pid() as libc::pid_t;
+    let out = child.stdout.take().map(|s| pump(s, std::io::stdout(), pid));
+    let err = child.stderr.take().map(|s| pump(s, std::io::stderr(), pid));
+    // The pipes reach end of file only once the helper has exited, and it
+    // isn't reaped before the pumps are done, so their kill can't hit a
+    // recycled pid.
     for t in [out, err].into_iter().flatten() {
         let _ = t.join();
     }
+    let status = child.wait()?;
     Ok(exit_code(status))
+}
+
+/// Copy a run's output to ours on a thread; if ours fails, kill the run.
+fn pump<R, W>(mut from: R, mut to: W, pid: libc::pid_t) -> std::thread::JoinHandle<()>
+where
+    R: std::io::Read + Send + 'static,
+    W: Write + Send + 'static,
+{
+    std::thread::spawn(move || {
+        if std::io::copy(&mut from, &mut to).is_err() {
+            // SAFETY: the helper is reaped only after this thread is joined,
+            // so the pid (and its process group) is still the run's.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    })
 }
 
 /// A shell's view of an exit status: the code, or 128 + the signal.

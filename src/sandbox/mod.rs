@@ -157,6 +157,7 @@ impl Sandbox {
     /// Probe the kernel and find the backend's runtime paths. Cheap (a
     /// couple of short-lived forks); may be called more than once.
     pub fn detect(opts: &SandboxOptions) -> Result<Sandbox, SandboxError> {
+        sweep_stale_tmpdirs();
         Ok(Sandbox {
             state: platform::State::detect(opts)?,
             opts: opts.clone(),
@@ -227,8 +228,6 @@ pub struct SandboxedChild {
 }
 
 impl SandboxedChild {
-    // Part of the interface the tool pipeline logs and cancels by.
-    #[allow(dead_code)]
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -300,8 +299,9 @@ pub(crate) fn make_private_tmpdir() -> std::io::Result<PathBuf> {
     let mut last = None;
     for _ in 0..16 {
         let name = format!(
-            "reachweaver-run-{}-{:016x}",
+            "{TMP_PREFIX}{}-{}-{:016x}",
             std::process::id(),
+            pid_namespace_id(),
             random_u64()
         );
         let path = base.join(name);
@@ -312,6 +312,60 @@ pub(crate) fn make_private_tmpdir() -> std::io::Result<PathBuf> {
         }
     }
     Err(last.unwrap_or_else(|| std::io::Error::other("no free temp folder name")))
+}
+
+/// Run folders are named `reachweaver-run-PID-PIDNS-RANDOM`.
+const TMP_PREFIX: &str = "reachweaver-run-";
+
+/// The inode of this process's PID namespace: pids are only comparable
+/// within one namespace (containers may share a temp folder).
+fn pid_namespace_id() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid")
+        .map(|m| m.ino())
+        .unwrap_or(0)
+}
+
+/// The server pid and PID namespace a run folder name records. Pure.
+pub(crate) fn parse_tmp_name(name: &str) -> Option<(u32, u64)> {
+    let rest = name.strip_prefix(TMP_PREFIX)?;
+    let mut parts = rest.splitn(3, '-');
+    let pid = parts.next()?.parse().ok()?;
+    let ns = parts.next()?.parse().ok()?;
+    let random = parts.next()?;
+    (random.len() == 16 && random.bytes().all(|b| b.is_ascii_hexdigit())).then_some((pid, ns))
+}
+
+/// Remove run folders whose server died without cleaning up (a server
+/// killed with SIGKILL can't): same owner, same PID namespace, and no
+/// process with that pid any more.
+pub(crate) fn sweep_stale_tmpdirs() {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(base) = std::fs::canonicalize(std::env::temp_dir()) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(&base) else {
+        return;
+    };
+    let ns = pid_namespace_id();
+    // SAFETY: geteuid can't fail.
+    let uid = unsafe { libc::geteuid() };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some((pid, dir_ns)) = name.to_str().and_then(parse_tmp_name) else {
+            continue;
+        };
+        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        if dir_ns == ns
+            && meta.is_dir()
+            && meta.uid() == uid
+            && !Path::new(&format!("/proc/{pid}")).exists()
+        {
+            remove_tree(&e.path());
+        }
+    }
 }
 
 fn random_u64() -> u64 {
@@ -351,6 +405,28 @@ pub(crate) fn remove_tree(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_folder_names_record_pid_and_namespace() {
+        assert_eq!(
+            parse_tmp_name("reachweaver-run-123-4026531836-00ff00ff00ff00ff"),
+            Some((123, 4026531836))
+        );
+        assert_eq!(parse_tmp_name("reachweaver-run-123-00ff00ff00ff00ff"), None);
+        assert_eq!(parse_tmp_name("reachweaver-run-x-1-00ff00ff00ff00ff"), None);
+        assert_eq!(parse_tmp_name("reachweaver-run-1-1-short"), None);
+        assert_eq!(parse_tmp_name("other-1-1-00ff00ff00ff00ff"), None);
+        let made = make_private_tmpdir().unwrap();
+        let name = made.file_name().unwrap().to_str().unwrap().to_string();
+        assert_eq!(
+            parse_tmp_name(&name),
+            Some((std::process::id(), pid_namespace_id()))
+        );
+        // Ours is alive: a sweep leaves it alone.
+        sweep_stale_tmpdirs();
+        assert!(made.exists());
+        remove_tree(&made);
+    }
 
     #[test]
     fn private_tmpdirs_are_0700_unique_and_removed_even_when_locked() {

@@ -41,10 +41,10 @@ pub fn set_no_new_privs() -> Result<(), String> {
     prctl(libc::PR_SET_NO_NEW_PRIVS, 1, "no_new_privs").map(|_| ())
 }
 
-/// Drop every capability. The order matters: the bounding set and the
+/// Drop every capability up to `last` (read with [`last_cap`] before
+/// Landlock hides `/proc`). The order matters: the bounding set and the
 /// securebits need CAP_SETPCAP, so they go before the sets are cleared.
-pub fn apply() -> Result<(), String> {
-    let last = last_cap();
+pub fn apply(last: u32) -> Result<(), String> {
     for cap in 0..=last {
         // SAFETY: integer-only prctl.
         let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };

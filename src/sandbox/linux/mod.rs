@@ -76,14 +76,23 @@ pub struct Detected {
 impl Detected {
     pub fn probe() -> Detected {
         let kernel = kernel_release();
-        let userns = try_unshare(libc::CLONE_NEWUSER);
-        let with_user = |flag: libc::c_int| match &userns {
-            Ok(()) => try_unshare(libc::CLONE_NEWUSER | flag),
-            Err(e) => Err(format!("needs a user namespace ({e})")),
+        // One probe for the usual case where everything is allowed; one per
+        // kind only when something is refused, to name it.
+        let all =
+            libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWPID;
+        let (userns, netns, ipcns, pidns) = if try_unshare(all).is_ok() {
+            (Ok(()), Ok(()), Ok(()), Ok(()))
+        } else {
+            let userns = try_unshare(libc::CLONE_NEWUSER);
+            let with_user = |flag: libc::c_int| match &userns {
+                Ok(()) => try_unshare(libc::CLONE_NEWUSER | flag),
+                Err(e) => Err(format!("needs a user namespace ({e})")),
+            };
+            let netns = with_user(libc::CLONE_NEWNET);
+            let ipcns = with_user(libc::CLONE_NEWIPC);
+            let pidns = with_user(libc::CLONE_NEWPID);
+            (userns, netns, ipcns, pidns)
         };
-        let netns = with_user(libc::CLONE_NEWNET);
-        let ipcns = with_user(libc::CLONE_NEWIPC);
-        let pidns = with_user(libc::CLONE_NEWPID);
         let pid_max = match (&pidns, kernel_at_least(&kernel, 6, 14)) {
             (Ok(()), true) => Ok(()),
             (Ok(()), false) => Err("per-namespace pid_max needs Linux 6.14".into()),
@@ -591,6 +600,7 @@ fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
     // Everything that can fail for lack of memory or bad input is prepared
     // before the first namespace change.
     let exec = ExecArgs::new(p)?;
+    let last_cap = caps::last_cap();
     let program = if p.layers.seccomp {
         Some(seccomp::build_program().map_err(|e| Failure::Layer(format!("seccomp: {e}")))?)
     } else {
@@ -608,16 +618,28 @@ fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
         return Err(last_error("not dumpable"));
     }
 
+    let prepared = Prepared {
+        exec,
+        program,
+        last_cap,
+    };
     if p.layers.pidns {
-        fork_init(p, &exec, program.as_ref())
+        fork_init(p, &prepared)
     } else {
-        confine(p, program.as_ref())?;
-        Err(exec.exec())
+        confine(p, &prepared)?;
+        Err(prepared.exec.exec())
     }
 }
 
+/// What the helper computes before it changes anything.
+struct Prepared {
+    exec: ExecArgs,
+    program: Option<seccompiler::BpfProgram>,
+    last_cap: u32,
+}
+
 /// Steps 4 to 7: rlimits, Landlock, capabilities, seccomp.
-fn confine(p: &Policy, program: Option<&seccompiler::BpfProgram>) -> Result<(), Failure> {
+fn confine(p: &Policy, prep: &Prepared) -> Result<(), Failure> {
     if p.layers.rlimits {
         rlimits::apply(&p.rlimits).map_err(Failure::Layer)?;
     }
@@ -626,10 +648,10 @@ fn confine(p: &Policy, program: Option<&seccompiler::BpfProgram>) -> Result<(), 
             .map_err(Failure::Layer)?;
     }
     if p.layers.caps {
-        caps::apply().map_err(Failure::Layer)?;
+        caps::apply(prep.last_cap).map_err(Failure::Layer)?;
     }
     caps::set_no_new_privs().map_err(Failure::Layer)?;
-    if let Some(program) = program {
+    if let Some(program) = &prep.program {
         seccomp::apply(program).map_err(Failure::Layer)?;
     }
     Ok(())
@@ -683,11 +705,7 @@ impl ExecArgs {
 }
 
 /// Fork the PID namespace's init, then wait for it and exit like the backend.
-fn fork_init(
-    p: &Policy,
-    exec: &ExecArgs,
-    program: Option<&seccompiler::BpfProgram>,
-) -> Result<Infallible, Failure> {
+fn fork_init(p: &Policy, prep: &Prepared) -> Result<Infallible, Failure> {
     let mut pair = [0 as RawFd; 2];
     // SAFETY: socketpair fills the array we own.
     if unsafe {
@@ -710,7 +728,7 @@ fn fork_init(
     if pid == 0 {
         // SAFETY: closing the outer helper's end in the child.
         unsafe { libc::close(outer_end) };
-        let failure = match init_main(p, exec, program, init_end) {
+        let failure = match init_main(p, prep, init_end) {
             Ok(never) => match never {},
             Err(f) => f,
         };
@@ -776,12 +794,7 @@ fn exit_like(status: libc::c_int) -> ! {
 /// Init of the PID namespace: finish confinement, start the backend, reap
 /// everything, report the backend's status to the outer helper, exit (which
 /// makes the kernel kill whatever is left).
-fn init_main(
-    p: &Policy,
-    exec: &ExecArgs,
-    program: Option<&seccompiler::BpfProgram>,
-    sock: RawFd,
-) -> Result<Infallible, Failure> {
+fn init_main(p: &Policy, prep: &Prepared, sock: RawFd) -> Result<Infallible, Failure> {
     // SAFETY: integer-only process calls.
     unsafe {
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -810,7 +823,7 @@ fn init_main(
         namespaces::limit_nested_namespaces()
             .map_err(|e| Failure::Layer(format!("nested namespaces: {e}")))?;
     }
-    confine(p, program)?;
+    confine(p, prep)?;
 
     // SAFETY: single-threaded process; the child only executes.
     let child = unsafe { libc::fork() };
@@ -818,7 +831,7 @@ fn init_main(
         return Err(last_error("fork"));
     }
     if child == 0 {
-        let failure = exec.exec();
+        let failure = prep.exec.exec();
         report(&failure);
         // SAFETY: leaving the child after a failed execve.
         unsafe { libc::_exit(127) };

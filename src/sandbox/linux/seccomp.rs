@@ -28,6 +28,18 @@ mod nr {
     pub const REMOVEXATTRAT: i64 = 466;
 }
 
+/// Ioctl request numbers as the filter compares them (the `libc` type of
+/// these constants differs between C libraries, hence the casts).
+#[allow(clippy::unnecessary_cast)]
+mod request {
+    pub const TIOCSTI: u64 = libc::TIOCSTI as u64;
+    pub const TIOCLINUX: u64 = libc::TIOCLINUX as u64;
+    #[cfg(test)]
+    pub const TCGETS: u64 = libc::TCGETS as u64;
+    #[cfg(test)]
+    pub const FIONREAD: u64 = libc::FIONREAD as u64;
+}
+
 const CLONE_NAMESPACE_FLAGS: u64 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWCGROUP
     | libc::CLONE_NEWUTS
@@ -196,18 +208,8 @@ pub fn build_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompBuildErro
     rules.insert(
         libc::SYS_ioctl,
         vec![
-            rule(vec![cond(
-                1,
-                Dword,
-                SeccompCmpOp::Eq,
-                libc::TIOCSTI as u64,
-            )?])?,
-            rule(vec![cond(
-                1,
-                Dword,
-                SeccompCmpOp::Eq,
-                libc::TIOCLINUX as u64,
-            )?])?,
+            rule(vec![cond(1, Dword, SeccompCmpOp::Eq, request::TIOCSTI)?])?,
+            rule(vec![cond(1, Dword, SeccompCmpOp::Eq, request::TIOCLINUX)?])?,
         ],
     );
     Ok(rules)
@@ -493,27 +495,27 @@ mod tests {
     #[test]
     fn tiocsti_and_tioclinux_are_refused_other_ioctls_pass() {
         assert_eq!(
-            decide(libc::SYS_ioctl, [0, libc::TIOCSTI as u64, 0, 0, 0, 0]),
+            decide(libc::SYS_ioctl, [0, request::TIOCSTI, 0, 0, 0, 0]),
             EPERM
         );
         assert_eq!(
-            decide(libc::SYS_ioctl, [0, libc::TIOCLINUX as u64, 0, 0, 0, 0]),
+            decide(libc::SYS_ioctl, [0, request::TIOCLINUX, 0, 0, 0, 0]),
             EPERM
         );
         // The kernel reads the request as 32 bits: high garbage doesn't hide it.
         assert_eq!(
             decide(
                 libc::SYS_ioctl,
-                [0, libc::TIOCSTI as u64 | (1 << 40), 0, 0, 0, 0]
+                [0, request::TIOCSTI | (1 << 40), 0, 0, 0, 0]
             ),
             EPERM
         );
         assert_eq!(
-            decide(libc::SYS_ioctl, [0, libc::TCGETS as u64, 0, 0, 0, 0]),
+            decide(libc::SYS_ioctl, [0, request::TCGETS, 0, 0, 0, 0]),
             ALLOW
         );
         assert_eq!(
-            decide(libc::SYS_ioctl, [0, libc::FIONREAD as u64, 0, 0, 0, 0]),
+            decide(libc::SYS_ioctl, [0, request::FIONREAD, 0, 0, 0, 0]),
             ALLOW
         );
     }

@@ -171,7 +171,6 @@ fn attempt(name: &str, args: &[String]) -> Outcome {
             .map(|()| "created".into())
             .map_err(io),
         "write" => std::fs::OpenOptions::new()
-            .write(true)
             .append(true)
             .open(arg(args, 0)?)
             .and_then(|mut f| f.write_all(b"probe"))

@@ -615,13 +615,15 @@ impl Fixture {
                 &[Seccomp],
             )
             .truth(Truth::Files),
-            // The server process.
+            // The server process. Its environ also needs ptrace-read access,
+            // which a process in another user namespace, without
+            // capabilities there, doesn't have.
             spec(
                 "read-server-environ",
                 "read",
                 vec![format!("/proc/{server_pid}/environ")],
                 "EACCES",
-                &[Landlock],
+                &[Landlock, Userns],
             ),
             spec(
                 "read-server-cmdline",
