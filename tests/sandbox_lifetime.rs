@@ -143,23 +143,24 @@ fn a_killed_servers_temp_folder_is_swept_by_the_next_start() {
     let started = wait_until(Duration::from_secs(10), || {
         pids_with_marker(&marker).iter().any(|&p| p != pid as i32)
     });
+    // While the server lives, its run has exactly one folder.
+    let during = run_folders_of(pid);
     server.kill().unwrap();
     server.wait().unwrap();
     assert!(started, "the run never started");
-    assert!(wait_until(Duration::from_secs(5), || pids_with_marker(
-        &marker
-    )
-    .is_empty()));
-    // Killed with SIGKILL, the server could not remove its folder...
-    let left = run_folders_of(pid);
-    assert_eq!(left.len(), 1, "{left:?}");
-    // ...the next start does.
+    assert_eq!(during.len(), 1, "{during:?}");
+    let gone = wait_until(Duration::from_secs(5), || {
+        pids_with_marker(&marker).is_empty()
+    });
+    assert!(gone, "the run outlived its server");
+    // Killed with SIGKILL, the server could not remove its folder; the next
+    // start does (another test's start may already have).
     let mut next = w.cmd(Who::Me, &root);
     next.args(["sandbox", "run", "--", "/bin/true"]);
     assert!(output_within(next, Duration::from_secs(30))
         .status
         .success());
-    assert!(!left[0].exists(), "{} was not swept", left[0].display());
+    assert!(!during[0].exists(), "{} was not swept", during[0].display());
 }
 
 #[test]

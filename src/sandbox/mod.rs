@@ -10,7 +10,9 @@
 //! - `Sandbox::layers_line()`: the layers in force, for the start-up line.
 //! - `Sandbox::spawn(&self, RunKind, &[String] argv, cwd) -> Result<SandboxedChild, SandboxError>`:
 //!   argv[0] is the absolute backend path; stdin is /dev/null; stdout and
-//!   stderr are pipes the caller reads.
+//!   stderr are pipes the caller reads. Call it from a thread that lives as
+//!   long as the run: on Linux the run's parent-death signal follows the
+//!   spawning thread.
 //! - `SandboxedChild { stdout, stderr }`, `.pid()`, `.kill_tree()`,
 //!   `.wait()`, `.try_wait()`; dropping it kills what is left and removes
 //!   the run's private temp folder.

@@ -94,7 +94,7 @@ impl Detected {
             (userns, netns, ipcns, pidns)
         };
         let pid_max = match (&pidns, kernel_at_least(&kernel, 6, 14)) {
-            (Ok(()), true) => Ok(()),
+            (Ok(()), true) => try_pid_max(),
             (Ok(()), false) => Err("per-namespace pid_max needs Linux 6.14".into()),
             (Err(_), _) => Err("needs a PID namespace".into()),
         };
@@ -324,21 +324,76 @@ fn seccomp_available() -> Result<(), String> {
 /// changes namespace. The child does nothing but the system call and
 /// `_exit`, which is safe after `fork` in a multi-threaded process.
 fn try_unshare(flags: libc::c_int) -> Result<(), String> {
-    // SAFETY: the child only makes async-signal-safe system calls.
+    in_child(|| {
+        // SAFETY: unshare takes flags only.
+        if unsafe { libc::unshare(flags) } == 0 {
+            0
+        } else {
+            errno()
+        }
+    })
+    .map_err(|e| format!("unshare: {e}"))
+}
+
+/// Whether a PID namespace's own init may set the namespace's `pid_max`
+/// (Linux 6.14 and later), tried for real: a child enters new user and PID
+/// namespaces and its child, the namespace's init, writes the value.
+fn try_pid_max() -> Result<(), String> {
+    let path = c"/proc/sys/kernel/pid_max";
+    let value = PID_MAX.to_string();
+    in_child(|| {
+        // SAFETY: only async-signal-safe calls (unshare, fork, open, write,
+        // waitpid, _exit) on data prepared before the first fork.
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) != 0 {
+                return errno();
+            }
+            let init = libc::fork();
+            if init < 0 {
+                return errno();
+            }
+            if init == 0 {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    libc::_exit(errno());
+                }
+                let n = libc::write(fd, value.as_ptr().cast(), value.len());
+                libc::_exit(if n == value.len() as isize {
+                    0
+                } else {
+                    errno()
+                });
+            }
+            let mut st = 0;
+            if libc::waitpid(init, &mut st, 0) != init || !libc::WIFEXITED(st) {
+                return libc::EIO;
+            }
+            libc::WEXITSTATUS(st)
+        }
+    })
+    .map_err(|e| format!("pid_max in a PID namespace: {e}"))
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+        & 0xff
+}
+
+/// Run `f` in a forked child and return its result (0: success, else an
+/// errno). `f` must stick to async-signal-safe calls: the server may have
+/// other threads.
+fn in_child(f: impl FnOnce() -> i32) -> Result<(), std::io::Error> {
+    // SAFETY: the child runs `f` (async-signal-safe by contract) and _exits.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+        return Err(std::io::Error::last_os_error());
     }
     if pid == 0 {
-        // SAFETY: unshare and _exit in the forked child.
-        unsafe {
-            let code = if libc::unshare(flags) == 0 {
-                0
-            } else {
-                *libc::__errno_location()
-            };
-            libc::_exit(code & 0xff);
-        }
+        let code = f();
+        // SAFETY: leaving the child without running the parent's destructors.
+        unsafe { libc::_exit(code & 0xff) };
     }
     let mut status = 0;
     loop {
@@ -348,18 +403,15 @@ fn try_unshare(flags: libc::c_int) -> Result<(), String> {
             break;
         }
         if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return Err(format!("waitpid: {}", std::io::Error::last_os_error()));
+            return Err(std::io::Error::last_os_error());
         }
     }
     if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
         Ok(())
     } else if libc::WIFEXITED(status) {
-        Err(format!(
-            "unshare: {}",
-            std::io::Error::from_raw_os_error(libc::WEXITSTATUS(status))
-        ))
+        Err(std::io::Error::from_raw_os_error(libc::WEXITSTATUS(status)))
     } else {
-        Err("unshare probe died".into())
+        Err(std::io::Error::other("the probe child died"))
     }
 }
 

@@ -128,6 +128,8 @@ struct Spec {
     truth: Truth,
     /// A sanity check that must work inside (else the probe proves nothing).
     allowed: bool,
+    /// The run kind the attempt runs under.
+    kind: RunKind,
 }
 
 fn spec(
@@ -146,6 +148,7 @@ fn spec(
         holders: holders.to_vec(),
         truth: Truth::Report,
         allowed: false,
+        kind: RunKind::ReadOnly,
     }
 }
 
@@ -156,6 +159,10 @@ impl Spec {
     }
     fn in_userns(mut self) -> Spec {
         self.control = Control::Userns;
+        self
+    }
+    fn draft(mut self) -> Spec {
+        self.kind = RunKind::Draft;
         self
     }
     fn allowed(mut self) -> Spec {
@@ -367,6 +374,16 @@ impl Fixture {
             )
             .allowed(),
             spec("allowed-start-child", "fork", vec![], "", &[]).allowed(),
+            // The draft kind may write the database's folder, and nothing more.
+            spec(
+                "allowed-draft-writes-db-journal",
+                "create",
+                vec![format!("{}-journal", s(&self.db))],
+                "",
+                &[],
+            )
+            .allowed()
+            .draft(),
             // Network.
             spec(
                 "tcp-connect-127.0.0.1",
@@ -543,6 +560,24 @@ impl Fixture {
                 &[Landlock],
             )
             .truth(Truth::Files),
+            spec(
+                "draft-create-in-root",
+                "create",
+                vec![s(&self.root.join("new.txt"))],
+                "EACCES",
+                &[Landlock],
+            )
+            .truth(Truth::Files)
+            .draft(),
+            spec(
+                "draft-create-in-home",
+                "create",
+                vec![s(&self.home.join("new.txt"))],
+                "EACCES",
+                &[Landlock],
+            )
+            .truth(Truth::Files)
+            .draft(),
         ];
         for (place, dir) in [
             ("root", &self.root),
@@ -890,7 +925,7 @@ fn run_inside_watched(
         sp.attempt.to_string(),
     ];
     argv.extend(args.iter().cloned());
-    let mut child = match sb.spawn_with_stdin(RunKind::ReadOnly, &argv, &fx.root, stdin) {
+    let mut child = match sb.spawn_with_stdin(sp.kind, &argv, &fx.root, stdin) {
         Ok(c) => c,
         Err(e) => return Outcome::NotRun(format!("sandbox: {e}")),
     };
