@@ -208,14 +208,6 @@ impl Sandbox {
         }
         self.state.spawn(&self.opts, kind, argv, cwd, stdin)
     }
-
-    /// Switch one layer off (the probe's layer matrix). The start-up line
-    /// then says so.
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-    pub(crate) fn without(mut self, layer: Layer) -> Sandbox {
-        self.state.without(layer);
-        self
-    }
 }
 
 /// A running sandboxed backend.

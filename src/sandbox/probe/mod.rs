@@ -1149,7 +1149,9 @@ pub fn run(json: bool, without: Option<Layer>) -> anyhow::Result<u8> {
     };
     let mut sb = Sandbox::detect(&opts)?;
     if let Some(l) = without {
-        sb = sb.without(l);
+        // The layer matrix: every run of this probe goes without it, and the
+        // layers line says so.
+        sb.state.without(l);
     }
     let layers = sb.state.layers();
     let line = sb.layers_line();
