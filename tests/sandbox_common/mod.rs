@@ -196,6 +196,28 @@ pub fn run_folders_of(pid: u32) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Pids of processes running `program` (their argv[0]) with `marker` as
+/// one argument. Forks of the server carry the server's command line, and
+/// so the marker, for a moment before they execute; they don't count.
+/// `program` counts under its own name and its canonical one (`sandbox run`
+/// executes the canonical path).
+pub fn pids_running(program: &str, marker: &str) -> Vec<i32> {
+    let canonical = std::fs::canonicalize(program)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| program.to_string());
+    pids_with_marker(marker)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    let argv0 = c.split(|&b| b == 0).next().unwrap_or_default();
+                    argv0 == program.as_bytes() || argv0 == canonical.as_bytes()
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
 /// Kill every process carrying the marker (cleanup after a failed check).
 pub fn kill_marker(marker: &str) {
     for pid in pids_with_marker(marker) {
