@@ -1220,7 +1220,7 @@ pub fn run(json: bool, without: Option<Layer>) -> anyhow::Result<u8> {
 }
 
 fn render(l: &Line) -> String {
-    let mut s = format!("{:<8} {:<28} {}", l.verdict, l.name, l.inside);
+    let mut s = format!("{:<8} {:<32} {}", l.verdict, l.name, l.inside);
     if !l.expected_matches && l.verdict == "blocked" {
         s.push_str(&format!("  (expected {})", l.expected));
     }
