@@ -1227,7 +1227,7 @@ fn render(l: &Line) -> String {
     if !l.control_ok {
         s.push_str(&format!("  [proves nothing: outside it got {}]", l.control));
     }
-    if l.predicted == "escaped" && l.verdict != "ESCAPED" {
+    if l.predicted == "escaped" && l.verdict == "blocked" {
         s.push_str("  (held by a layer the table doesn't list)");
     }
     s
