@@ -110,6 +110,9 @@ pub enum SandboxCommand {
         /// Print JSON for machines.
         #[arg(long)]
         json: bool,
+        /// Switch one layer off to see what the others still hold (says so loudly).
+        #[arg(long, value_enum, value_name = "LAYER")]
+        without: Option<crate::sandbox::Layer>,
     },
 }
 
