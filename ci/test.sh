@@ -74,6 +74,16 @@ check() {
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
+# Checks that start the binaries fail, rather than run stale ones, when this run's build failed.
+BUILD_OK=0
+built() {
+    if [ "$BUILD_OK" != 1 ]; then
+        echo "not run: this run's cargo build failed, so the binaries under target/ are not this tree's"
+        return 1
+    fi
+    "$@"
+}
+
 apt_install() {
     if [ "$(id -u)" != 0 ]; then
         echo "need the Debian packages $* and cannot install them without root" >&2
@@ -114,8 +124,7 @@ check "cargo clippy -D warnings" cargo clippy --workspace --all-targets -- -D wa
 
 # ---------------------------------------------------------------------------
 say "2. build and Rust tests"
-BUILD_OK=1
-check "cargo build" cargo build --workspace --all-targets || BUILD_OK=0
+check "cargo build" cargo build --workspace --all-targets && BUILD_OK=1
 
 if [ "$(id -u)" != 0 ]; then
     # The sandbox tests prove what root and an unprivileged user can and cannot do; both need root to start.
@@ -144,6 +153,9 @@ awk '/^ *(Running|Doc-tests) / { suite = $2 } /^test result:/ { sub(/^test resul
 PASSED=$((PASSED + CT_PASS))
 FAILED=$((FAILED + CT_FAIL))
 SUMMARY+=("$([ "$CT_FAIL" = 0 ] && echo pass || echo FAIL)  cargo test: $CT_PASS passed, $CT_FAIL failed, $CT_IGN ignored in $CT_SUITES suites (${TEST_SECS}s)")
+if [ "$CT_PASS" = 0 ]; then
+    record "cargo test ran tests" 1 "no test passed or none ran"
+fi
 if [ "$CT_IGN" != 0 ]; then
     echo "cargo test reports $CT_IGN ignored tests: nothing may be skipped"
     record "no ignored Rust tests" 1 "$CT_IGN ignored"
@@ -187,7 +199,7 @@ make_workspace() {
     rm -f "$WS"/data/*.db "$WS"/data/*.db-*
     "$BACKEND" --home="$WS" init --format=json
 }
-check "fresh example workspace (reference init)" make_workspace
+check "fresh example workspace (reference init)" built make_workspace
 SERVE=("$SERVER" "--backend=$BACKEND" "--home=$WS" mcp-serve)
 echo "server: ${SERVE[*]}"
 
@@ -195,7 +207,7 @@ CLIENT_HOME="$(mktemp -d "${TMPDIR:-/tmp}/rwmcp-client-home.XXXXXX")"
 client_check() { # client_check CLIENT COLUMN NAME CMD...
     local client="$1" column="$2" name="$3"
     shift 3
-    if check "$name" env HOME="$CLIENT_HOME" PATH="$NODEBIN:$PATH" "$@"; then
+    if check "$name" built env HOME="$CLIENT_HOME" PATH="$NODEBIN:$PATH" "$@"; then
         MATRIX["$client|$column"]=pass
     else
         MATRIX["$client|$column"]=FAIL
@@ -217,9 +229,10 @@ MCPB_SCHEMA="$NODEDIR/node_modules/@anthropic-ai/mcpb/schemas/mcpb-manifest-v0.3
 check "mcpb validate packaging/mcpb/manifest.json" env HOME="$CLIENT_HOME" PATH="$NODEBIN:$PATH" "$NODEBIN/mcpb" validate "$MANIFEST"
 check "manifest valid against the bundle JSON schema (jsonschema)" "$PY" ci/check_mcpb.py schema "$MANIFEST" "$MCPB_SCHEMA"
 BUNDLE="$WORK/reachweaver-mcp-debug.mcpb"
-check "pack the bundle (ci/pack-mcpb.sh --debug)" bash ci/pack-mcpb.sh --debug --out "$BUNDLE"
+rm -f "$BUNDLE"
+check "pack the bundle (ci/pack-mcpb.sh --debug)" built bash ci/pack-mcpb.sh --debug --out "$BUNDLE"
 check "bundle installs and its args template serves (python mcp, legacy + modern)" \
-    env HOME="$CLIENT_HOME" PATH="$NODEBIN:$PATH" "$PY" ci/check_mcpb.py launch "$BUNDLE" "$NODEBIN/mcpb" "$BACKEND" "$WS" "$PLAN"
+    built env HOME="$CLIENT_HOME" PATH="$NODEBIN:$PATH" "$PY" ci/check_mcpb.py launch "$BUNDLE" "$NODEBIN/mcpb" "$BACKEND" "$WS" "$PLAN"
 
 rm -rf "$CLIENT_HOME"
 
