@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use reachweaver_mcp::{app, cli};
+use reachweaver_mcp::{app, cli, sandbox};
 
 use clap::Parser;
 

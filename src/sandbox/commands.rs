@@ -116,6 +116,7 @@ fn run_options(
         db,
         allow_read,
         pass_env: Vec::new(),
+        helper: None,
     })
 }
 

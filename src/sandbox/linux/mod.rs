@@ -450,7 +450,11 @@ pub fn spawn(
 
     let (status_r, status_w) = pipe_cloexec().map_err(SandboxError::Io)?;
     let w = status_w.as_raw_fd();
-    let mut cmd = Command::new("/proc/self/exe");
+    let helper = opts
+        .helper
+        .as_deref()
+        .unwrap_or(Path::new("/proc/self/exe"));
+    let mut cmd = Command::new(helper);
     cmd.arg0("reachweaver-mcp-sandbox")
         .arg("__sandbox-helper")
         .arg(POLICY_FROM_ENV)

@@ -1152,6 +1152,7 @@ pub fn run(json: bool, without: Option<Layer>) -> anyhow::Result<u8> {
         db: Some(fx.db.clone()),
         allow_read: Vec::new(),
         pass_env: Vec::new(),
+        helper: None,
     };
     let mut sb = Sandbox::detect(&opts)?;
     if let Some(l) = without {
