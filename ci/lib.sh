@@ -11,7 +11,9 @@ NODEBIN="$NODEDIR/node_modules/.bin"
 
 # The Python MCP SDK; it brings the mcp-types wire models the validator uses.
 install_venv() {
-    if [ -x "$PY" ] && "$PY" -m pip show mcp 2>/dev/null | grep -qx 'Version: 2.3.0'; then
+    local shown=""
+    [ -x "$PY" ] && shown=$("$PY" -m pip show mcp 2>/dev/null)
+    if printf '%s\n' "$shown" | grep -qx 'Version: 2.3.0'; then
         echo "venv with mcp 2.3.0 already in $VENV"
         return 0
     fi
