@@ -75,28 +75,51 @@ def main() -> int:
         return msg
 
     ok = True
-    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "reachweaver-demo", "version": "1"}}},
-        "the 2025-11-25 handshake")
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "reachweaver-demo", "version": "1"},
+            },
+        },
+        "the 2025-11-25 handshake",
+    )
     ok &= reply() is not None
     send({"jsonrpc": "2.0", "method": "notifications/initialized"}, "a notification: no reply")
     send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, "what the client may call")
     ok &= reply() is not None
     next_id = 3
     for call in plan["calls"][:3]:
-        send({"jsonrpc": "2.0", "id": next_id, "method": "tools/call",
-              "params": {"name": call["tool"], "arguments": call["arguments"]}},
-             f"tools/call {call['tool']}: {call['label'].replace('_', ' ')}")
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": next_id,
+                "method": "tools/call",
+                "params": {"name": call["tool"], "arguments": call["arguments"]},
+            },
+            f"tools/call {call['tool']}: {call['label'].replace('_', ' ')}",
+        )
         ok &= reply() is not None
         next_id += 1
-    send({"jsonrpc": "2.0", "id": "d1", "method": "server/discover", "params": {"_meta": ENVELOPE}},
-         "2026-07-28: no handshake; every request carries the _meta envelope")
+    send(
+        {"jsonrpc": "2.0", "id": "d1", "method": "server/discover", "params": {"_meta": ENVELOPE}},
+        "2026-07-28: no handshake; every request carries the _meta envelope",
+    )
     ok &= reply() is not None
     outside = plan["calls"][-1]
-    send({"jsonrpc": "2.0", "id": "m1", "method": "tools/call",
-          "params": {"name": outside["tool"], "arguments": outside["arguments"], "_meta": ENVELOPE}},
-         f"2026-07-28 tools/call {outside['tool']} on a path outside the root")
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": "m1",
+            "method": "tools/call",
+            "params": {"name": outside["tool"], "arguments": outside["arguments"], "_meta": ENVELOPE},
+        },
+        f"2026-07-28 tools/call {outside['tool']} on a path outside the root",
+    )
     ok &= reply() is not None
 
     proc.stdin.close()

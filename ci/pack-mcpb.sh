@@ -13,8 +13,9 @@
 # tests/clients/package.json) zips it.
 
 set -euo pipefail
+# shellcheck source=ci/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 PROFILE=release
 OUT=""

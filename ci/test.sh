@@ -14,8 +14,9 @@
 
 set -uo pipefail
 
+# shellcheck source=ci/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 # The client checks run with a throwaway HOME; rustup and cargo must still find their own.
 export RUSTUP_HOME="${RUSTUP_HOME:-${HOME:-/root}/.rustup}"
@@ -179,7 +180,12 @@ done
 
 # ---------------------------------------------------------------------------
 say "3. wire validation"
-check "install Python mcp==2.3.0 (with mcp-types)" install_venv
+check "install Python mcp==2.3.0 (with mcp-types) and ruff" install_venv
+lint_python() {
+    "$VENV/bin/ruff" check --config ci/ruff.toml ci tests/clients &&
+        "$VENV/bin/ruff" format --check --config ci/ruff.toml ci tests/clients
+}
+check "ruff check + format --check (Python scripts)" lint_python
 check "wire validator self-test (rejects broken messages)" "$PY" ci/validate_wire.py --self-test
 check "wire log valid per revision (mcp-types + golden shapes)" "$PY" ci/validate_wire.py --min "$MIN_WIRE_MESSAGES" "$WIRE_LOG"
 grep -E 'messages valid|valid, ' "$LAST_LOG"

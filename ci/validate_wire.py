@@ -76,7 +76,7 @@ def same_json(a: Any, b: Any, where: str, problems: list[str]) -> None:
         if len(a) != len(b):
             problems.append(f"{where}: array length {len(a)} became {len(b)}")
             return
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             same_json(x, y, f"{where}[{i}]", problems)
         return
     if type(a) is not type(b) or a != b:
@@ -160,7 +160,7 @@ class Golden:
         simple: dict[str, Callable[[Any], bool]] = {
             "string": lambda x: isinstance(x, str),
             "integer": is_int,
-            "number": lambda x: (is_int(x) or isinstance(x, float)),
+            "number": lambda x: is_int(x) or isinstance(x, float),
             "boolean": lambda x: isinstance(x, bool),
             "object": lambda x: isinstance(x, dict),
             "array": lambda x: isinstance(x, list),
@@ -172,12 +172,12 @@ class Golden:
                 raise Invalid(f"{where}: expected {t}, got {json.dumps(v)[:80]}")
             return
         if t.startswith("enum:"):
-            if not isinstance(v, str) or v not in t[len("enum:"):].split(","):
-                raise Invalid(f"{where}: {v!r} is not one of {t[len('enum:'):]}")
+            if not isinstance(v, str) or v not in t[len("enum:") :].split(","):
+                raise Invalid(f"{where}: {v!r} is not one of {t[len('enum:') :]}")
             return
         if t.startswith("const:"):
-            if v != t[len("const:"):] or not isinstance(v, str):
-                raise Invalid(f"{where}: expected {t[len('const:'):]!r}, got {v!r}")
+            if v != t[len("const:") :] or not isinstance(v, str):
+                raise Invalid(f"{where}: expected {t[len('const:') :]!r}, got {v!r}")
             return
         if t.startswith("[") and t.endswith("]"):
             if not isinstance(v, list):
@@ -350,7 +350,11 @@ def check_project_result(result: dict[str, Any], method: str, rev: str) -> None:
         if result.get("resultType") != "complete":
             raise Invalid(f"resultType is {result.get('resultType')!r}, not 'complete'")
         info = (result.get("_meta") or {}).get(SERVER_INFO_KEY)
-        if not isinstance(info, dict) or not isinstance(info.get("name"), str) or not isinstance(info.get("version"), str):
+        if (
+            not isinstance(info, dict)
+            or not isinstance(info.get("name"), str)
+            or not isinstance(info.get("version"), str)
+        ):
             raise Invalid(f"_meta[{SERVER_INFO_KEY!r}] missing or without name and version")
         if method == "tools/call" and ({"ttlMs", "cacheScope"} & set(result)):
             raise Invalid("tools/call results are not cacheable: no ttlMs or cacheScope")
@@ -485,7 +489,10 @@ def validate_log(path: Path, minimum: int) -> int:
     if failures:
         ok = False
     if total + len(failures) < minimum:
-        print(f"validate_wire: only {total + len(failures)} messages logged, fewer than {minimum}: the log is not the suite's")
+        print(
+            f"validate_wire: only {total + len(failures)} messages logged, fewer than {minimum}: "
+            "the log is not the whole suite's"
+        )
         ok = False
     if missing:
         print(f"validate_wire: no messages at all for {missing}: those revisions went unchecked")
@@ -501,12 +508,20 @@ def _good_tool(rev: str) -> dict[str, Any]:
     tool: dict[str, Any] = {
         "name": "claims_check",
         "description": "Check a draft for unsupported claims.",
-        "inputSchema": {"type": "object", "properties": {"draft": {"type": "string"}}, "required": ["draft"],
-                        "additionalProperties": False},
+        "inputSchema": {
+            "type": "object",
+            "properties": {"draft": {"type": "string"}},
+            "required": ["draft"],
+            "additionalProperties": False,
+        },
     }
     if rev in ANNOTATIONS_FROM:
-        tool["annotations"] = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
-                               "openWorldHint": False}
+        tool["annotations"] = {
+            "readOnlyHint": True,
+            "destructiveHint": False,
+            "idempotentHint": True,
+            "openWorldHint": False,
+        }
     if rev in STRUCTURED_FROM:
         tool["title"] = "Claims check"
     return tool
@@ -545,67 +560,187 @@ def self_test_cases() -> tuple[list[tuple[str, str, Any]], list[tuple[str, str, 
         good.append((rev, "tools/call", _resp(_call_result(rev))))
         good.append((rev, "tools/call", _resp(_call_result(rev, 2))))
         good.append((rev, "ping", _resp({})))
-    good.append((MODERN, "tools/list", _resp(_modern({"tools": [_good_tool(MODERN)], "ttlMs": 60000,
-                                                       "cacheScope": "public"}))))
+    good.append(
+        (MODERN, "tools/list", _resp(_modern({"tools": [_good_tool(MODERN)], "ttlMs": 60000, "cacheScope": "public"})))
+    )
     good.append((MODERN, "tools/call", _resp(_call_result(MODERN))))
-    good.append((MODERN, "server/discover", _resp(_modern({
-        "supportedVersions": [MODERN, *LEGACY], "capabilities": {"tools": {}}, "ttlMs": 3600000,
-        "cacheScope": "public"}), "d1")))
-    good.append((MODERN, "tools/list", {"jsonrpc": "2.0", "id": 3, "error": {
-        "code": -32022, "message": "Unsupported protocol version",
-        "data": {"supported": [MODERN], "requested": "1900-01-01"}}}))
+    good.append(
+        (
+            MODERN,
+            "server/discover",
+            _resp(
+                _modern(
+                    {
+                        "supportedVersions": [MODERN, *LEGACY],
+                        "capabilities": {"tools": {}},
+                        "ttlMs": 3600000,
+                        "cacheScope": "public",
+                    }
+                ),
+                "d1",
+            ),
+        )
+    )
+    good.append(
+        (
+            MODERN,
+            "tools/list",
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "error": {
+                    "code": -32022,
+                    "message": "Unsupported protocol version",
+                    "data": {"supported": [MODERN], "requested": "1900-01-01"},
+                },
+            },
+        )
+    )
     good.append(("none", "", {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}))
-    good.append(("none", "tools/list", {"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "Initialize first."}}))
+    good.append(
+        ("none", "tools/list", {"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "Initialize first."}})
+    )
 
     t2024 = _good_tool("2024-11-05")
     bad_title = dict(t2024, title="Claims check")
     legacy_list_modern_keys = {"tools": [_good_tool("2025-11-25")], "ttlMs": 1, "cacheScope": "public"}
     bad: list[tuple[str, str, str, Any]] = [
-        ("2026 tools/list without ttlMs", MODERN, "tools/list",
-         _resp(_modern({"tools": [_good_tool(MODERN)], "cacheScope": "public"}))),
-        ("2026 tools/call without resultType", MODERN, "tools/call",
-         _resp({k: v for k, v in _call_result(MODERN).items() if k != "resultType"})),
-        ("2026 discover with serverInfo in the body", MODERN, "server/discover", _resp(_modern({
-            "supportedVersions": [MODERN], "capabilities": {"tools": {}}, "ttlMs": 1, "cacheScope": "public",
-            "serverInfo": {"name": "x", "version": "1"}}))),
-        ("2026 tool with an unknown member", MODERN, "tools/list", _resp(_modern({
-            "tools": [dict(_good_tool(MODERN), inputschema={"type": "object"})], "ttlMs": 1,
-            "cacheScope": "public"}))),
-        ("2025-11-25 array structuredContent", "2025-11-25", "tools/call",
-         _resp(dict(_call_result("2025-11-25"), structuredContent=[1, 2, 3]))),
+        (
+            "2026 tools/list without ttlMs",
+            MODERN,
+            "tools/list",
+            _resp(_modern({"tools": [_good_tool(MODERN)], "cacheScope": "public"})),
+        ),
+        (
+            "2026 tools/call without resultType",
+            MODERN,
+            "tools/call",
+            _resp({k: v for k, v in _call_result(MODERN).items() if k != "resultType"}),
+        ),
+        (
+            "2026 discover with serverInfo in the body",
+            MODERN,
+            "server/discover",
+            _resp(
+                _modern(
+                    {
+                        "supportedVersions": [MODERN],
+                        "capabilities": {"tools": {}},
+                        "ttlMs": 1,
+                        "cacheScope": "public",
+                        "serverInfo": {"name": "x", "version": "1"},
+                    }
+                )
+            ),
+        ),
+        (
+            "2026 tool with an unknown member",
+            MODERN,
+            "tools/list",
+            _resp(
+                _modern(
+                    {
+                        "tools": [dict(_good_tool(MODERN), inputschema={"type": "object"})],
+                        "ttlMs": 1,
+                        "cacheScope": "public",
+                    }
+                )
+            ),
+        ),
+        (
+            "2025-11-25 array structuredContent",
+            "2025-11-25",
+            "tools/call",
+            _resp(dict(_call_result("2025-11-25"), structuredContent=[1, 2, 3])),
+        ),
         ("2025-11-25 tools/list with modern cache members", "2025-11-25", "tools/list", _resp(legacy_list_modern_keys)),
-        ("2025-11-25 initialize without serverInfo", "2025-11-25", "initialize",
-         _resp({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}})),
-        ("2025-06-18 initialize without serverInfo", "2025-06-18", "initialize",
-         _resp({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}})),
+        (
+            "2025-11-25 initialize without serverInfo",
+            "2025-11-25",
+            "initialize",
+            _resp({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}}),
+        ),
+        (
+            "2025-06-18 initialize without serverInfo",
+            "2025-06-18",
+            "initialize",
+            _resp({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}}),
+        ),
         ("2024-11-05 tool with a title", "2024-11-05", "tools/list", _resp({"tools": [bad_title]})),
-        ("2024-11-05 tool with annotations", "2024-11-05", "tools/list",
-         _resp({"tools": [dict(t2024, annotations={"readOnlyHint": True})]})),
-        ("2025-03-26 structuredContent", "2025-03-26", "tools/call",
-         _resp(dict(_call_result("2025-03-26"), structuredContent={"exit_code": 1, "output": {}}))),
-        ("2025-06-18 tools/call without structuredContent", "2025-06-18", "tools/call",
-         _resp({k: v for k, v in _call_result("2025-06-18").items() if k != "structuredContent"})),
-        ("2025-06-18 isError that contradicts exit_code", "2025-06-18", "tools/call",
-         _resp(dict(_call_result("2025-06-18"), isError=True))),
-        ("2025-03-26 text item that is not the envelope", "2025-03-26", "tools/call",
-         _resp({"content": [{"type": "text", "text": "{\"findings\": []}"}], "isError": False})),
-        ("error code given as a string", "2025-11-25", "tools/list",
-         {"jsonrpc": "2.0", "id": 1, "error": {"code": "-32601", "message": "Method not found"}}),
-        ("2024-11-05 error without a message", "2024-11-05", "tools/list",
-         {"jsonrpc": "2.0", "id": 1, "error": {"code": -32601}}),
+        (
+            "2024-11-05 tool with annotations",
+            "2024-11-05",
+            "tools/list",
+            _resp({"tools": [dict(t2024, annotations={"readOnlyHint": True})]}),
+        ),
+        (
+            "2025-03-26 structuredContent",
+            "2025-03-26",
+            "tools/call",
+            _resp(dict(_call_result("2025-03-26"), structuredContent={"exit_code": 1, "output": {}})),
+        ),
+        (
+            "2025-06-18 tools/call without structuredContent",
+            "2025-06-18",
+            "tools/call",
+            _resp({k: v for k, v in _call_result("2025-06-18").items() if k != "structuredContent"}),
+        ),
+        (
+            "2025-06-18 isError that contradicts exit_code",
+            "2025-06-18",
+            "tools/call",
+            _resp(dict(_call_result("2025-06-18"), isError=True)),
+        ),
+        (
+            "2025-03-26 text item that is not the envelope",
+            "2025-03-26",
+            "tools/call",
+            _resp({"content": [{"type": "text", "text": '{"findings": []}'}], "isError": False}),
+        ),
+        (
+            "error code given as a string",
+            "2025-11-25",
+            "tools/list",
+            {"jsonrpc": "2.0", "id": 1, "error": {"code": "-32601", "message": "Method not found"}},
+        ),
+        (
+            "2024-11-05 error without a message",
+            "2024-11-05",
+            "tools/list",
+            {"jsonrpc": "2.0", "id": 1, "error": {"code": -32601}},
+        ),
         ("fractional id", "2025-06-18", "ping", {"jsonrpc": "2.0", "id": 1.5, "result": {}}),
-        ("result and error together", "2025-11-25", "ping",
-         {"jsonrpc": "2.0", "id": 1, "result": {}, "error": {"code": -32603, "message": "x"}}),
-        ("-32022 sent to a legacy request", "2025-06-18", "tools/list",
-         {"jsonrpc": "2.0", "id": 1, "error": {"code": -32022, "message": "Unsupported",
-                                               "data": {"supported": [MODERN], "requested": "x"}}}),
+        (
+            "result and error together",
+            "2025-11-25",
+            "ping",
+            {"jsonrpc": "2.0", "id": 1, "result": {}, "error": {"code": -32603, "message": "x"}},
+        ),
+        (
+            "-32022 sent to a legacy request",
+            "2025-06-18",
+            "tools/list",
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "error": {"code": -32022, "message": "Unsupported", "data": {"supported": [MODERN], "requested": "x"}},
+            },
+        ),
         ("ping result with members", "2025-03-26", "ping", _resp({"ok": True})),
         ("a tools/list result before any handshake", "none", "tools/list", _resp({"tools": []})),
         ("jsonrpc 1.0", "2025-11-25", "ping", {"jsonrpc": "1.0", "id": 1, "result": {}}),
-        ("tool name with a space", "2025-11-25", "tools/list",
-         _resp({"tools": [dict(_good_tool("2025-11-25"), name="claims check")]})),
-        ("reserved error code -32001", "2025-11-25", "tools/call",
-         {"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "Request timeout"}}),
+        (
+            "tool name with a space",
+            "2025-11-25",
+            "tools/list",
+            _resp({"tools": [dict(_good_tool("2025-11-25"), name="claims check")]}),
+        ),
+        (
+            "reserved error code -32001",
+            "2025-11-25",
+            "tools/call",
+            {"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "Request timeout"}},
+        ),
     ]
     return good, bad
 

@@ -78,7 +78,14 @@ def main() -> int:
             rc, out, err = run(
                 inspector,
                 era,
-                ["--method", "tools/call", "--tool-name", call["tool"], "--tool-args-json", json.dumps(call["arguments"])],
+                [
+                    "--method",
+                    "tools/call",
+                    "--tool-name",
+                    call["tool"],
+                    "--tool-args-json",
+                    json.dumps(call["arguments"]),
+                ],
                 server,
             )
             want_rc = 5 if call["is_error"] else 0
@@ -101,7 +108,11 @@ def main() -> int:
                 got = (env.get("output") or {}).get("error", {}).get("code")
                 expect(got == call["error_code"], f"{label}: error code {call['error_code']} (got {got})")
             expect(result.get("structuredContent") == env, f"{label}: structuredContent equals the text envelope")
-            print(f"  tools/call {call['tool']}: exit {rc}, isError={result.get('isError')} exit_code={env.get('exit_code')}", flush=True)
+            print(
+                f"  tools/call {call['tool']}: exit {rc}, "
+                f"isError={result.get('isError')} exit_code={env.get('exit_code')}",
+                flush=True,
+            )
     except subprocess.TimeoutExpired as e:
         expect(False, f"the Inspector finished within 180 s ({e.cmd[:6]})")
     print(f"  {passes} checks held, {len(failures)} failed", flush=True)
