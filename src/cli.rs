@@ -24,19 +24,44 @@ pub struct Cli {
 #[derive(Debug, Args, Clone, Default)]
 pub struct Globals {
     /// The ReachWeaver command to serve (default: `reachweaver` on PATH).
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        help_heading = "Backend (fixed at start)"
+    )]
     pub backend: Option<PathBuf>,
     /// The backend's home folder (passed as --home).
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        help_heading = "Backend (fixed at start)"
+    )]
     pub home: Option<PathBuf>,
     /// The backend's database file (passed as --db).
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        help_heading = "Backend (fixed at start)"
+    )]
     pub db: Option<PathBuf>,
     /// The backend's accounts file (passed as --accounts).
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        help_heading = "Backend (fixed at start)"
+    )]
     pub accounts: Option<PathBuf>,
     /// The backend's profile file (passed as --profile).
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        help_heading = "Backend (fixed at start)"
+    )]
     pub profile: Option<PathBuf>,
 }
 
