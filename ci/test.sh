@@ -161,6 +161,9 @@ if [ "$CT_IGN" != 0 ]; then
     echo "cargo test reports $CT_IGN ignored tests: nothing may be skipped"
     record "no ignored Rust tests" 1 "$CT_IGN ignored"
 fi
+while read -r failed_test; do
+    FAILED_NAMES+=("cargo test: $failed_test")
+done < <(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$TEST_LOG")
 if [ "$CT_FAIL" != 0 ] || [ $TEST_RC != 0 ]; then
     grep -E '^test .* FAILED$|panicked at|^error(\[|:)' "$TEST_LOG" | head -80 | sed 's/^/      /'
     echo "      (full output: $TEST_LOG)"
