@@ -224,24 +224,9 @@ pub fn is_loader_or_interpreter_hook(name: &str) -> bool {
     EXACT.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// A name one of whose `_`-separated words says it holds a secret, or that
-/// contains one of a few two-word secret markers. `GIT_AUTHOR_NAME` or
-/// `DESKTOP_SESSION` are not secret names.
-pub fn is_secret_name(name: &str) -> bool {
-    const WORDS: &[&str] = &[
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "APIKEY",
-        "CREDENTIAL",
-        "CREDENTIALS",
-        "COOKIE",
-    ];
-    const INNER: &[&str] = &["API_KEY", "PRIVATE_KEY", "ACCESS_KEY", "AUTH_TOKEN"];
-    let upper = name.to_ascii_uppercase();
-    upper.split('_').any(|w| WORDS.contains(&w)) || INNER.iter().any(|m| upper.contains(m))
-}
+/// One rule for "secret-named" everywhere: the environment filter here and
+/// redaction of results must never disagree.
+pub use crate::redact::is_secret_name;
 
 /// Folders that must never become a read+execute prefix: granting one of
 /// them (or an ancestor of one) would open the user's files, other runs'
