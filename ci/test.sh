@@ -181,6 +181,19 @@ for f in tests/sandbox_*.rs; do
     fi
 done
 
+# `cargo install --path .` must install the server and nothing else (the
+# reference backend is a workspace member, not part of the package).
+install_server_only() {
+    local dest="$WORK/install"
+    rm -rf "$dest"
+    cargo install --quiet --path . --debug --locked --target-dir "$ROOT/target" --root "$dest" || return 1
+    local got
+    got="$(ls "$dest/bin")"
+    echo "installed: $got"
+    [ "$got" = "reachweaver-mcp" ] && "$dest/bin/reachweaver-mcp" --version
+}
+check "cargo install --path . installs reachweaver-mcp only" install_server_only
+
 # ---------------------------------------------------------------------------
 say "3. wire validation"
 check "install Python mcp==2.3.0 (with mcp-types) and ruff" install_venv
