@@ -98,6 +98,16 @@ impl GlobalPaths {
 
 impl App {
     pub fn start(globals: &Globals, serve: &ServeArgs) -> anyhow::Result<App> {
+        Self::start_with_helper(globals, serve, None)
+    }
+
+    /// `start`, with the program re-run as the sandbox helper named (for
+    /// code whose own process is not the server, such as tests).
+    pub fn start_with_helper(
+        globals: &Globals,
+        serve: &ServeArgs,
+        helper: Option<PathBuf>,
+    ) -> anyhow::Result<App> {
         let cwd = std::env::current_dir().context("cannot read the current folder")?;
         let backend = resolve_backend(globals.backend.as_deref(), &cwd)?;
         let backend_str = utf8(&backend, "--backend")?;
@@ -118,6 +128,7 @@ impl App {
             db: owner.db.clone(),
             allow_read: serve.allow_read.iter().map(|p| absolute(&cwd, p)).collect(),
             pass_env: serve.pass_env.clone(),
+            helper,
         };
 
         // The catalog is read with the owner's globals only, in a sandbox
@@ -571,7 +582,8 @@ mod tests {
             sandbox: SandboxMode::BestEffort,
             ..ServeArgs::default()
         };
-        let app = App::start(&globals, &serve).unwrap();
+        let helper = crate::sandbox::helper_next_to_test_binary();
+        let app = App::start_with_helper(&globals, &serve, Some(helper)).unwrap();
         (dir, app)
     }
 

@@ -24,19 +24,44 @@ pub struct Cli {
 #[derive(Debug, Args, Clone, Default)]
 pub struct Globals {
     /// The ReachWeaver command to serve (default: `reachweaver` on PATH).
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        help_heading = "Backend (fixed at start)"
+    )]
     pub backend: Option<PathBuf>,
     /// The backend's home folder (passed as --home).
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        help_heading = "Backend (fixed at start)"
+    )]
     pub home: Option<PathBuf>,
     /// The backend's database file (passed as --db).
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        help_heading = "Backend (fixed at start)"
+    )]
     pub db: Option<PathBuf>,
     /// The backend's accounts file (passed as --accounts).
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        help_heading = "Backend (fixed at start)"
+    )]
     pub accounts: Option<PathBuf>,
     /// The backend's profile file (passed as --profile).
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        help_heading = "Backend (fixed at start)"
+    )]
     pub profile: Option<PathBuf>,
 }
 
@@ -110,6 +135,9 @@ pub enum SandboxCommand {
         /// Print JSON for machines.
         #[arg(long)]
         json: bool,
+        /// Switch one layer off to see what the others still hold (says so loudly).
+        #[arg(long, value_enum, value_name = "LAYER")]
+        without: Option<crate::sandbox::Layer>,
     },
 }
 
@@ -126,7 +154,10 @@ pub enum SandboxMode {
 #[derive(Debug, Args, Clone, Default)]
 pub struct ServeArgs {
     /// Offer the `draft` tool, the only one that may write (inside the database's folder).
-    #[arg(long)]
+    // `=true|false` is accepted too, because a client's config template (an MCP Bundle's
+    // args) can only pass a checkbox's value, never leave the flag out.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set)]
     pub allow_drafts: bool,
     /// The folder file arguments must stay inside (default: the home, else the current folder).
     #[arg(long, value_name = "DIR")]

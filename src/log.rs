@@ -6,22 +6,35 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::OnceLock;
+use std::time::Duration;
 
-static QUEUE: OnceLock<SyncSender<String>> = OnceLock::new();
+enum Entry {
+    Line(String),
+    /// Answered once every line queued before it has been written.
+    Flush(SyncSender<()>),
+}
+
+static QUEUE: OnceLock<SyncSender<Entry>> = OnceLock::new();
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Route later log lines through the background writer (call once, when
 /// serving starts). Before that, lines are written directly.
 pub fn start_background() {
     QUEUE.get_or_init(|| {
-        let (tx, rx) = sync_channel::<String>(1024);
+        let (tx, rx) = sync_channel::<Entry>(1024);
         let spawned = std::thread::Builder::new()
             .name("stderr-log".into())
             .spawn(move || {
                 let stderr = std::io::stderr();
-                for line in rx {
-                    let mut err = stderr.lock();
-                    let _ = writeln!(err, "{line}");
+                for entry in rx {
+                    match entry {
+                        Entry::Line(line) => {
+                            let _ = writeln!(stderr.lock(), "{line}");
+                        }
+                        Entry::Flush(done) => {
+                            let _ = done.send(());
+                        }
+                    }
                 }
             });
         if spawned.is_err() {
@@ -36,7 +49,7 @@ pub fn start_background() {
 pub fn line(text: impl Into<String>) {
     let text: String = text.into().replace(['\n', '\r'], " ");
     match QUEUE.get() {
-        Some(tx) => match tx.try_send(text) {
+        Some(tx) => match tx.try_send(Entry::Line(text)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 DROPPED.fetch_add(1, Ordering::Relaxed);
@@ -45,6 +58,19 @@ pub fn line(text: impl Into<String>) {
         None => {
             let _ = writeln!(std::io::stderr().lock(), "{text}");
         }
+    }
+}
+
+/// Wait (at most `timeout`) until every line logged so far is written, so
+/// the last lines are not lost when the process exits.
+pub fn flush(timeout: Duration) {
+    let Some(tx) = QUEUE.get() else {
+        return;
+    };
+    let (done_tx, done_rx) = sync_channel(1);
+    // A full queue means stderr is not being read: don't wait for it.
+    if tx.try_send(Entry::Flush(done_tx)).is_ok() {
+        let _ = done_rx.recv_timeout(timeout);
     }
 }
 

@@ -6,11 +6,24 @@
 
 use std::process::ExitCode;
 
-use reachweaver_mcp::{app, cli};
+use reachweaver_mcp::{app, cli, sandbox};
 
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // The sandbox helper runs once per tool call, between the server and the
+    // backend: it skips argument parsing and stays single-threaded.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == "__sandbox-helper") {
+        let policy = args
+            .next()
+            .and_then(|a| a.into_string().ok())
+            .unwrap_or_default();
+        if let Err(err) = sandbox::helper_main(&policy) {
+            eprintln!("reachweaver-mcp: {err:#}");
+        }
+        return ExitCode::from(127);
+    }
     let cli = cli::Cli::parse();
     match app::run(cli) {
         Ok(code) => ExitCode::from(code),

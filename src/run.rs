@@ -471,6 +471,7 @@ mod tests {
             mode: crate::cli::SandboxMode::BestEffort,
             backend: "/bin/sh".into(),
             root: std::env::temp_dir(),
+            helper: Some(crate::sandbox::helper_next_to_test_binary()),
             ..SandboxOptions::default()
         })
         .unwrap()

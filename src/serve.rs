@@ -35,6 +35,8 @@ enum Out {
 const OUT_QUEUE: usize = 1024;
 /// How long shutdown waits for cancelled calls to wind down.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(700);
+/// How long shutdown waits for the last log lines to reach stderr.
+const LOG_FLUSH: Duration = Duration::from_millis(200);
 
 /// Calls in flight, by the exact JSON text of their id (so `"7"` and `7`
 /// differ). A reused id maps to several calls; a cancel stops them all.
@@ -210,6 +212,7 @@ pub fn serve(app: Arc<App>) {
     // Lines queued before this one are written first; then the writer ends.
     let _ = shared.out.send(Out::Stop);
     let _ = writer.join();
+    crate::log::flush(LOG_FLUSH);
     let dropped = crate::log::dropped();
     if dropped > 0 {
         let _ = writeln!(
@@ -339,6 +342,7 @@ fn write_loop(rx: Receiver<Out>, shared: &Shared, lock: &Mutex<()>) {
             crate::log::line("stdout closed; stopping");
             // The reader may sit in a blocking read of stdin forever; leave now.
             shared.slots.wait_idle(Instant::now() + SHUTDOWN_GRACE);
+            crate::log::flush(LOG_FLUSH);
             std::process::exit(0);
         }
     }
@@ -374,6 +378,7 @@ fn watch_sigterm(set: libc::sigset_t, shared: Arc<Shared>, stdout_lock: Arc<Mute
             // Hold the stdout lock so no line is cut in half, then leave.
             let _guard = stdout_lock.lock().unwrap_or_else(|e| e.into_inner());
             let _ = io::stdout().lock().flush();
+            crate::log::flush(LOG_FLUSH);
             std::process::exit(0);
         });
 }

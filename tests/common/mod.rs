@@ -208,6 +208,11 @@ impl Server {
 
     /// Send raw bytes followed by LF.
     pub fn send_raw(&mut self, bytes: &[u8]) {
+        // A request written raw (framing tests) is remembered like any other, so
+        // its reply reaches the wire log with its method and revision.
+        if let Ok(msg) = serde_json::from_slice::<Value>(bytes) {
+            self.remember(&msg);
+        }
         let stdin = self.stdin.as_mut().expect("stdin open");
         stdin.write_all(bytes).unwrap();
         stdin.write_all(b"\n").unwrap();
@@ -216,6 +221,10 @@ impl Server {
 
     /// Send one message (compact JSON line), remembering its method and revision.
     pub fn send(&mut self, msg: &Value) {
+        self.send_raw(msg.to_string().as_bytes());
+    }
+
+    fn remember(&mut self, msg: &Value) {
         if let (Some(id), Some(method)) = (msg.get("id"), msg.get("method").and_then(Value::as_str))
         {
             let modern = msg
@@ -232,7 +241,6 @@ impl Server {
                 .by_id
                 .insert(id.to_string(), (method.to_string(), rev));
         }
-        self.send_raw(msg.to_string().as_bytes());
     }
 
     /// Send a request and wait for its response.

@@ -1,0 +1,182 @@
+//! `sandbox status|run|probe`: let owners and CI jobs see, on their own
+//! machine, which layers the kernel gives and that they hold, with the same
+//! policy a tool call gets.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::{platform, RunKind, Sandbox, SandboxOptions};
+use crate::cli::{Globals, SandboxCommand, SandboxMode};
+
+/// `sandbox status|run|probe`.
+pub fn cli(globals: &Globals, cmd: SandboxCommand) -> anyhow::Result<u8> {
+    match cmd {
+        SandboxCommand::Status { json } => status(json),
+        SandboxCommand::Run {
+            root,
+            allow_read,
+            command,
+        } => run(globals, root, allow_read, command),
+        SandboxCommand::Probe { json, without } => probe(json, without),
+    }
+}
+
+fn status(json: bool) -> anyhow::Result<u8> {
+    let report = platform::status();
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "platform: {} {}", report.platform, report.kernel)?;
+        if let Some(abi) = report.landlock_abi {
+            writeln!(out, "landlock ABI: {abi}")?;
+        }
+        for l in &report.layers {
+            let mark = if l.available {
+                "available"
+            } else {
+                "missing  "
+            };
+            writeln!(out, "  {mark}  {:<15} {}", l.name, l.detail)?;
+        }
+        if report.require_missing.is_empty() {
+            writeln!(
+                out,
+                "mcp-serve (--sandbox require) would use: {}",
+                report.require_layers
+            )?;
+        } else {
+            writeln!(
+                out,
+                "mcp-serve (--sandbox require) would refuse to start: missing {}",
+                report.require_missing.join("; ")
+            )?;
+            writeln!(
+                out,
+                "mcp-serve --sandbox best-effort would use: {}",
+                report.best_effort_layers
+            )?;
+        }
+    }
+    Ok(0)
+}
+
+/// Make a path absolute and canonical, with a message naming it.
+fn canonical(p: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::canonicalize(p).with_context(|| format!("{}", p.display()))
+}
+
+/// The options `sandbox run` uses: the read-only tool policy with `CMD` as
+/// the backend, the globals' files readable, `--root` (default: the current
+/// folder) as root and working folder.
+fn run_options(
+    globals: &Globals,
+    root: Option<PathBuf>,
+    allow_read: Vec<PathBuf>,
+    program: &str,
+) -> anyhow::Result<SandboxOptions> {
+    let backend = if program.contains('/') {
+        canonical(Path::new(program))?
+    } else {
+        let path = std::env::var("PATH").unwrap_or_default();
+        let found = super::policy::find_on_path(program, &path)
+            .with_context(|| format!("{program}: not found on PATH"))?;
+        canonical(&found)?
+    };
+    let root = match root {
+        Some(r) => canonical(&r)?,
+        None => canonical(&std::env::current_dir()?)?,
+    };
+    if root == Path::new("/") {
+        anyhow::bail!("a root of / is refused: it would open every file to the run");
+    }
+    let mut read = Vec::new();
+    for p in [&globals.home, &globals.accounts, &globals.profile]
+        .into_iter()
+        .flatten()
+    {
+        read.push(canonical(p)?);
+    }
+    let db = match &globals.db {
+        Some(p) => Some(canonical(p)?),
+        None => None,
+    };
+    let allow_read = allow_read
+        .iter()
+        .map(|p| canonical(p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(SandboxOptions {
+        mode: SandboxMode::Require,
+        backend,
+        root,
+        read,
+        db,
+        allow_read,
+        pass_env: Vec::new(),
+        helper: None,
+    })
+}
+
+fn run(
+    globals: &Globals,
+    root: Option<PathBuf>,
+    allow_read: Vec<PathBuf>,
+    command: Vec<String>,
+) -> anyhow::Result<u8> {
+    let (program, args) = command
+        .split_first()
+        .context("sandbox run needs a command")?;
+    let opts = run_options(globals, root, allow_read, program)?;
+    let sandbox = Sandbox::detect(&opts)?;
+    let mut argv = vec![opts.backend.to_string_lossy().into_owned()];
+    argv.extend(args.iter().cloned());
+    let mut child = sandbox.spawn(RunKind::ReadOnly, &argv, &opts.root)?;
+    // When our own output goes away (a reader that stopped), the run is
+    // killed rather than left blocked on a full pipe.
+    let pid = child.pid() as libc::pid_t;
+    let out = child.stdout.take().map(|s| pump(s, std::io::stdout(), pid));
+    let err = child.stderr.take().map(|s| pump(s, std::io::stderr(), pid));
+    // The pipes reach end of file only once the helper has exited, and it
+    // isn't reaped before the pumps are done, so their kill can't hit a
+    // recycled pid.
+    for t in [out, err].into_iter().flatten() {
+        let _ = t.join();
+    }
+    let status = child.wait()?;
+    Ok(exit_code(status))
+}
+
+/// Copy a run's output to ours on a thread; if ours fails, kill the run.
+fn pump<R, W>(mut from: R, mut to: W, pid: libc::pid_t) -> std::thread::JoinHandle<()>
+where
+    R: std::io::Read + Send + 'static,
+    W: Write + Send + 'static,
+{
+    std::thread::spawn(move || {
+        if std::io::copy(&mut from, &mut to).is_err() {
+            // SAFETY: the helper is reaped only after this thread is joined,
+            // so the pid (and its process group) is still the run's.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    })
+}
+
+/// A shell's view of an exit status: the code, or 128 + the signal.
+pub fn exit_code(status: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(s)) => (128 + s) as u8,
+        _ => 125,
+    }
+}
+
+fn probe(json: bool, without: Option<super::Layer>) -> anyhow::Result<u8> {
+    platform::probe(json, without)
+}

@@ -1,0 +1,189 @@
+//! The capability layer: the run keeps no capability in any set (effective,
+//! permitted, inheritable, ambient, bounding), the securebits that would let
+//! a uid-0 process regain them on `execve` are set and locked, and
+//! `no_new_privs` stops set-uid files and file capabilities from adding any.
+//!
+//! Inside its user namespace the helper starts with every capability (that
+//! is how user namespaces work); this layer is what takes them away before
+//! the backend runs.
+
+/// Securebits set and locked: root gets no capabilities on exec, uid changes
+/// don't touch capabilities, capabilities are not kept across uid changes,
+/// and the ambient set can't be raised.
+pub const SECUREBITS: u32 = (1 << 0) // SECBIT_NOROOT
+    | (1 << 1) // SECBIT_NOROOT_LOCKED
+    | (1 << 2) // SECBIT_NO_SETUID_FIXUP
+    | (1 << 3) // SECBIT_NO_SETUID_FIXUP_LOCKED
+    | (1 << 5) // SECBIT_KEEP_CAPS_LOCKED (KEEP_CAPS itself stays off)
+    | (1 << 6) // SECBIT_NO_CAP_AMBIENT_RAISE
+    | (1 << 7); // SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED
+
+fn prctl(op: libc::c_int, a: libc::c_ulong, what: &str) -> Result<libc::c_int, String> {
+    // SAFETY: every prctl used here takes integer arguments only.
+    let r = unsafe {
+        libc::prctl(
+            op,
+            a,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if r < 0 {
+        Err(format!("{what}: {}", std::io::Error::last_os_error()))
+    } else {
+        Ok(r)
+    }
+}
+
+/// Set `no_new_privs` (also required before seccomp and Landlock).
+pub fn set_no_new_privs() -> Result<(), String> {
+    prctl(libc::PR_SET_NO_NEW_PRIVS, 1, "no_new_privs").map(|_| ())
+}
+
+/// Drop every capability up to `last` (read with [`last_cap`] before
+/// Landlock hides `/proc`). The order matters: the bounding set and the
+/// securebits need CAP_SETPCAP, so they go before the sets are cleared.
+pub fn apply(last: u32) -> Result<(), String> {
+    for cap in 0..=last {
+        // SAFETY: integer-only prctl.
+        let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            // EINVAL: a capability number this kernel doesn't know.
+            if e.raw_os_error() != Some(libc::EINVAL) {
+                return Err(format!("bounding set, capability {cap}: {e}"));
+            }
+        }
+    }
+    prctl(
+        libc::PR_CAP_AMBIENT,
+        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+        "ambient set",
+    )?;
+    prctl(
+        libc::PR_SET_SECUREBITS,
+        SECUREBITS as libc::c_ulong,
+        "securebits",
+    )?;
+    capset_zero()?;
+    set_no_new_privs()
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// Empty the effective, permitted and inheritable sets in one `capset`.
+fn capset_zero() -> Result<(), String> {
+    let header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData::default(); 2];
+    // SAFETY: capset reads a header and two data structs we own.
+    let r = unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) };
+    if r != 0 {
+        return Err(format!("capset: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// The effective, permitted and inheritable sets as bit masks.
+fn capget() -> Option<(u64, u64, u64)> {
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget fills a header and two data structs we own.
+    let r = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
+    if r != 0 {
+        return None;
+    }
+    let join = |lo: u32, hi: u32| u64::from(lo) | (u64::from(hi) << 32);
+    Some((
+        join(data[0].effective, data[1].effective),
+        join(data[0].permitted, data[1].permitted),
+        join(data[0].inheritable, data[1].inheritable),
+    ))
+}
+
+/// The highest capability number the kernel knows.
+pub fn last_cap() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(63)
+}
+
+/// What the calling process holds: effective, permitted, inheritable as
+/// bit sets, plus whether any bounding or ambient capability remains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    pub effective: u64,
+    pub permitted: u64,
+    pub inheritable: u64,
+    pub bounding: u64,
+    pub ambient: u64,
+}
+
+/// Read the capability sets with system calls only (no `/proc` access,
+/// which Landlock denies inside the run).
+pub fn held(last: u32) -> Held {
+    // A failed query reports "everything held", so it can never pass for empty.
+    let (effective, permitted, inheritable) = capget().unwrap_or((u64::MAX, u64::MAX, u64::MAX));
+    let mut bounding = 0u64;
+    let mut ambient = 0u64;
+    for cap in 0..=last.min(63) {
+        // SAFETY: integer-only prctl queries.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) } == 1 {
+            bounding |= 1 << cap;
+        }
+        let a = unsafe {
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_IS_SET as libc::c_ulong,
+                cap as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            )
+        };
+        if a == 1 {
+            ambient |= 1 << cap;
+        }
+    }
+    Held {
+        effective,
+        permitted,
+        inheritable,
+        bounding,
+        ambient,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn securebits_lock_what_they_set_and_leave_keep_caps_off() {
+        assert_eq!(SECUREBITS & 0x1, 0x1);
+        assert_eq!(SECUREBITS & 0x2, 0x2);
+        assert_eq!(SECUREBITS & (1 << 4), 0, "KEEP_CAPS must stay off");
+        assert_eq!(SECUREBITS & (1 << 5), 1 << 5);
+        assert_eq!(SECUREBITS, 0xef);
+    }
+}

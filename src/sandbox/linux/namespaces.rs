@@ -1,0 +1,153 @@
+//! The namespace layer: a user namespace (so the helper can build the rest
+//! without privilege), an empty network namespace (no interface is up, so
+//! nothing routes anywhere, and abstract unix sockets are per namespace),
+//! a private IPC namespace, and a PID namespace whose init process is ours:
+//! when it exits the kernel kills everything left in the namespace, so no
+//! daemon outlives its call.
+//!
+//! Identity: the owner's uid and gid are mapped to themselves inside, except
+//! root, which is mapped to 65534 ("nobody"). Either way uid 0 does not exist
+//! inside the run's namespace, so `setuid(0)` fails with `EINVAL`, and file
+//! access still happens as the owner's real uid (the kernel checks the
+//! mapped id). Nested namespaces are refused by seccomp and, as a second
+//! layer, by setting the namespace's own `max_*_namespaces` counters to 0.
+
+use std::io::Write;
+
+use crate::sandbox::policy::Layers;
+
+/// The id the owner's id becomes inside the run. Pure.
+pub fn inside_id(outside: u32) -> u32 {
+    if outside == 0 {
+        65534
+    } else {
+        outside
+    }
+}
+
+/// The `uid_map`/`gid_map` line for one id. Pure.
+pub fn id_map_line(outside: u32) -> String {
+    format!("{} {} 1\n", inside_id(outside), outside)
+}
+
+/// The `unshare` flags for the switched-on namespace layers. Pure.
+pub fn unshare_flags(layers: &Layers) -> libc::c_int {
+    let mut flags = 0;
+    if layers.userns {
+        flags |= libc::CLONE_NEWUSER;
+    }
+    if layers.netns {
+        flags |= libc::CLONE_NEWNET;
+    }
+    if layers.ipcns {
+        flags |= libc::CLONE_NEWIPC;
+    }
+    if layers.pidns {
+        flags |= libc::CLONE_NEWPID;
+    }
+    flags
+}
+
+/// The per-namespace counters set to 0 so the run can create no namespace.
+pub const NS_LIMITS: &[&str] = &[
+    "/proc/sys/user/max_user_namespaces",
+    "/proc/sys/user/max_net_namespaces",
+    "/proc/sys/user/max_ipc_namespaces",
+    "/proc/sys/user/max_pid_namespaces",
+    "/proc/sys/user/max_mnt_namespaces",
+    "/proc/sys/user/max_uts_namespaces",
+    "/proc/sys/user/max_cgroup_namespaces",
+    "/proc/sys/user/max_time_namespaces",
+];
+
+pub const PID_MAX: &str = "/proc/sys/kernel/pid_max";
+
+fn write_file(path: &str, text: &str) -> Result<(), String> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| format!("{path}: {e}"))
+}
+
+/// Enter the new namespaces and map the owner's ids. Must run in a
+/// single-threaded process (the kernel refuses a new user namespace
+/// otherwise).
+pub fn unshare_and_map(layers: &Layers, uid: u32, gid: u32) -> Result<(), String> {
+    let flags = unshare_flags(layers);
+    if flags == 0 {
+        return Ok(());
+    }
+    // SAFETY: unshare takes flags only.
+    if unsafe { libc::unshare(flags) } != 0 {
+        return Err(format!("unshare: {}", std::io::Error::last_os_error()));
+    }
+    if layers.userns {
+        // setgroups must be denied before an unprivileged process may write gid_map.
+        write_file("/proc/self/setgroups", "deny")?;
+        write_file("/proc/self/uid_map", &id_map_line(uid))?;
+        write_file("/proc/self/gid_map", &id_map_line(gid))?;
+    }
+    Ok(())
+}
+
+/// Bound the PID namespace's ids (so its process count) from inside it.
+/// Needs the calling process to be the namespace's init.
+pub fn set_pid_max(max: u32) -> Result<(), String> {
+    write_file(PID_MAX, &max.to_string())?;
+    let back = std::fs::read_to_string(PID_MAX).map_err(|e| format!("{PID_MAX}: {e}"))?;
+    if back.trim() != max.to_string() {
+        return Err(format!(
+            "{PID_MAX}: reads {} after writing {max}",
+            back.trim()
+        ));
+    }
+    Ok(())
+}
+
+/// Forbid every kind of nested namespace. A counter the kernel doesn't have
+/// (an older kernel without time namespaces) is skipped; any other failure
+/// fails the layer.
+pub fn limit_nested_namespaces() -> Result<(), String> {
+    for path in NS_LIMITS {
+        if !std::path::Path::new(path).exists() {
+            continue;
+        }
+        write_file(path, "0")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_ids_map_to_themselves_and_root_to_nobody() {
+        assert_eq!(id_map_line(1000), "1000 1000 1\n");
+        assert_eq!(id_map_line(65534), "65534 65534 1\n");
+        assert_eq!(id_map_line(0), "65534 0 1\n");
+        assert_ne!(inside_id(0), 0);
+    }
+
+    #[test]
+    fn flags_follow_the_layers() {
+        let all = Layers {
+            userns: true,
+            netns: true,
+            ipcns: true,
+            pidns: true,
+            ..Layers::default()
+        };
+        assert_eq!(
+            unshare_flags(&all),
+            libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWPID
+        );
+        let no_net = Layers {
+            netns: false,
+            ..all
+        };
+        assert_eq!(unshare_flags(&no_net) & libc::CLONE_NEWNET, 0);
+        assert_eq!(unshare_flags(&Layers::default()), 0);
+    }
+}
