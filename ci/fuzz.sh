@@ -24,7 +24,7 @@ esac
 cd "$(dirname "$0")/../fuzz"
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "ci/fuzz.sh: cargo-fuzz is missing; installing it" >&2
-  cargo install cargo-fuzz --locked
+  cargo install cargo-fuzz --version 0.13.2 --locked
 fi
 
 targets=${*:-$(cargo fuzz list)}

@@ -9,6 +9,7 @@
 #   4. real MCP clients (Python SDK, MCP Inspector CLI, TypeScript SDK) in
 #      every era they speak, against the reference backend, sandbox required
 #   5. the MCP Bundle manifest validated, packed, unpacked and launched
+#   6. every fuzz target for a bounded time, from its committed corpus
 # The last line is "N passed, M failed"; the exit code is non-zero if any
 # check failed. Cargo and the client installs are cached under target/.
 
@@ -257,6 +258,11 @@ check "bundle installs and its args template serves (python mcp, legacy + modern
     built env HOME="$CLIENT_HOME" PATH="$NODEBIN:$PATH" "$PY" ci/check_mcpb.py launch "$BUNDLE" "$NODEBIN/mcpb" "$BACKEND" "$WS" "$PLAN"
 
 rm -rf "$CLIENT_HOME"
+
+# ---------------------------------------------------------------------------
+say "6. fuzzing (bounded: ${FUZZ_SECONDS:-30} s per target, from the committed corpus)"
+check "cargo-fuzz 0.13.2 installed" bash -c 'cargo fuzz --version 2>/dev/null | grep -q "0.13.2" || cargo install --quiet cargo-fuzz --version 0.13.2 --locked'
+check "fuzz targets run clean (frame, jsonrpc, validate, confine)" sh ci/fuzz.sh "${FUZZ_SECONDS:-30}"
 
 # ---------------------------------------------------------------------------
 say "client x era matrix (against the reference backend, --sandbox require)"
