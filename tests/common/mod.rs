@@ -309,6 +309,18 @@ impl Server {
             !line.contains('\u{2028}') && !line.contains('\u{2029}'),
             "raw line separators in {line}"
         );
+        if let Some(code) = v.pointer("/error/code") {
+            // G1-G3: only the standard codes and -32022; nothing in the
+            // implementation-defined range, no retired or HTTP-only codes.
+            let code = code.as_i64().expect("integer error code");
+            assert!(
+                [-32700, -32600, -32601, -32602, -32603, -32022].contains(&code),
+                "error code {code} is not one this server may send: {line}"
+            );
+            assert!(v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()));
+        }
         let (method, mut rev) = self
             .sent
             .by_id
@@ -324,6 +336,10 @@ impl Server {
             } else {
                 rev = "none".into();
             }
+        }
+        if v.pointer("/error/code").and_then(Value::as_i64) == Some(-32022) {
+            // G4: the version error answers modern (envelope) traffic only.
+            assert_eq!(rev, MODERN, "-32022 sent to non-modern traffic: {line}");
         }
         wire_log(&rev, &method, &v);
         v
