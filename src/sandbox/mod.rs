@@ -233,9 +233,24 @@ impl Sandbox {
     }
 }
 
+/// The process the server holds for a run.
+pub(crate) enum Process {
+    /// A helper the server spawned itself.
+    Spawned(Child),
+    /// An init forked by the sandbox's zygote.
+    #[cfg(target_os = "linux")]
+    Forked(linux::zygote::Run),
+}
+
+impl From<Child> for Process {
+    fn from(c: Child) -> Self {
+        Process::Spawned(c)
+    }
+}
+
 /// A running sandboxed backend.
 pub struct SandboxedChild {
-    child: Child,
+    child: Process,
     pub stdout: Option<ChildStdout>,
     pub stderr: Option<ChildStderr>,
     /// The run's private temporary folder, removed on drop.
@@ -246,32 +261,51 @@ pub struct SandboxedChild {
 
 impl SandboxedChild {
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        match &self.child {
+            Process::Spawned(c) => c.id(),
+            #[cfg(target_os = "linux")]
+            Process::Forked(r) => r.pid(),
+        }
     }
 
-    /// Kill the run's whole process tree. On Linux the helper is killed
-    /// and the kernel then kills everything in the run's PID namespace; the
-    /// process group is signalled too for runs without one.
+    /// Kill the run's whole process tree. On Linux the run's init (or the
+    /// helper, which takes init with it) is killed and the kernel then
+    /// kills everything in the run's PID namespace; the process group is
+    /// signalled too for runs without one.
     pub fn kill_tree(&mut self) {
         if self.done {
             return;
         }
-        let pid = self.child.id() as libc::pid_t;
-        // SAFETY: signalling our own, not yet reaped child and its group.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-            libc::kill(pid, libc::SIGKILL);
+        match &self.child {
+            Process::Spawned(c) => {
+                let pid = c.id() as libc::pid_t;
+                // SAFETY: signalling our own, not yet reaped child and its group.
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+            #[cfg(target_os = "linux")]
+            Process::Forked(r) => r.kill(),
         }
     }
 
     pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
-        let status = self.child.wait()?;
+        let status = match &mut self.child {
+            Process::Spawned(c) => c.wait()?,
+            #[cfg(target_os = "linux")]
+            Process::Forked(r) => r.wait()?,
+        };
         self.done = true;
         Ok(status)
     }
 
     pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
-        let status = self.child.try_wait()?;
+        let status = match &mut self.child {
+            Process::Spawned(c) => c.try_wait()?,
+            #[cfg(target_os = "linux")]
+            Process::Forked(r) => r.try_wait()?,
+        };
         if status.is_some() {
             self.done = true;
         }

@@ -33,6 +33,7 @@ pub mod namespaces;
 pub mod platform;
 pub mod rlimits;
 pub mod seccomp;
+pub mod zygote;
 
 use std::convert::Infallible;
 use std::ffi::CString;
@@ -419,11 +420,14 @@ fn in_child(f: impl FnOnce() -> i32) -> Result<(), std::io::Error> {
 // Parent side.
 
 /// Spawn one run. `stdin` replaces `/dev/null` only for the probe's
-/// terminal attempt.
+/// terminal attempt. Runs with their own user and PID namespaces are forked
+/// by the sandbox's zygote; others by a re-executed helper.
+#[allow(clippy::too_many_arguments)]
 pub fn spawn(
     opts: &SandboxOptions,
     runtime: &[PathBuf],
     layers: Layers,
+    zygotes: Option<&zygote::Slot>,
     kind: RunKind,
     argv: &[String],
     cwd: &Path,
@@ -445,15 +449,28 @@ pub fn spawn(
         cwd,
         parent_pid: std::process::id(),
     });
-    let json = serde_json::to_string(&policy)
-        .map_err(|e| SandboxError::LayerFailed(format!("policy: {e}")))?;
-
-    let (status_r, status_w) = pipe_cloexec().map_err(SandboxError::Io)?;
-    let w = status_w.as_raw_fd();
     let helper = opts
         .helper
         .as_deref()
         .unwrap_or(Path::new("/proc/self/exe"));
+    match zygotes {
+        Some(slot) if zygote::usable(&layers) => zygote::spawn(slot, helper, &policy, guard, stdin),
+        _ => spawn_reexec(helper, &policy, guard, stdin),
+    }
+}
+
+/// One run through a freshly executed helper.
+fn spawn_reexec(
+    helper: &Path,
+    policy: &Policy,
+    guard: super::TmpGuard,
+    stdin: Option<OwnedFd>,
+) -> Result<SandboxedChild, SandboxError> {
+    let json = serde_json::to_string(policy)
+        .map_err(|e| SandboxError::LayerFailed(format!("policy: {e}")))?;
+
+    let (status_r, status_w) = pipe_cloexec().map_err(SandboxError::Io)?;
+    let w = status_w.as_raw_fd();
     let mut cmd = Command::new(helper);
     cmd.arg0("reachweaver-mcp-sandbox")
         .arg("__sandbox-helper")
@@ -484,7 +501,7 @@ pub fn spawn(
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let mut sc = SandboxedChild {
-        child,
+        child: child.into(),
         stdout,
         stderr,
         tmpdir: None,
@@ -604,6 +621,9 @@ fn report(f: &Failure) {
 
 /// Entry point of `__sandbox-helper`. Returns only on failure.
 pub fn helper_main(arg: &str) -> anyhow::Result<u8> {
+    if arg == zygote::ZYGOTE_ARG {
+        return zygote::main();
+    }
     let text = if arg == POLICY_FROM_ENV {
         std::env::var(POLICY_ENV).unwrap_or_default()
     } else {
@@ -676,7 +696,7 @@ fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
 
     let prepared = Prepared {
         exec,
-        program,
+        program: program.as_ref(),
         last_cap,
     };
     if p.layers.pidns {
@@ -688,14 +708,14 @@ fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
 }
 
 /// What the helper computes before it changes anything.
-struct Prepared {
+struct Prepared<'a> {
     exec: ExecArgs,
-    program: Option<seccompiler::BpfProgram>,
+    program: Option<&'a seccompiler::BpfProgram>,
     last_cap: u32,
 }
 
 /// Steps 4 to 7: rlimits, Landlock, capabilities, seccomp.
-fn confine(p: &Policy, prep: &Prepared) -> Result<(), Failure> {
+fn confine(p: &Policy, prep: &Prepared<'_>) -> Result<(), Failure> {
     if p.layers.rlimits {
         rlimits::apply(&p.rlimits).map_err(Failure::Layer)?;
     }
@@ -707,7 +727,7 @@ fn confine(p: &Policy, prep: &Prepared) -> Result<(), Failure> {
         caps::apply(prep.last_cap).map_err(Failure::Layer)?;
     }
     caps::set_no_new_privs().map_err(Failure::Layer)?;
-    if let Some(program) = &prep.program {
+    if let Some(program) = prep.program {
         seccomp::apply(program).map_err(Failure::Layer)?;
     }
     Ok(())
@@ -761,7 +781,7 @@ impl ExecArgs {
 }
 
 /// Fork the PID namespace's init, then wait for it and exit like the backend.
-fn fork_init(p: &Policy, prep: &Prepared) -> Result<Infallible, Failure> {
+fn fork_init(p: &Policy, prep: &Prepared<'_>) -> Result<Infallible, Failure> {
     let mut pair = [0 as RawFd; 2];
     // SAFETY: socketpair fills the array we own.
     if unsafe {
@@ -847,10 +867,9 @@ fn exit_like(status: libc::c_int) -> ! {
     }
 }
 
-/// Init of the PID namespace: finish confinement, start the backend, reap
-/// everything, report the backend's status to the outer helper, exit (which
-/// makes the kernel kill whatever is left).
-fn init_main(p: &Policy, prep: &Prepared, sock: RawFd) -> Result<Infallible, Failure> {
+/// Init of the PID namespace under the re-exec helper: die with the outer
+/// helper, then the steps every init takes.
+fn init_main(p: &Policy, prep: &Prepared<'_>, sock: RawFd) -> Result<Infallible, Failure> {
     // SAFETY: integer-only process calls.
     unsafe {
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -868,9 +887,23 @@ fn init_main(p: &Policy, prep: &Prepared, sock: RawFd) -> Result<Infallible, Fai
         if r == 0 {
             libc::_exit(1);
         }
-        if libc::getpid() != 1 {
-            return Err(Failure::Layer("pidns: not the namespace's init".into()));
-        }
+    }
+    run_as_init(p, prep, sock, None)
+}
+
+/// Init of the PID namespace: finish confinement, start the backend, reap
+/// everything, report the backend's raw wait status on `sock` (prefixed
+/// with `tag` when there is one), exit (which makes the kernel kill
+/// whatever is left).
+fn run_as_init(
+    p: &Policy,
+    prep: &Prepared<'_>,
+    sock: RawFd,
+    tag: Option<u8>,
+) -> Result<Infallible, Failure> {
+    // SAFETY: getpid can't fail.
+    if unsafe { libc::getpid() } != 1 {
+        return Err(Failure::Layer("pidns: not the namespace's init".into()));
     }
     if let Some(max) = p.layers.pid_max {
         namespaces::set_pid_max(max).map_err(|e| Failure::Layer(format!("pid_max: {e}")))?;
@@ -907,10 +940,12 @@ fn init_main(p: &Policy, prep: &Prepared, sock: RawFd) -> Result<Infallible, Fai
             break;
         }
     }
-    let bytes = status.to_le_bytes();
+    let mut msg = Vec::with_capacity(5);
+    msg.extend(tag);
+    msg.extend_from_slice(&status.to_le_bytes());
     // SAFETY: writing our own buffer, then exiting without destructors.
     unsafe {
-        libc::write(sock, bytes.as_ptr().cast(), bytes.len());
+        libc::write(sock, msg.as_ptr().cast(), msg.len());
         libc::_exit(if libc::WIFEXITED(status) {
             libc::WEXITSTATUS(status)
         } else {
