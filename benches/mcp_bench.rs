@@ -52,8 +52,8 @@ struct Opts {
     py: PathBuf,
     reference: Option<PathBuf>,
     workspace: Option<PathBuf>,
-    /// Another build of the server to compare against, call for call.
-    compare: Option<PathBuf>,
+    /// Other builds of the server to compare against, call for call.
+    compare: Vec<(String, PathBuf)>,
     /// Where the work folders go.
     work: PathBuf,
     /// The markdown report.
@@ -65,7 +65,7 @@ struct Opts {
 fn usage() -> &'static str {
     "mcp_bench --bench --noop PATH --py PATH --work DIR [--calls N] [--startups N] \
      [--throughput-calls N] [--list-iters N] [--reference PATH --workspace DIR] \
-     [--compare-server PATH] [--out FILE] [--only-calls]"
+     [--compare-server [NAME=]PATH]... [--out FILE] [--only-calls]"
 }
 
 fn parse_opts() -> Result<Option<Opts>> {
@@ -85,7 +85,7 @@ fn parse_opts() -> Result<Option<Opts>> {
         py: PathBuf::new(),
         reference: None,
         workspace: None,
-        compare: None,
+        compare: Vec::new(),
         work: std::env::temp_dir().join("rwmcp-bench"),
         out: None,
         only_calls: false,
@@ -103,7 +103,11 @@ fn parse_opts() -> Result<Option<Opts>> {
             "--py" => o.py = PathBuf::from(val()?),
             "--reference" => o.reference = Some(PathBuf::from(val()?)),
             "--workspace" => o.workspace = Some(PathBuf::from(val()?)),
-            "--compare-server" => o.compare = Some(PathBuf::from(val()?)),
+            "--compare-server" => {
+                let v = val()?;
+                let (name, path) = v.split_once('=').unwrap_or((v.as_str(), v.as_str()));
+                o.compare.push((name.to_string(), PathBuf::from(path)));
+            }
             "--work" => o.work = PathBuf::from(val()?),
             "--out" => o.out = Some(PathBuf::from(val()?)),
             "--only-calls" => o.only_calls = true,
@@ -419,7 +423,7 @@ impl Report {
         title: &str,
         rows: &[(String, Stats)],
         base: usize,
-        extra: &[(usize, &str)],
+        extra: &[(usize, String)],
     ) {
         self.line(format!("\n### {title}\n"));
         let mut head = format!(
@@ -533,19 +537,21 @@ fn per_call(ctx: &Ctx<'_>, backend: &Path, label: &str, rep: &mut Report) -> Res
     };
     let (mut server, _) = Server::start(&spec)?;
     server.round_trip("server/discover", json!({}))?;
-    let mut other = match &ctx.o.compare {
-        Some(bin) => {
-            let (mut s, _) = Server::start(&ServerSpec { bin, ..spec })?;
-            s.round_trip("server/discover", json!({}))?;
-            Some(s)
-        }
-        None => None,
-    };
+    let mut others: Vec<(String, Server)> = Vec::new();
+    for (name, bin) in &ctx.o.compare {
+        let (mut s, _) = Server::start(&ServerSpec {
+            bin,
+            globals: Vec::new(),
+            ..spec
+        })?;
+        s.round_trip("server/discover", json!({}))?;
+        others.push((name.clone(), s));
+    }
     // Warm every path once (page cache, first zygote start, lazy statics).
     run_plain(plain_env(Command::new(&argv[0]).args(&argv[1..])))?;
     run_sandboxed(&sb, &argv, root)?;
     server.call(json!({}))?;
-    if let Some(s) = other.as_mut() {
+    for (_, s) in others.iter_mut() {
         s.call(json!({}))?;
     }
 
@@ -571,18 +577,18 @@ fn per_call(ctx: &Ctx<'_>, backend: &Path, label: &str, rep: &mut Report) -> Res
             Box::new(|| run_plain(plain_env(&mut bwrap_cmd(backend, root)))),
         ),
     ];
-    if let Some(s) = other.as_mut() {
+    for (name, s) in others.iter_mut() {
         methods.push((
-            "tools/call via compared build".into(),
+            format!("tools/call via {name}"),
             Box::new(|| s.call(json!({}))),
         ));
     }
     let started = Instant::now();
     let rows = interleave(ctx.o.calls, &mut methods)?;
     drop(methods);
-    let mut extra = vec![(4, "bwrap")];
-    if other.is_some() {
-        extra.push((5, "compared build"));
+    let mut extra = vec![(4, "bwrap".to_string())];
+    for (i, (name, _)) in others.iter().enumerate() {
+        extra.push((5 + i, name.clone()));
     }
     rep.table(
         &format!(
@@ -602,7 +608,7 @@ fn per_call(ctx: &Ctx<'_>, backend: &Path, label: &str, rep: &mut Report) -> Res
         rows[2].1.median / rows[4].1.median,
     ));
     server.stop()?;
-    if let Some(s) = other {
+    for (_, s) in others {
         s.stop()?;
     }
     Ok(())

@@ -346,7 +346,7 @@ impl Drop for TmpGuard {
 /// folder, with an unpredictable name.
 pub(crate) fn make_private_tmpdir() -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
-    let base = std::fs::canonicalize(std::env::temp_dir())?;
+    let base = tmp_base()?;
     let mut last = None;
     for _ in 0..16 {
         let name = format!(
@@ -365,6 +365,17 @@ pub(crate) fn make_private_tmpdir() -> std::io::Result<PathBuf> {
     Err(last.unwrap_or_else(|| std::io::Error::other("no free temp folder name")))
 }
 
+/// The canonical system temp folder, found once: the server's environment
+/// doesn't change while it runs.
+fn tmp_base() -> std::io::Result<PathBuf> {
+    static BASE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    if let Some(b) = BASE.get() {
+        return Ok(b.clone());
+    }
+    let b = std::fs::canonicalize(std::env::temp_dir())?;
+    Ok(BASE.get_or_init(|| b).clone())
+}
+
 /// Run folders are named `reachweaver-run-PID-PIDNS-RANDOM`.
 const TMP_PREFIX: &str = "reachweaver-run-";
 
@@ -372,9 +383,13 @@ const TMP_PREFIX: &str = "reachweaver-run-";
 /// within one namespace (containers may share a temp folder).
 fn pid_namespace_id() -> u64 {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self/ns/pid")
-        .map(|m| m.ino())
-        .unwrap_or(0)
+    // A process never changes its own PID namespace.
+    static ID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *ID.get_or_init(|| {
+        std::fs::metadata("/proc/self/ns/pid")
+            .map(|m| m.ino())
+            .unwrap_or(0)
+    })
 }
 
 /// The server pid and PID namespace a run folder name records. Pure.

@@ -888,30 +888,36 @@ fn init_main(p: &Policy, prep: &Prepared<'_>, sock: RawFd) -> Result<Infallible,
             libc::_exit(1);
         }
     }
+    init_namespace(&p.layers)?;
     run_as_init(p, prep, sock, None)
 }
 
-/// Init of the PID namespace: finish confinement, start the backend, reap
-/// everything, report the backend's raw wait status on `sock` (prefixed
-/// with `tag` when there is one), exit (which makes the kernel kill
-/// whatever is left).
+/// What a PID namespace's init sets before anything else: the namespace's
+/// `pid_max` and, in its user namespace, no nested namespaces.
+fn init_namespace(layers: &Layers) -> Result<(), Failure> {
+    // SAFETY: getpid can't fail.
+    if unsafe { libc::getpid() } != 1 {
+        return Err(Failure::Layer("pidns: not the namespace's init".into()));
+    }
+    if let Some(max) = layers.pid_max {
+        namespaces::set_pid_max(max).map_err(|e| Failure::Layer(format!("pid_max: {e}")))?;
+    }
+    if layers.ns_limits {
+        namespaces::limit_nested_namespaces()
+            .map_err(|e| Failure::Layer(format!("nested namespaces: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Init of the PID namespace, once `init_namespace` is done: finish
+/// confinement, start the backend, reap everything, report the backend's
+/// raw wait status on `sock` (prefixed with `tag` when there is one), exit.
 fn run_as_init(
     p: &Policy,
     prep: &Prepared<'_>,
     sock: RawFd,
     tag: Option<u8>,
 ) -> Result<Infallible, Failure> {
-    // SAFETY: getpid can't fail.
-    if unsafe { libc::getpid() } != 1 {
-        return Err(Failure::Layer("pidns: not the namespace's init".into()));
-    }
-    if let Some(max) = p.layers.pid_max {
-        namespaces::set_pid_max(max).map_err(|e| Failure::Layer(format!("pid_max: {e}")))?;
-    }
-    if p.layers.ns_limits {
-        namespaces::limit_nested_namespaces()
-            .map_err(|e| Failure::Layer(format!("nested namespaces: {e}")))?;
-    }
     confine(p, prep)?;
 
     // SAFETY: single-threaded process; the child only executes.
@@ -925,8 +931,14 @@ fn run_as_init(
         // SAFETY: leaving the child after a failed execve.
         unsafe { libc::_exit(127) };
     }
-    // SAFETY: init keeps no copy of the status pipe.
-    unsafe { libc::close(STATUS_FD) };
+    // SAFETY: init keeps no copy of the status pipe, nor of the run's
+    // stdio: end of file on the output means the run's processes are done
+    // with it.
+    unsafe {
+        for fd in [STATUS_FD, 0, 1, 2] {
+            libc::close(fd);
+        }
+    }
     let mut status = 0;
     loop {
         let mut st = 0;
@@ -940,6 +952,9 @@ fn run_as_init(
             break;
         }
     }
+    // The backend is done: whatever it left behind goes now, and is reaped,
+    // so the status below also means the namespace is empty.
+    empty_namespace();
     let mut msg = Vec::with_capacity(5);
     msg.extend(tag);
     msg.extend_from_slice(&status.to_le_bytes());
@@ -951,6 +966,32 @@ fn run_as_init(
         } else {
             128 + libc::WTERMSIG(status)
         });
+    }
+}
+
+/// As a PID namespace's init: kill every other process in the namespace
+/// and reap them all.
+fn empty_namespace() {
+    loop {
+        // SAFETY: from init, -1 means every other process of the namespace.
+        unsafe { libc::kill(-1, libc::SIGKILL) };
+        loop {
+            let mut st = 0;
+            // SAFETY: reaping init's children.
+            let r = unsafe { libc::waitpid(-1, &mut st, 0) };
+            if r < 0 {
+                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                break;
+            }
+        }
+        // A process forked while the signal went out would be the only
+        // one left; none answering means none is.
+        // SAFETY: signal 0 only checks that some process would receive it.
+        if unsafe { libc::kill(-1, 0) } != 0 {
+            return;
+        }
     }
 }
 

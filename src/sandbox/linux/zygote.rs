@@ -39,7 +39,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io::{IoSlice, IoSliceMut, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
@@ -54,7 +54,7 @@ use nix::sys::socket::{
 use serde::{Deserialize, Serialize};
 
 use super::{
-    caps, decode_status, last_error, namespaces, pipe_cloexec, read_status, report, run_as_init,
+    caps, decode_status, init_namespace, last_error, namespaces, pipe_cloexec, read_status, report, run_as_init,
     seccomp, ExecArgs, Failure, Prepared, POLICY_ENV, STATUS_FD, STATUS_TIMEOUT,
 };
 use crate::sandbox::policy::{Layers, Policy};
@@ -81,20 +81,18 @@ pub fn usable(layers: &Layers) -> bool {
     layers.userns && layers.pidns
 }
 
-/// What the zygote is started with (the namespaces it enters once).
+/// What the zygote is started with: the layers of every run it forks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 struct Config {
     parent_pid: u32,
-    netns: bool,
-    ipcns: bool,
+    layers: Layers,
 }
 
 impl Config {
     fn for_layers(layers: &Layers) -> Config {
         Config {
             parent_pid: std::process::id(),
-            netns: layers.netns,
-            ipcns: layers.ipcns,
+            layers: *layers,
         }
     }
 }
@@ -112,7 +110,7 @@ impl Slot {
     fn get(&self, helper: &Path, layers: &Layers) -> Result<Arc<Zygote>, SandboxError> {
         let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(z) = slot.as_ref() {
-            if z.config.netns == layers.netns && z.config.ipcns == layers.ipcns && z.alive() {
+            if z.config.layers == *layers && z.alive() {
                 return Ok(Arc::clone(z));
             }
         }
@@ -251,50 +249,7 @@ impl Zygote {
     /// Send one request: the policy, with the run's descriptors.
     fn request(&self, policy: &[u8], fds: &[RawFd; PASSED]) -> std::io::Result<()> {
         let control = self.control.lock().unwrap_or_else(|e| e.into_inner());
-        let len = (policy.len() as u32).to_le_bytes();
-        let iov = [IoSlice::new(&len), IoSlice::new(policy)];
-        let cmsg = [ControlMessage::ScmRights(fds)];
-        let mut sent = loop {
-            match sendmsg::<()>(
-                control.as_raw_fd(),
-                &iov,
-                &cmsg,
-                MsgFlags::MSG_NOSIGNAL,
-                None,
-            ) {
-                Ok(n) => break n,
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        };
-        // A stream socket may take a long message in parts; the descriptors
-        // went with the first one.
-        let total = len.len() + policy.len();
-        while sent < total {
-            let rest = if sent < len.len() {
-                &len[sent..]
-            } else {
-                &policy[sent - len.len()..]
-            };
-            // SAFETY: sending from a buffer we own.
-            let n = unsafe {
-                libc::send(
-                    control.as_raw_fd(),
-                    rest.as_ptr().cast(),
-                    rest.len(),
-                    libc::MSG_NOSIGNAL,
-                )
-            };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            sent += n as usize;
-        }
-        Ok(())
+        send_request(&control, policy, fds)
     }
 }
 
@@ -454,9 +409,11 @@ pub struct Run {
     channel: OwnedFd,
     pidfd: OwnedFd,
     pid: u32,
-    /// The backend's wait status, as init reported it.
+    /// The backend's wait status, as init reported it once the namespace
+    /// was empty.
     backend: Option<i32>,
-    /// Init's wait status (the run is over), as the zygote reported it.
+    /// Init's own wait status, as the zygote reported it: what the run
+    /// ended with when init was killed before it could report.
     init: Option<i32>,
 }
 
@@ -500,13 +457,15 @@ impl Run {
         }
     }
 
-    fn status(&self) -> Option<ExitStatus> {
-        let init = self.init?;
-        Some(ExitStatus::from_raw(self.backend.unwrap_or(init)))
+    /// The run is over when init reported the backend's status (it sends
+    /// it only once nothing else is left in the namespace) or when init
+    /// itself is gone.
+    fn status(&self) -> Option<i32> {
+        self.backend.or(self.init)
     }
 
     fn take(&mut self, block: bool) -> std::io::Result<Option<ExitStatus>> {
-        while self.init.is_none() {
+        while self.status().is_none() {
             match recv_message(&self.channel, block) {
                 Ok(Some((MSG_BACKEND, v, _))) => self.backend = Some(v),
                 Ok(Some((MSG_INIT, v, _))) => self.init = Some(v),
@@ -517,7 +476,7 @@ impl Run {
                 Err(e) => return Err(e),
             }
         }
-        Ok(self.status())
+        Ok(self.status().map(ExitStatus::from_raw))
     }
 
     pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
@@ -610,7 +569,7 @@ fn send_message(fd: RawFd, kind: u8, value: i32, pass: Option<RawFd>) -> bool {
     }
 }
 
-/// A run the zygote has forked and not yet reaped.
+/// A run the zygote has handed a request to and not yet reaped.
 struct Forked {
     pidfd: OwnedFd,
     channel: OwnedFd,
@@ -620,6 +579,17 @@ struct Forked {
     /// The server closed its end before the run was over: the run was
     /// killed and is reaped as soon as it is gone.
     released: bool,
+}
+
+/// The next run's init, forked ahead of its request: its namespaces, id
+/// maps, `pid_max` and namespace counters are set while the server is
+/// busy elsewhere. It applies every other layer only once it has the run's
+/// policy, in the same order as ever.
+struct Spare {
+    pid: libc::pid_t,
+    pidfd: OwnedFd,
+    /// The zygote's end of the socket the request is forwarded on.
+    socket: OwnedFd,
 }
 
 struct ZygoteState {
@@ -634,6 +604,7 @@ struct ZygoteState {
     /// arming its parent-death signal, that the zygote is still there.
     self_pidfd: OwnedFd,
     runs: HashMap<libc::pid_t, Forked>,
+    spare: Option<Spare>,
 }
 
 /// Entry point of `__sandbox-helper @zygote`. Returns when the server
@@ -647,10 +618,7 @@ pub fn main() -> anyhow::Result<u8> {
     let mut state = match state {
         Ok(s) => s,
         Err(f) => {
-            let text = match &f {
-                Failure::Layer(m) => format!("L{m}"),
-                Failure::Exec(errno, m) => format!("E{errno} {m}"),
-            };
+            let text = failure_text(&f);
             // SAFETY: writing our own buffer to the control socket.
             unsafe { libc::write(CONTROL_FD, text.as_ptr().cast(), text.len()) };
             anyhow::bail!("sandbox zygote: {text}");
@@ -660,8 +628,16 @@ pub fn main() -> anyhow::Result<u8> {
     if unsafe { libc::write(CONTROL_FD, b"R".as_ptr().cast(), 1) } != 1 {
         return Ok(1);
     }
+    state.spare = state.fork_spare().ok();
     state.serve();
     Ok(0)
+}
+
+fn failure_text(f: &Failure) -> String {
+    match f {
+        Failure::Layer(m) => format!("L{m}"),
+        Failure::Exec(errno, m) => format!("E{errno} {m}"),
+    }
 }
 
 /// Steps 1 to 3 of the helper, once: descriptors, session, parent-death
@@ -683,17 +659,26 @@ fn setup(config: Config) -> Result<ZygoteState, Failure> {
             libc::_exit(1);
         }
     }
+    if !usable(&config.layers) {
+        return Err(Failure::Layer(
+            "a zygote needs user and PID namespaces".into(),
+        ));
+    }
     let last_cap = caps::last_cap();
-    // Built once; each run installs it only if its policy asks for seccomp.
-    let program = seccomp::build_program().ok();
+    let program = if config.layers.seccomp {
+        Some(seccomp::build_program().map_err(|e| Failure::Layer(format!("seccomp: {e}")))?)
+    } else {
+        None
+    };
     // SAFETY: getuid/getgid can't fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let layers = Layers {
+    // The runs' own user, PID and IPC namespaces come with each run.
+    let shared = Layers {
         userns: true,
-        netns: config.netns,
+        netns: config.layers.netns,
         ..Layers::default()
     };
-    namespaces::unshare_and_map(&layers, uid, gid).map_err(Failure::Layer)?;
+    namespaces::unshare_and_map(&shared, uid, gid).map_err(Failure::Layer)?;
     // SAFETY: integer-only prctl.
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
         return Err(last_error("not dumpable"));
@@ -715,7 +700,63 @@ fn setup(config: Config) -> Result<ZygoteState, Failure> {
         last_cap,
         self_pidfd,
         runs: HashMap::new(),
+        spare: None,
     })
+}
+
+/// Read one request: a length, the policy, and the descriptors that came
+/// with the length. `None` at end of file or on anything malformed.
+fn read_request(fd: RawFd) -> Option<(Vec<u8>, Vec<OwnedFd>)> {
+    let mut len = [0u8; 4];
+    let mut cmsg = nix::cmsg_space!([RawFd; PASSED]);
+    let (n, fds) = loop {
+        let mut iov = [IoSliceMut::new(&mut len)];
+        match recvmsg::<()>(
+            fd,
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_WAITALL,
+        ) {
+            Ok(msg) => {
+                let mut fds: Vec<OwnedFd> = Vec::new();
+                if let Ok(cmsgs) = msg.cmsgs() {
+                    for c in cmsgs {
+                        if let ControlMessageOwned::ScmRights(list) = c {
+                            // SAFETY: the kernel just gave us these descriptors.
+                            fds.extend(
+                                list.into_iter()
+                                    .map(|f| unsafe { OwnedFd::from_raw_fd(f) }),
+                            );
+                        }
+                    }
+                }
+                break (msg.bytes, fds);
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return None,
+        }
+    };
+    if n != len.len() {
+        return None;
+    }
+    let size = u32::from_le_bytes(len) as usize;
+    if size > MAX_REQUEST {
+        return None;
+    }
+    let mut body = vec![0u8; size];
+    let mut got = 0;
+    while got < size {
+        // SAFETY: reading into a buffer we own.
+        let r = unsafe { libc::read(fd, body[got..].as_mut_ptr().cast(), size - got) };
+        if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        if r <= 0 {
+            return None;
+        }
+        got += r as usize;
+    }
+    Some((body, fds))
 }
 
 impl ZygoteState {
@@ -767,8 +808,12 @@ impl ZygoteState {
             }
             let control = pfds[0].revents;
             if control & libc::POLLIN != 0 {
-                if !self.accept() {
+                let Some((policy, fds)) = read_request(CONTROL_FD) else {
                     return;
+                };
+                // Anything but our own five descriptors has nothing to answer on.
+                if let Ok(fds) = <[OwnedFd; PASSED]>::try_from(fds) {
+                    self.dispatch(&policy, fds);
                 }
             } else if control & (libc::POLLHUP | libc::POLLERR) != 0 {
                 return;
@@ -822,127 +867,108 @@ impl ZygoteState {
             self.runs.remove(&pid);
         } else if !run.released {
             run.released = true;
-            // SAFETY: signalling our own, not yet reaped child through its pidfd.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    run.pidfd.as_raw_fd(),
-                    libc::SIGKILL,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0u32,
-                );
-            }
+            pidfd_kill(&run.pidfd);
         }
     }
 
-    /// Read one request and start its run. `false` when the server is gone.
-    fn accept(&mut self) -> bool {
-        let mut len = [0u8; 4];
-        let mut cmsg = nix::cmsg_space!([RawFd; PASSED]);
-        let (n, fds) = loop {
-            let mut iov = [IoSliceMut::new(&mut len)];
-            match recvmsg::<()>(
-                CONTROL_FD,
-                &mut iov,
-                Some(&mut cmsg),
-                MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_WAITALL,
-            ) {
-                Ok(msg) => {
-                    let mut fds: Vec<OwnedFd> = Vec::new();
-                    if let Ok(cmsgs) = msg.cmsgs() {
-                        for c in cmsgs {
-                            if let ControlMessageOwned::ScmRights(list) = c {
-                                // SAFETY: the kernel just gave us these descriptors.
-                                fds.extend(
-                                    list.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }),
-                                );
-                            }
-                        }
-                    }
-                    break (msg.bytes, fds);
-                }
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(_) => return false,
-            }
-        };
-        if n != len.len() {
-            return false;
-        }
-        let size = u32::from_le_bytes(len) as usize;
-        if size > MAX_REQUEST {
-            return false;
-        }
-        let mut body = vec![0u8; size];
-        let mut got = 0;
-        while got < size {
-            // SAFETY: reading into a buffer we own.
-            let r = unsafe { libc::read(CONTROL_FD, body[got..].as_mut_ptr().cast(), size - got) };
-            if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            if r <= 0 {
-                return false;
-            }
-            got += r as usize;
-        }
-        let Ok(fds) = <[OwnedFd; PASSED]>::try_from(fds) else {
-            // Not one of ours: nothing to answer on.
-            return true;
-        };
-        let policy = match serde_json::from_slice::<Policy>(&body) {
-            Ok(p) => p,
-            Err(e) => {
-                report_to(&fds[3], &Failure::Layer(format!("policy: {e}")));
-                return true;
-            }
-        };
-        self.start(policy, fds);
-        true
-    }
-
-    /// Fork one run's init and hand the server its pid and pidfd.
-    fn start(&mut self, policy: Policy, fds: [OwnedFd; PASSED]) {
-        let l = &policy.layers;
-        if !usable(l) || l.netns != self.config.netns || l.ipcns != self.config.ipcns {
-            report_to(
-                &fds[3],
-                &Failure::Layer("the policy's namespaces are not the zygote's".into()),
-            );
-            return;
-        }
-        let exec = match ExecArgs::new(&policy) {
-            Ok(e) => e,
+    /// Hand one request to a ready spare, tell the server its pid, and
+    /// fork the next spare while the run goes on.
+    fn dispatch(&mut self, policy: &[u8], fds: [OwnedFd; PASSED]) {
+        let spare = match self.ready_spare() {
+            Ok(s) => s,
             Err(f) => {
-                report_to(&fds[3], &f);
+                report_to(fds[3].as_raw_fd(), &f);
                 return;
             }
         };
-        let program = if l.seccomp {
-            match &self.program {
-                Some(p) => Some(p),
-                None => {
-                    report_to(
-                        &fds[3],
-                        &Failure::Layer("seccomp: no filter was built".into()),
-                    );
-                    return;
+        let raw: [RawFd; PASSED] = std::array::from_fn(|i| fds[i].as_raw_fd());
+        if let Err(e) = send_request(&spare.socket, policy, &raw) {
+            pidfd_kill(&spare.pidfd);
+            reap(spare.pid);
+            report_to(fds[3].as_raw_fd(), &Failure::Layer(format!("handing the run over: {e}")));
+            return;
+        }
+        let [_, _, _, _, channel] = fds;
+        if !send_message(
+            channel.as_raw_fd(),
+            MSG_PID,
+            spare.pid,
+            Some(spare.pidfd.as_raw_fd()),
+        ) {
+            // The server can't hear about this run: it must not go on.
+            pidfd_kill(&spare.pidfd);
+            reap(spare.pid);
+        } else {
+            self.runs.insert(
+                spare.pid,
+                Forked {
+                    pidfd: spare.pidfd,
+                    channel,
+                    exited: None,
+                    released: false,
+                },
+            );
+        }
+        self.spare = self.fork_spare().ok();
+    }
+
+    /// The spare, once it says it is ready; a dead one is replaced once,
+    /// one that failed a step makes this run fail.
+    fn ready_spare(&mut self) -> Result<Spare, Failure> {
+        for _ in 0..2 {
+            let spare = match self.spare.take() {
+                Some(s) => s,
+                None => self.fork_spare()?,
+            };
+            let mut first = [0u8; 1];
+            // SAFETY: reading one byte into a buffer we own.
+            let n = loop {
+                let n = unsafe { libc::read(spare.socket.as_raw_fd(), first.as_mut_ptr().cast(), 1) };
+                if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                break n;
+            };
+            match (n, first[0]) {
+                (1, b'R') => return Ok(spare),
+                (1, _) => {
+                    let mut rest = Vec::new();
+                    let mut f = std::fs::File::from(spare.socket);
+                    let _ = (&mut f).take(64 * 1024).read_to_end(&mut rest);
+                    reap(spare.pid);
+                    let mut msg = vec![first[0]];
+                    msg.extend_from_slice(&rest);
+                    let text = String::from_utf8_lossy(&msg);
+                    return Err(Failure::Layer(
+                        text.strip_prefix('L').unwrap_or(&text).to_string(),
+                    ));
+                }
+                // Gone without a word (killed): try a fresh one.
+                _ => {
+                    pidfd_kill(&spare.pidfd);
+                    reap(spare.pid);
                 }
             }
-        } else {
-            None
-        };
-        let prepared = Prepared {
-            exec,
-            program,
-            last_cap: self.last_cap,
-        };
+        }
+        Err(Failure::Layer("no run could be forked".into()))
+    }
+
+    /// Fork the next run's init into its own user, PID and IPC namespaces.
+    fn fork_spare(&self) -> Result<Spare, Failure> {
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| Failure::Layer(format!("socketpair: {e}")))?;
         let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_PIDFD;
-        if l.ipcns {
+        if self.config.layers.ipcns {
             flags |= libc::CLONE_NEWIPC;
         }
         let mut pidfd: libc::c_int = -1;
         // SAFETY: a fork-like clone (no CLONE_VM, no new stack) of a
-        // single-threaded process; the child never returns from `init`.
+        // single-threaded process; the child never returns from `spare`.
         let pid = unsafe {
             libc::syscall(
                 libc::SYS_clone,
@@ -954,72 +980,79 @@ impl ZygoteState {
             )
         } as libc::pid_t;
         if pid == 0 {
-            let failure = match self.init(&policy, &prepared, &fds) {
-                Ok(never) => match never {},
-                Err(f) => f,
-            };
-            report(&failure);
-            // SAFETY: leaving the child without running the zygote's destructors.
-            unsafe { libc::_exit(127) };
+            drop(ours);
+            // A panic must never unwind out of the child into the zygote's
+            // own loop.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.spare(theirs)));
+            // SAFETY: leaving the child without the zygote's destructors.
+            unsafe { libc::_exit(127) }
         }
         if pid < 0 {
-            report_to(&fds[3], &last_error("clone"));
-            return;
+            return Err(last_error("clone"));
         }
-        // SAFETY: CLONE_PIDFD gave us this descriptor.
-        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-        let [_, _, _, _, channel] = fds;
-        if !send_message(channel.as_raw_fd(), MSG_PID, pid, Some(pidfd.as_raw_fd())) {
-            // The server can't hear about this run: it must not go on.
-            // SAFETY: signalling and reaping our own child.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                let mut st = 0;
-                libc::waitpid(pid, &mut st, 0);
-            }
-            return;
-        }
-        self.runs.insert(
+        Ok(Spare {
             pid,
-            Forked {
-                pidfd,
-                channel,
-                exited: None,
-                released: false,
-            },
-        );
+            // SAFETY: CLONE_PIDFD gave us this descriptor.
+            pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) },
+            socket: ours,
+        })
     }
 
-    /// The run's init (pid 1 of its new namespaces): descriptors in place,
-    /// own session, die with the zygote, own id maps, then the same steps
-    /// as the re-exec helper's init.
-    fn init(
-        &self,
-        p: &Policy,
-        prep: &Prepared<'_>,
-        fds: &[OwnedFd; PASSED],
-    ) -> Result<Infallible, Failure> {
-        const ZYGOTE_PIDFD: RawFd = PASSED as RawFd;
-        let wanted: Vec<RawFd> = fds
-            .iter()
-            .map(|f| f.as_raw_fd())
-            .chain(std::iter::once(self.self_pidfd.as_raw_fd()))
-            .collect();
-        if let Err(f) = place_fds(&wanted) {
-            // The status pipe is not at its number yet.
-            report_to(&fds[3], &f);
-            // SAFETY: leaving the child without running the zygote's destructors.
-            unsafe { libc::_exit(127) };
+    /// The spare: set up what doesn't depend on the run, say so, wait for
+    /// the request, then become the run's init.
+    fn spare(&self, socket: OwnedFd) -> ! {
+        // Only the spare's socket and the zygote's pidfd stay, at fixed
+        // numbers; the control socket and other runs' descriptors go.
+        let kept = [socket.as_raw_fd(), self.self_pidfd.as_raw_fd()];
+        // SAFETY: closing what the run must never inherit.
+        if place_fds(&kept, SPARE_SOCKET).is_err()
+            || unsafe { libc::close_range(ZYGOTE_PIDFD as u32 + 1, u32::MAX, 0) } != 0
+        {
+            // SAFETY: leaving without the zygote's destructors.
+            unsafe { libc::_exit(1) };
         }
-        // SAFETY: closing what the run must not inherit (the control socket,
-        // other runs' channels and pidfds); integer-only process calls.
+        if let Err(f) = self.spare_setup() {
+            let text = failure_text(&f);
+            // SAFETY: telling the zygote why, then leaving.
+            unsafe {
+                libc::write(SPARE_SOCKET, text.as_ptr().cast(), text.len());
+                libc::_exit(1);
+            }
+        }
+        // SAFETY: writing one byte to our socket.
+        if unsafe { libc::write(SPARE_SOCKET, b"R".as_ptr().cast(), 1) } != 1 {
+            // SAFETY: leaving without the zygote's destructors.
+            unsafe { libc::_exit(1) };
+        }
+        let Some((policy, fds)) = read_request(SPARE_SOCKET) else {
+            // The zygote is done with this spare.
+            // SAFETY: leaving without the zygote's destructors.
+            unsafe { libc::_exit(0) }
+        };
+        // From here on descriptors are moved around by number: none may be
+        // closed again by a destructor.
+        let fds: Vec<RawFd> = fds.into_iter().map(IntoRawFd::into_raw_fd).collect();
+        let Ok(fds) = <[RawFd; PASSED]>::try_from(fds) else {
+            // SAFETY: nothing to report on; leave.
+            unsafe { libc::_exit(1) }
+        };
+        let failure = match self.become_init(&policy, &fds) {
+            Ok(never) => match never {},
+            Err(f) => f,
+        };
+        // A failure after the run's descriptors are in place: the status
+        // pipe is at its number.
+        report(&failure);
+        // SAFETY: leaving the child without running the zygote's destructors.
+        unsafe { libc::_exit(127) }
+    }
+
+    /// What a spare sets up before its run is known: own session, die with
+    /// the zygote, own id maps, and as the namespace's init its `pid_max`
+    /// and namespace counters.
+    fn spare_setup(&self) -> Result<(), Failure> {
+        // SAFETY: integer-only process calls and a poll on our own descriptor.
         unsafe {
-            if libc::close_range(ZYGOTE_PIDFD as u32 + 1, u32::MAX, 0) != 0 {
-                return Err(last_error("close_range"));
-            }
-            for fd in [STATUS_FD, RUN_CHANNEL_FD, ZYGOTE_PIDFD] {
-                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-            }
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
             libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
@@ -1051,9 +1084,99 @@ impl ZygoteState {
         if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
             return Err(last_error("not dumpable"));
         }
+        init_namespace(&self.config.layers)
+    }
+
+    /// The request is here: descriptors in place, then the run's own
+    /// layers (rlimits, Landlock, capabilities, seccomp) and the backend.
+    fn become_init(&self, policy: &[u8], fds: &[RawFd; PASSED]) -> Result<Infallible, Failure> {
+        if let Err(f) = place_fds(fds, 0) {
+            // The status pipe is not at its number yet.
+            report_to(fds[3], &f);
+            // SAFETY: leaving without the zygote's destructors.
+            unsafe { libc::_exit(127) };
+        }
+        // SAFETY: closing everything else (the spare's socket, the zygote's
+        // pidfd, the copies just placed); the status pipe and the run
+        // channel must not reach the backend.
+        unsafe {
+            if libc::close_range(PASSED as u32, u32::MAX, 0) != 0 {
+                return Err(last_error("close_range"));
+            }
+            for fd in [STATUS_FD, RUN_CHANNEL_FD] {
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+            }
+        }
+        let p: Policy = serde_json::from_slice(policy)
+            .map_err(|e| Failure::Layer(format!("policy: {e}")))?;
+        if p.layers != self.config.layers {
+            return Err(Failure::Layer(
+                "the run's layers are not the ones its zygote was started for".into(),
+            ));
+        }
+        let prepared = Prepared {
+            exec: ExecArgs::new(&p)?,
+            program: self.program.as_ref().filter(|_| p.layers.seccomp),
+            last_cap: self.last_cap,
+        };
         std::env::set_current_dir(&p.cwd)
             .map_err(|e| Failure::Layer(format!("working folder {}: {e}", p.cwd.display())))?;
-        run_as_init(p, prep, RUN_CHANNEL_FD, Some(MSG_BACKEND))
+        run_as_init(&p, &prepared, RUN_CHANNEL_FD, Some(MSG_BACKEND))
+    }
+}
+
+/// Send a request (length, policy, descriptors) on a stream socket.
+fn send_request(fd: &OwnedFd, policy: &[u8], fds: &[RawFd; PASSED]) -> std::io::Result<()> {
+    let len = (policy.len() as u32).to_le_bytes();
+    let iov = [IoSlice::new(&len), IoSlice::new(policy)];
+    let cmsg = [ControlMessage::ScmRights(fds)];
+    let mut sent = loop {
+        match sendmsg::<()>(fd.as_raw_fd(), &iov, &cmsg, MsgFlags::MSG_NOSIGNAL, None) {
+            Ok(n) => break n,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    };
+    // A stream socket may take a long message in parts; the descriptors
+    // went with the first one.
+    let total = len.len() + policy.len();
+    while sent < total {
+        let rest = if sent < len.len() {
+            &len[sent..]
+        } else {
+            &policy[sent - len.len()..]
+        };
+        // SAFETY: sending from a buffer we own.
+        let n = unsafe {
+            libc::send(
+                fd.as_raw_fd(),
+                rest.as_ptr().cast(),
+                rest.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        sent += n as usize;
+    }
+    Ok(())
+}
+
+fn pidfd_kill(pidfd: &OwnedFd) {
+    // SAFETY: signalling a process through a pidfd we own.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0u32,
+        );
     }
 }
 
@@ -1066,36 +1189,40 @@ fn reap(pid: libc::pid_t) {
 
 /// Where init keeps its end of the run channel.
 const RUN_CHANNEL_FD: RawFd = 4;
+/// Where a spare keeps its socket to the zygote, and the zygote's pidfd
+/// until it has checked the zygote is alive.
+const SPARE_SOCKET: RawFd = 3;
+const ZYGOTE_PIDFD: RawFd = 4;
 
-/// Put `wanted[i]` at descriptor `i`, whatever numbers they have now.
-fn place_fds(wanted: &[RawFd]) -> Result<(), Failure> {
+/// Put `wanted[i]` at descriptor `first + i`, whatever numbers they have
+/// now. The copies left at higher numbers are close-on-exec.
+fn place_fds(wanted: &[RawFd], first: RawFd) -> Result<(), Failure> {
     // First out of the way (above every target), then down into place.
+    let above = first + wanted.len() as RawFd;
     let mut high = Vec::with_capacity(wanted.len());
     for &fd in wanted {
         // SAFETY: duplicating a descriptor we hold.
-        let h = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, wanted.len() as libc::c_int) };
+        let h = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, above) };
         if h < 0 {
             return Err(last_error("dup"));
         }
         high.push(h);
     }
-    for (target, &h) in high.iter().enumerate() {
+    for (i, &h) in high.iter().enumerate() {
         // SAFETY: dup2 onto a low descriptor number; dup2 clears close-on-exec.
-        if unsafe { libc::dup2(h, target as RawFd) } < 0 {
+        if unsafe { libc::dup2(h, first + i as RawFd) } < 0 {
             return Err(last_error("dup2"));
         }
     }
     Ok(())
 }
 
-/// Write a failure to a run's status pipe from the zygote.
-fn report_to(status: &OwnedFd, f: &Failure) {
-    let text = match f {
-        Failure::Layer(m) => format!("L{m}"),
-        Failure::Exec(errno, m) => format!("E{errno} {m}"),
-    };
-    // SAFETY: writing our own buffer to a descriptor we own.
-    unsafe { libc::write(status.as_raw_fd(), text.as_ptr().cast(), text.len()) };
+/// Write a failure to a run's status pipe before the run's init has it at
+/// its number.
+fn report_to(status: RawFd, f: &Failure) {
+    let text = failure_text(f);
+    // SAFETY: writing our own buffer to a descriptor we hold.
+    unsafe { libc::write(status, text.as_ptr().cast(), text.len()) };
 }
 
 #[cfg(test)]
@@ -1394,7 +1521,7 @@ mod tests {
                 libc::pipe(a.as_mut_ptr());
                 let (rd, wr) = (a[0], a[1]);
                 // Place the write end at 0 and the read end at 1.
-                if place_fds(&[wr, rd]).is_err() {
+                if place_fds(&[wr, rd], 0).is_err() {
                     return 1;
                 }
                 if libc::write(0, b"x".as_ptr().cast(), 1) != 1 {
