@@ -1,9 +1,22 @@
 //! The Linux sandbox: what the kernel offers (detected once at start), the
-//! parent side of a run (policy, private temp folder, helper child, status
-//! pipe), and the helper itself, which applies the layers in a fixed order
-//! and then executes the backend.
+//! parent side of a run (policy, private temp folder, status pipe), and the
+//! code that applies the layers in a fixed order and then executes the
+//! backend.
 //!
-//! Process shape of one run, when every layer is available:
+//! Two process shapes apply the same layers with the same code. When runs
+//! can have their own user and PID namespaces (the usual case), the
+//! sandbox's zygote forks them (`zygote.rs`): one long-lived helper per
+//! sandbox, and one init per run forked ahead of its request:
+//!
+//! ```text
+//! server ──once──▶ zygote (`__sandbox-helper @zygote`): shared user + empty network namespace
+//!                   └─clone(user, PID, IPC)─▶ init (pid 1): id maps, pid_max, no nested namespaces
+//!                                              … request arrives …
+//!                                              rlimits, Landlock, capabilities, seccomp
+//!                                              └─fork─▶ execve(backend)
+//! ```
+//!
+//! Otherwise every run re-executes this program as its helper:
 //!
 //! ```text
 //! server ──spawn──▶ helper (our own binary, `__sandbox-helper`)
@@ -15,17 +28,19 @@
 //!                              └─fork─▶ execve(backend)
 //! ```
 //!
-//! The helper waits for init and exits the way the backend did (same code,
-//! or the same signal), so the server sees the backend's status. Killing the
-//! helper kills init (parent-death signal), and init's death makes the
-//! kernel kill everything left in the namespace. The status pipe (fd 3,
+//! Either way init waits for the backend, kills and reaps whatever it left
+//! in the namespace, and reports the backend's status (the re-exec helper
+//! then exits the way the backend did). Killing init (or the helper, which
+//! takes init with it through the parent-death signal) makes the kernel
+//! kill everything left in the namespace. The status pipe (fd 3,
 //! close-on-exec) stays silent when the backend was executed, and carries a
 //! message when anything before that failed: the server then reports a
 //! failed layer and never sees an unconfined run.
 //!
-//! Caveat for callers: the parent-death signal follows the *thread* that
-//! spawned the helper, so `spawn` must be called from a thread that outlives
-//! the run (as a thread that spawns, reads and waits does).
+//! Caveat for callers of the re-exec shape: the parent-death signal follows
+//! the *thread* that spawned the helper, so `spawn` must be called from a
+//! thread that outlives the run (as a thread that spawns, reads and waits
+//! does). The zygote is spawned from a thread of its own for that reason.
 
 pub mod caps;
 pub mod landlock;

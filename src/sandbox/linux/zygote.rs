@@ -2,17 +2,21 @@
 //! that forks each run instead of the server re-executing itself per run.
 //!
 //! Why: re-executing the server binary for every run costs an `execve`, a
-//! dynamic load, a runtime start and a new network namespace, which is most
-//! of what a sandboxed run costs beyond the backend itself. The zygote pays
-//! for those once and then only forks.
+//! dynamic load, a runtime start and a new network namespace, which was
+//! most of what a sandboxed run cost beyond the backend itself. The zygote
+//! pays for those once. It also forks each run's init before the run is
+//! asked for, so the init's namespaces, id maps, `pid_max` and namespace
+//! counters are ready when the request comes; only the layers that depend
+//! on the run (resource limits, Landlock, capabilities, seccomp, in that
+//! order) are applied once the policy is known.
 //!
 //! ```text
 //! server ──spawn once──▶ zygote (`__sandbox-helper @zygote`, single-threaded)
 //!   │  control socket      │ close fds, setsid, parent-death signal
 //!   │  (policy + 5 fds)    │ unshare(user, net): one empty network namespace
-//!   │                      │
-//!   │                      └─clone(new user, PID, IPC namespaces)─▶ init (pid 1)
-//!   │                            │ own id maps, not dumpable, pid_max, no nested namespaces,
+//!   │                      └─clone(user, PID, IPC)─▶ spare init (pid 1), forked ahead
+//!   │                            │ own id maps, not dumpable, pid_max, no nested namespaces
+//!   │                            │ … request forwarded by the zygote …
 //!   │                            │ rlimits, Landlock, capabilities, seccomp
 //!   │                            └─fork─▶ execve(backend)
 //!   └── run channel (one per run): 'P' pid + pidfd, 'S' backend status, 'Z' init status
@@ -20,21 +24,20 @@
 //!
 //! Every run still gets its own user, PID and IPC namespaces, its own
 //! Landlock domain, seccomp filter, capability drop and resource limits,
-//! applied in the same order and by the same code as in the re-exec helper;
-//! runs share only the zygote's empty network namespace, in which none of
-//! them holds any capability. The stdout, stderr, stdin and status
-//! descriptors are made by the server and passed over the control socket
-//! (`SCM_RIGHTS`), so the status pipe still reaches end of file exactly when
-//! the backend was executed and carries a message when anything before that
-//! failed.
+//! applied by the same code as in the re-exec helper; runs share only the
+//! zygote's empty network namespace, in which none of them holds any
+//! capability. The stdout, stderr, stdin and status descriptors are made by
+//! the server and passed on (`SCM_RIGHTS`), so the status pipe still reaches
+//! end of file exactly when the backend was executed and carries a message
+//! when anything before that failed.
 //!
 //! Lifetime: the zygote is spawned from a thread that lives as long as the
 //! sandbox (the parent-death signal follows the spawning thread), dies when
-//! the server does, and every run's init dies with the zygote; an init's
-//! death makes the kernel kill everything left in its PID namespace. The
-//! zygote keeps an exited init as a zombie until the server has read its
-//! status, so the run's pid stays the run's for as long as the server holds
-//! it, as with a child of its own.
+//! the server does, and every init dies with the zygote; an init's death
+//! makes the kernel kill everything left in its PID namespace. The zygote
+//! keeps an exited init as a zombie until the server has read its status,
+//! so the run's pid stays the run's for as long as the server holds it, as
+//! with a child of its own.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -54,8 +57,8 @@ use nix::sys::socket::{
 use serde::{Deserialize, Serialize};
 
 use super::{
-    caps, decode_status, init_namespace, last_error, namespaces, pipe_cloexec, read_status, report, run_as_init,
-    seccomp, ExecArgs, Failure, Prepared, POLICY_ENV, STATUS_FD, STATUS_TIMEOUT,
+    caps, decode_status, init_namespace, last_error, namespaces, pipe_cloexec, read_status, report,
+    run_as_init, seccomp, ExecArgs, Failure, Prepared, POLICY_ENV, STATUS_FD, STATUS_TIMEOUT,
 };
 use crate::sandbox::policy::{Layers, Policy};
 use crate::sandbox::{SandboxError, SandboxedChild, TmpGuard};
@@ -724,8 +727,7 @@ fn read_request(fd: RawFd) -> Option<(Vec<u8>, Vec<OwnedFd>)> {
                         if let ControlMessageOwned::ScmRights(list) = c {
                             // SAFETY: the kernel just gave us these descriptors.
                             fds.extend(
-                                list.into_iter()
-                                    .map(|f| unsafe { OwnedFd::from_raw_fd(f) }),
+                                list.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }),
                             );
                         }
                     }
@@ -881,34 +883,38 @@ impl ZygoteState {
                 return;
             }
         };
-        let raw: [RawFd; PASSED] = std::array::from_fn(|i| fds[i].as_raw_fd());
-        if let Err(e) = send_request(&spare.socket, policy, &raw) {
-            pidfd_kill(&spare.pidfd);
-            reap(spare.pid);
-            report_to(fds[3].as_raw_fd(), &Failure::Layer(format!("handing the run over: {e}")));
+        let Spare { pid, pidfd, socket } = spare;
+        // The pid goes to the server before the run can report anything on
+        // the same channel.
+        if !send_message(fds[4].as_raw_fd(), MSG_PID, pid, Some(pidfd.as_raw_fd())) {
+            // The server can't hear about this run: it must not go on.
+            pidfd_kill(&pidfd);
+            reap(pid);
             return;
         }
-        let [_, _, _, _, channel] = fds;
-        if !send_message(
-            channel.as_raw_fd(),
-            MSG_PID,
-            spare.pid,
-            Some(spare.pidfd.as_raw_fd()),
-        ) {
-            // The server can't hear about this run: it must not go on.
-            pidfd_kill(&spare.pidfd);
-            reap(spare.pid);
-        } else {
-            self.runs.insert(
-                spare.pid,
-                Forked {
-                    pidfd: spare.pidfd,
-                    channel,
-                    exited: None,
-                    released: false,
-                },
+        let raw: [RawFd; PASSED] = std::array::from_fn(|i| fds[i].as_raw_fd());
+        if let Err(e) = send_request(&socket, policy, &raw) {
+            pidfd_kill(&pidfd);
+            reap(pid);
+            report_to(
+                fds[3].as_raw_fd(),
+                &Failure::Layer(format!("handing the run over: {e}")),
             );
+            return;
         }
+        // The zygote's copies go before the next spare is forked, which
+        // would otherwise hold the run's pipes open until it closes them.
+        let [stdin, stdout, stderr, status, channel] = fds;
+        drop((stdin, stdout, stderr, status, socket));
+        self.runs.insert(
+            pid,
+            Forked {
+                pidfd,
+                channel,
+                exited: None,
+                released: false,
+            },
+        );
         self.spare = self.fork_spare().ok();
     }
 
@@ -923,8 +929,11 @@ impl ZygoteState {
             let mut first = [0u8; 1];
             // SAFETY: reading one byte into a buffer we own.
             let n = loop {
-                let n = unsafe { libc::read(spare.socket.as_raw_fd(), first.as_mut_ptr().cast(), 1) };
-                if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                let n =
+                    unsafe { libc::read(spare.socket.as_raw_fd(), first.as_mut_ptr().cast(), 1) };
+                if n < 0
+                    && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+                {
                     continue;
                 }
                 break n;
@@ -1107,8 +1116,8 @@ impl ZygoteState {
                 libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
             }
         }
-        let p: Policy = serde_json::from_slice(policy)
-            .map_err(|e| Failure::Layer(format!("policy: {e}")))?;
+        let p: Policy =
+            serde_json::from_slice(policy).map_err(|e| Failure::Layer(format!("policy: {e}")))?;
         if p.layers != self.config.layers {
             return Err(Failure::Layer(
                 "the run's layers are not the ones its zygote was started for".into(),
@@ -1353,6 +1362,37 @@ mod tests {
         assert_eq!(out.trim(), format!("-1 {} 2", libc::ENOENT));
         first.kill_tree();
         first.wait().unwrap();
+    }
+
+    #[test]
+    fn many_runs_from_many_threads_each_get_their_own_output_and_status() {
+        let root = tempfile::tempdir().unwrap();
+        let sb = sandbox("/bin/sh", root.path());
+        std::thread::scope(|scope| {
+            for t in 0..8 {
+                let sb = &sb;
+                let root = root.path();
+                scope.spawn(move || {
+                    for i in 0..6 {
+                        let code = (t * 6 + i) % 7;
+                        let mut child = sb
+                            .spawn(
+                                RunKind::ReadOnly,
+                                &[
+                                    "/bin/sh".into(),
+                                    "-c".into(),
+                                    format!("echo run-{t}-{i}; exit {code}"),
+                                ],
+                                root,
+                            )
+                            .unwrap();
+                        let (out, status) = output(&mut child);
+                        assert_eq!(out, format!("run-{t}-{i}\n"));
+                        assert_eq!(status.code(), Some(code));
+                    }
+                });
+            }
+        });
     }
 
     #[test]
