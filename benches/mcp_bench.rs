@@ -2,7 +2,7 @@
 //! `ci/bench.sh` (see BENCHMARKS.md for the numbers and how to read them).
 //!
 //! Every comparison runs interleaved in one process: each round performs
-//! one call of every method, in an order that rotates from round to round,
+//! one call of every method, in an order shuffled from round to round,
 //! so a busy machine slows all of them alike and the ratios stay
 //! meaningful even when the absolute numbers move. Nothing here asserts a
 //! speed; a call that fails (an error result, a non-zero exit) stops the
@@ -459,13 +459,23 @@ impl Report {
 
 type Method<'a> = (String, Box<dyn FnMut() -> Result<Duration> + 'a>);
 
-/// Run every method `n` times, interleaved, rotating the order each round.
+/// Run every method `n` times, interleaved: each round runs every method
+/// once, in an order shuffled per round (a fixed order would always put
+/// the same method right after another and charge it for that one's
+/// aftermath, such as a process still exiting).
 fn interleave(n: usize, methods: &mut [Method<'_>]) -> Result<Vec<(String, Stats)>> {
     let m = methods.len();
     let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(n); m];
-    for round in 0..n {
-        for k in 0..m {
-            let i = (round + k) % m;
+    let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut order: Vec<usize> = (0..m).collect();
+    for _ in 0..n {
+        for i in (1..m).rev() {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            order.swap(i, (rng % (i as u64 + 1)) as usize);
+        }
+        for &i in &order {
             let d = (methods[i].1)().with_context(|| methods[i].0.clone())?;
             samples[i].push(d);
         }
@@ -700,24 +710,31 @@ fn startup(ctx: &Ctx<'_>, rep: &mut Report) -> Result<()> {
     ];
     let mut methods: Vec<Method<'_>> = Vec::new();
     for (backend, label) in backends {
-        let server = ctx.server.clone();
-        methods.push((
-            format!("start-up, {label}"),
-            Box::new(move || {
-                let (mut s, started) = Server::start(&ServerSpec {
-                    bin: &server,
-                    backend,
-                    root,
-                    max_concurrent: 1,
-                    globals: Vec::new(),
-                })?;
-                let (_, _) = s.send("server/discover", json!({}))?;
-                let r = s.recv()?;
-                let took = r.at.duration_since(started);
-                s.stop()?;
-                Ok(took)
-            }),
-        ));
+        let mut builds = vec![("".to_string(), ctx.server.clone())];
+        if backend == ctx.o.noop.as_path() {
+            for (name, bin) in &ctx.o.compare {
+                builds.push((format!(" ({name})"), bin.clone()));
+            }
+        }
+        for (suffix, server) in builds {
+            methods.push((
+                format!("start-up, {label}{suffix}"),
+                Box::new(move || {
+                    let (mut s, started) = Server::start(&ServerSpec {
+                        bin: &server,
+                        backend,
+                        root,
+                        max_concurrent: 1,
+                        globals: Vec::new(),
+                    })?;
+                    let (_, _) = s.send("server/discover", json!({}))?;
+                    let r = s.recv()?;
+                    let took = r.at.duration_since(started);
+                    s.stop()?;
+                    Ok(took)
+                }),
+            ));
+        }
     }
     for (backend, label) in backends {
         let argv = call_argv(backend);
@@ -745,12 +762,41 @@ fn startup(ctx: &Ctx<'_>, rep: &mut Report) -> Result<()> {
     Ok(())
 }
 
+/// Processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|st| {
+                    let rest = st.rsplit_once(") ")?.1;
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
+fn is_zygote(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| c.split(|&b| b == 0).any(|a| a == b"@zygote"))
+        .unwrap_or(false)
+}
+
 /// Peak RSS (VmHWM) of the server: idle after start-up and a `tools/list`,
-/// then after 4 calls ran at once.
+/// then after 4 calls ran at once; and what the sandbox's own processes
+/// (zygote, each run's init) hold while they run.
 fn memory(ctx: &Ctx<'_>, rep: &mut Report) -> Result<()> {
     let root = ctx.root.as_path();
     let mut idle = Vec::new();
     let mut busy = Vec::new();
+    let mut threads = Vec::new();
+    let mut zygote = Vec::new();
+    let mut inits = Vec::new();
     for _ in 0..5 {
         let (mut s, _) = Server::start(&ServerSpec {
             bin: &ctx.server,
@@ -763,42 +809,59 @@ fn memory(ctx: &Ctx<'_>, rep: &mut Report) -> Result<()> {
         s.list()?;
         let pid = s.pid();
         idle.push(status_field(pid, "VmHWM").context("VmHWM")?);
-        let mut ids = Vec::new();
         for _ in 0..4 {
-            ids.push(
-                s.send(
-                    "tools/call",
-                    json!({"name": "noop", "arguments": {"ms": 300}}),
-                )?
-                .0,
-            );
+            s.send(
+                "tools/call",
+                json!({"name": "noop", "arguments": {"ms": 300}}),
+            )?;
         }
         thread::sleep(Duration::from_millis(150));
-        let threads = status_field(pid, "Threads").unwrap_or(0);
+        threads.push(status_field(pid, "Threads").unwrap_or(0));
+        if let Some(z) = children_of(pid).into_iter().find(|c| is_zygote(*c)) {
+            zygote.push(status_field(z, "VmHWM").unwrap_or(0));
+            for init in children_of(z) {
+                inits.push(status_field(init, "VmRSS").unwrap_or(0));
+            }
+        }
         for _ in 0..4 {
             s.recv()?;
         }
-        busy.push((status_field(pid, "VmHWM").context("VmHWM")?, threads));
+        busy.push(status_field(pid, "VmHWM").context("VmHWM")?);
         s.stop()?;
     }
-    idle.sort_unstable();
-    busy.sort_unstable();
-    let mid = |v: &[u64]| v[v.len() / 2];
-    let busy_kib: Vec<u64> = busy.iter().map(|b| b.0).collect();
-    rep.line("\n### Server peak RSS (VmHWM, median of 5 servers, tiny backend)\n");
-    rep.line("| state | VmHWM KiB | MiB |");
+    let mid = |v: &mut Vec<u64>| {
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or(0)
+    };
+    let row = |rep: &mut Report, what: &str, kib: u64| {
+        rep.line(format!("| {what} | {kib} | {:.1} |", kib as f64 / 1024.0));
+    };
+    rep.line("\n### Peak RSS (median of 5 servers, tiny backend)\n");
+    rep.line("| process, state | KiB | MiB |");
     rep.line("| --- | ---: | ---: |");
-    rep.line(format!(
-        "| idle (after discover and tools/list) | {} | {:.1} |",
-        mid(&idle),
-        mid(&idle) as f64 / 1024.0
-    ));
-    rep.line(format!(
-        "| after 4 concurrent calls ({} threads while they ran) | {} | {:.1} |",
-        busy[busy.len() / 2].1,
-        mid(&busy_kib),
-        mid(&busy_kib) as f64 / 1024.0
-    ));
+    row(
+        rep,
+        "server VmHWM, idle (after discover and tools/list)",
+        mid(&mut idle),
+    );
+    let t = mid(&mut threads);
+    row(
+        rep,
+        &format!("server VmHWM, after 4 concurrent calls ({t} threads while they ran)"),
+        mid(&mut busy),
+    );
+    if !zygote.is_empty() {
+        row(
+            rep,
+            "sandbox zygote VmHWM (a process of its own)",
+            mid(&mut zygote),
+        );
+        row(
+            rep,
+            "one run's init VmRSS (mostly shared with the zygote)",
+            mid(&mut inits),
+        );
+    }
     Ok(())
 }
 

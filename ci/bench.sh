@@ -3,9 +3,10 @@
 # read them). Release build; every comparison interleaves its methods in one
 # run, so a busy machine slows all of them alike.
 #
-#   bash ci/bench.sh                       # the full set, ~5-10 minutes
-#   bash ci/bench.sh --calls 200           # quicker, noisier
-#   bash ci/bench.sh --compare-server PATH # also time another server build, call for call
+#   bash ci/bench.sh                          # the full set, about 5 minutes
+#   bash ci/bench.sh --calls 200              # quicker, noisier
+#   bash ci/bench.sh --baseline-ref main      # also build REF and time its server call for call
+#   bash ci/bench.sh --compare-server NAME=PATH   # the same with a server binary built elsewhere
 #
 # Needs: cc, /usr/bin/python3, bwrap (Debian: bubblewrap), unshare (util-linux).
 # Writes target/bench/report.md and prints the same tables.
@@ -14,6 +15,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 work="$repo/target/bench"
+
+# --baseline-ref is ours; everything else goes to the driver.
+baseline_ref=""
+args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --baseline-ref)
+            baseline_ref="${2:?--baseline-ref needs a git ref}"
+            shift 2
+            ;;
+        *)
+            args+=("$1")
+            shift
+            ;;
+    esac
+done
 
 missing=()
 command -v cc >/dev/null || missing+=("cc (build-essential)")
@@ -27,7 +44,20 @@ fi
 
 echo "== building (release)" >&2
 cargo build --release --workspace --quiet
-cargo bench --bench mcp_bench --no-run --quiet 2>/dev/null
+cargo bench --bench mcp_bench --no-run --quiet
+
+if [ -n "$baseline_ref" ]; then
+    # The baseline is built from the committed tree of REF, in a target
+    # folder of its own (kept between runs, so a second run is quick).
+    echo "== building $baseline_ref (release) for comparison" >&2
+    base_src="$repo/target/bench-baseline/src"
+    rm -rf "$base_src"
+    mkdir -p "$base_src"
+    git archive "$baseline_ref" | tar -x -C "$base_src"
+    CARGO_TARGET_DIR="$repo/target/bench-baseline/target" \
+        cargo build --release --quiet --manifest-path "$base_src/Cargo.toml" -p reachweaver-mcp
+    args+=(--compare-server "$baseline_ref=$repo/target/bench-baseline/target/release/reachweaver-mcp")
+fi
 
 rm -rf "$work"
 mkdir -p "$work/bin" "$work/root"
@@ -49,5 +79,5 @@ cargo bench --bench mcp_bench --quiet -- --bench \
     --workspace "$work/ws" \
     --work "$work" \
     --out "$work/report.md" \
-    "$@"
+    ${args[@]+"${args[@]}"}
 echo "== report: $work/report.md" >&2
