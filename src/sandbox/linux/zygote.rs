@@ -69,6 +69,9 @@ pub const ZYGOTE_ARG: &str = "@zygote";
 const CONTROL_FD: RawFd = 3;
 /// Descriptors passed with every request, in this order.
 const PASSED: usize = 5;
+/// How long the server waits on a run channel once the status pipe has
+/// spoken, and the zygote on a spare that is setting itself up.
+const CHANNEL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest request the zygote accepts (a policy is a few KiB).
 const MAX_REQUEST: usize = 16 << 20;
 /// Run channel messages: the init's pid (with a pidfd), the backend's wait
@@ -267,32 +270,11 @@ impl Drop for Zygote {
 
 /// Wait for the zygote's first byte: `R` (ready), else a status message.
 fn read_ready(fd: &OwnedFd, timeout: Duration) -> std::io::Result<Option<String>> {
-    let deadline = Instant::now() + timeout;
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "timed out",
-            ));
-        }
-        // SAFETY: poll on one descriptor we own.
-        let r = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if r > 0 {
-            break;
-        }
+    if !wait_readable(fd, timeout)? {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "timed out",
+        ));
     }
     let mut byte = [0u8; 1];
     // SAFETY: reading one byte into a buffer we own.
@@ -361,9 +343,17 @@ pub(crate) fn spawn(
     // only the reading ends, so end of file means what it should.
     drop((stdin, out_w, err_w, status_w, chan_run));
 
-    let status = read_status(status_r, STATUS_TIMEOUT);
-    let run = Run::from_channel(chan);
-    let mut child = match run {
+    let status = match read_status(status_r, STATUS_TIMEOUT) {
+        Ok(s) => s,
+        // Dropping the channel makes the zygote kill a run it may still
+        // start or has started.
+        Err(e) => {
+            return Err(SandboxError::LayerFailed(format!(
+                "no word from the sandbox zygote: {e}"
+            )))
+        }
+    };
+    let mut child = match Run::from_channel(chan) {
         Ok(run) => SandboxedChild {
             child: crate::sandbox::Process::Forked(run),
             stdout: Some(out_r.into()),
@@ -375,8 +365,8 @@ pub(crate) fn spawn(
             // No run was made (or the zygote went away): the status pipe
             // says why if anything does.
             return Err(match status {
-                Ok(Some(msg)) => decode_status(&msg),
-                _ => SandboxError::LayerFailed(format!(
+                Some(msg) => decode_status(&msg),
+                None => SandboxError::LayerFailed(format!(
                     "the sandbox zygote did not start the run: {e}"
                 )),
             });
@@ -384,18 +374,36 @@ pub(crate) fn spawn(
     };
     child.tmpdir = guard.release();
     match status {
-        Ok(None) => Ok(child),
-        Ok(Some(msg)) => {
+        None => Ok(child),
+        Some(msg) => {
             child.kill_tree();
             let _ = child.wait();
             Err(decode_status(&msg))
         }
-        Err(e) => {
-            child.kill_tree();
-            let _ = child.wait();
-            Err(SandboxError::LayerFailed(format!(
-                "no word from the sandbox zygote: {e}"
-            )))
+    }
+}
+
+/// Whether `fd` became readable (or hung up) within `timeout`.
+fn wait_readable(fd: &OwnedFd, timeout: Duration) -> std::io::Result<bool> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one descriptor we own.
+        let r = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+        if r > 0 {
+            return Ok(true);
+        }
+        if r == 0 {
+            return Ok(false);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
         }
     }
 }
@@ -421,8 +429,17 @@ pub struct Run {
 }
 
 impl Run {
-    /// Read the `P` message: the run's init exists.
+    /// Read the `P` message: the run's init exists. The zygote sends it
+    /// before the run can write to the status pipe, and closes the channel
+    /// right after the status pipe when it made no run, so once the status
+    /// pipe has spoken this never waits long.
     fn from_channel(channel: OwnedFd) -> std::io::Result<Run> {
+        if !wait_readable(&channel, CHANNEL_TIMEOUT)? {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no word on the run channel",
+            ));
+        }
         let (kind, value, fd) = recv_message(&channel, true)?.ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "no run was started")
         })?;
@@ -926,6 +943,13 @@ impl ZygoteState {
                 Some(s) => s,
                 None => self.fork_spare()?,
             };
+            if !wait_readable(&spare.socket, CHANNEL_TIMEOUT).unwrap_or(false) {
+                pidfd_kill(&spare.pidfd);
+                reap(spare.pid);
+                return Err(Failure::Layer(
+                    "the run's init did not get ready in time".into(),
+                ));
+            }
             let mut first = [0u8; 1];
             // SAFETY: reading one byte into a buffer we own.
             let n = loop {
