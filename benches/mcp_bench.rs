@@ -634,69 +634,96 @@ fn throughput(
     rep: &mut Report,
 ) -> Result<()> {
     let root = ctx.root.as_path();
-    let mut servers = Vec::new();
-    for max in [1u32, 2] {
-        let (mut s, _) = Server::start(&ServerSpec {
-            bin: &ctx.server,
-            backend,
-            root,
-            max_concurrent: max,
-            globals: Vec::new(),
-        })?;
-        s.round_trip("server/discover", json!({}))?;
-        s.call(json!({}))?;
-        servers.push((max as usize, s, Duration::ZERO, 0usize, Vec::new()));
+    let mut builds = vec![("this build".to_string(), ctx.server.clone())];
+    builds.extend(ctx.o.compare.iter().cloned());
+    struct Config {
+        build: String,
+        inflight: usize,
+        server: Server,
+        spent: Duration,
+        done: usize,
+        latency: Vec<Duration>,
+    }
+    let mut configs = Vec::new();
+    for (build, bin) in &builds {
+        for max in [1u32, 2] {
+            let (mut server, _) = Server::start(&ServerSpec {
+                bin,
+                backend,
+                root,
+                max_concurrent: max,
+                globals: Vec::new(),
+            })?;
+            server.round_trip("server/discover", json!({}))?;
+            server.call(json!({}))?;
+            configs.push(Config {
+                build: build.clone(),
+                inflight: max as usize,
+                server,
+                spent: Duration::ZERO,
+                done: 0,
+                latency: Vec::new(),
+            });
+        }
     }
     let block = 50.min(total.max(1));
     let blocks = total.div_ceil(block);
+    let call = || json!({"name": "noop", "arguments": {}});
     for _ in 0..blocks {
-        for (inflight, server, spent, done, lat) in servers.iter_mut() {
+        for c in configs.iter_mut() {
             let started = Instant::now();
             let mut sent: HashMap<u64, Instant> = HashMap::new();
             let mut issued = 0;
-            while issued < block.min(*inflight) {
-                let (id, at) =
-                    server.send("tools/call", json!({"name": "noop", "arguments": {}}))?;
+            while issued < block.min(c.inflight) {
+                let (id, at) = c.server.send("tools/call", call())?;
                 sent.insert(id, at);
                 issued += 1;
             }
             while !sent.is_empty() {
-                let r = server.recv()?;
+                let r = c.server.recv()?;
                 let at = sent.remove(&r.id).context("an answer to an unknown id")?;
-                lat.push(r.at.duration_since(at));
+                c.latency.push(r.at.duration_since(at));
                 if issued < block {
-                    let (id, at) =
-                        server.send("tools/call", json!({"name": "noop", "arguments": {}}))?;
+                    let (id, at) = c.server.send("tools/call", call())?;
                     sent.insert(id, at);
                     issued += 1;
                 }
             }
-            *spent += started.elapsed();
-            *done += block;
+            c.spent += started.elapsed();
+            c.done += block;
         }
     }
     rep.line(format!(
         "\n### Throughput, {label} ({blocks} alternating blocks of {block} calls)\n"
     ));
-    rep.line("| --max-concurrent-calls / calls in flight | calls | calls/s | median latency ms | p99 ms |");
-    rep.line("| --- | ---: | ---: | ---: | ---: |");
-    let mut rates = Vec::new();
-    for (inflight, _, spent, done, lat) in &servers {
-        let rate = *done as f64 / spent.as_secs_f64();
-        rates.push(rate);
-        let s = stats(lat);
+    rep.line("| build | --max-concurrent-calls = calls in flight | calls | calls/s | median latency ms | p99 ms | calls/s vs 1 in flight |");
+    rep.line("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let mut one = 0.0;
+    let mut summary = Vec::new();
+    for c in &configs {
+        let rate = c.done as f64 / c.spent.as_secs_f64();
+        if c.inflight == 1 {
+            one = rate;
+        } else {
+            summary.push(format!("{}: {:.2}×", c.build, rate / one));
+        }
+        let s = stats(&c.latency);
         rep.line(format!(
-            "| {inflight} / {inflight} | {done} | {rate:.0} | {} | {} |",
+            "| {} | {} | {} | {rate:.0} | {} | {} | {:.2}× |",
+            c.build,
+            c.inflight,
+            c.done,
             fmt_ms(s.median),
-            fmt_ms(s.p99)
+            fmt_ms(s.p99),
+            rate / one
         ));
     }
     rep.line(format!(
-        "\n2 in flight / 1 in flight: {:.2}×",
-        rates[1] / rates[0]
+        "\n2 in flight / 1 in flight: {}",
+        summary.join("; ")
     ));
-    for (_, s, _, _, _) in servers {
-        s.stop()?;
+    for c in configs {
+        c.server.stop()?;
     }
     Ok(())
 }
