@@ -62,6 +62,7 @@ fi
 rm -rf "$work"
 mkdir -p "$work/bin" "$work/root"
 cc -O2 -o "$work/bin/noop" ci/bench/noop_backend.c
+cc -O2 -o "$work/bin/ns_cost" ci/bench/ns_cost.c
 cp ci/bench/py_backend.py "$work/bin/py_backend.py"
 chmod 0755 "$work/bin/py_backend.py"
 
@@ -80,4 +81,8 @@ cargo bench --bench mcp_bench --quiet -- --bench \
     --work "$work" \
     --out "$work/report.md" \
     ${args[@]+"${args[@]}"}
+{
+    printf '\n### What the namespaces cost, without the rest of the sandbox (ci/bench/ns_cost.c, 500 rounds)\n\n'
+    "$work/bin/ns_cost" 500 "$work/bin/noop" "$repo/target/release/reachweaver-mcp"
+} | tee -a "$work/report.md"
 echo "== report: $work/report.md" >&2
