@@ -1,6 +1,7 @@
 //! The sandbox: every backend run happens in a child confined by the kernel,
 //! with one policy per run built as plain data and applied in a helper
-//! child. The server process itself is never restricted.
+//! process (on Linux, a long-lived zygote per sandbox that forks each run).
+//! The server process itself is never restricted.
 //!
 //! INTERFACE (used by run.rs and app.rs; keep these names):
 //! - `SandboxOptions`: what the server knows at start (plain data).
@@ -11,7 +12,8 @@
 //! - `Sandbox::spawn(&self, RunKind, &[String] argv, cwd) -> Result<SandboxedChild, SandboxError>`:
 //!   argv[0] is the absolute backend path; stdin is /dev/null; stdout and
 //!   stderr are pipes the caller reads. Call it from a thread that lives as
-//!   long as the run: on Linux the run's parent-death signal follows the
+//!   long as the run: where Linux runs use a re-executed helper (no user or
+//!   PID namespace for runs), the run's parent-death signal follows the
 //!   spawning thread.
 //! - `SandboxedChild { stdout, stderr }`, `.pid()`, `.kill_tree()`,
 //!   `.wait()`, `.try_wait()`; dropping it kills what is left and removes
