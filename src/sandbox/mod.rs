@@ -1,6 +1,7 @@
 //! The sandbox: every backend run happens in a child confined by the kernel,
 //! with one policy per run built as plain data and applied in a helper
-//! child. The server process itself is never restricted.
+//! process (on Linux, a long-lived zygote per sandbox that forks each run).
+//! The server process itself is never restricted.
 //!
 //! INTERFACE (used by run.rs and app.rs; keep these names):
 //! - `SandboxOptions`: what the server knows at start (plain data).
@@ -11,7 +12,8 @@
 //! - `Sandbox::spawn(&self, RunKind, &[String] argv, cwd) -> Result<SandboxedChild, SandboxError>`:
 //!   argv[0] is the absolute backend path; stdin is /dev/null; stdout and
 //!   stderr are pipes the caller reads. Call it from a thread that lives as
-//!   long as the run: on Linux the run's parent-death signal follows the
+//!   long as the run: where Linux runs use a re-executed helper (no user or
+//!   PID namespace for runs), the run's parent-death signal follows the
 //!   spawning thread.
 //! - `SandboxedChild { stdout, stderr }`, `.pid()`, `.kill_tree()`,
 //!   `.wait()`, `.try_wait()`; dropping it kills what is left and removes
@@ -233,9 +235,24 @@ impl Sandbox {
     }
 }
 
+/// The process the server holds for a run.
+pub(crate) enum Process {
+    /// A helper the server spawned itself.
+    Spawned(Child),
+    /// An init forked by the sandbox's zygote.
+    #[cfg(target_os = "linux")]
+    Forked(linux::zygote::Run),
+}
+
+impl From<Child> for Process {
+    fn from(c: Child) -> Self {
+        Process::Spawned(c)
+    }
+}
+
 /// A running sandboxed backend.
 pub struct SandboxedChild {
-    child: Child,
+    child: Process,
     pub stdout: Option<ChildStdout>,
     pub stderr: Option<ChildStderr>,
     /// The run's private temporary folder, removed on drop.
@@ -246,32 +263,51 @@ pub struct SandboxedChild {
 
 impl SandboxedChild {
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        match &self.child {
+            Process::Spawned(c) => c.id(),
+            #[cfg(target_os = "linux")]
+            Process::Forked(r) => r.pid(),
+        }
     }
 
-    /// Kill the run's whole process tree. On Linux the helper is killed
-    /// and the kernel then kills everything in the run's PID namespace; the
-    /// process group is signalled too for runs without one.
+    /// Kill the run's whole process tree. On Linux the run's init (or the
+    /// helper, which takes init with it) is killed and the kernel then
+    /// kills everything in the run's PID namespace; the process group is
+    /// signalled too for runs without one.
     pub fn kill_tree(&mut self) {
         if self.done {
             return;
         }
-        let pid = self.child.id() as libc::pid_t;
-        // SAFETY: signalling our own, not yet reaped child and its group.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-            libc::kill(pid, libc::SIGKILL);
+        match &self.child {
+            Process::Spawned(c) => {
+                let pid = c.id() as libc::pid_t;
+                // SAFETY: signalling our own, not yet reaped child and its group.
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+            #[cfg(target_os = "linux")]
+            Process::Forked(r) => r.kill(),
         }
     }
 
     pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
-        let status = self.child.wait()?;
+        let status = match &mut self.child {
+            Process::Spawned(c) => c.wait()?,
+            #[cfg(target_os = "linux")]
+            Process::Forked(r) => r.wait()?,
+        };
         self.done = true;
         Ok(status)
     }
 
     pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
-        let status = self.child.try_wait()?;
+        let status = match &mut self.child {
+            Process::Spawned(c) => c.try_wait()?,
+            #[cfg(target_os = "linux")]
+            Process::Forked(r) => r.try_wait()?,
+        };
         if status.is_some() {
             self.done = true;
         }
@@ -312,7 +348,7 @@ impl Drop for TmpGuard {
 /// folder, with an unpredictable name.
 pub(crate) fn make_private_tmpdir() -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
-    let base = std::fs::canonicalize(std::env::temp_dir())?;
+    let base = tmp_base()?;
     let mut last = None;
     for _ in 0..16 {
         let name = format!(
@@ -331,6 +367,17 @@ pub(crate) fn make_private_tmpdir() -> std::io::Result<PathBuf> {
     Err(last.unwrap_or_else(|| std::io::Error::other("no free temp folder name")))
 }
 
+/// The canonical system temp folder, found once: the server's environment
+/// doesn't change while it runs.
+fn tmp_base() -> std::io::Result<PathBuf> {
+    static BASE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    if let Some(b) = BASE.get() {
+        return Ok(b.clone());
+    }
+    let b = std::fs::canonicalize(std::env::temp_dir())?;
+    Ok(BASE.get_or_init(|| b).clone())
+}
+
 /// Run folders are named `reachweaver-run-PID-PIDNS-RANDOM`.
 const TMP_PREFIX: &str = "reachweaver-run-";
 
@@ -338,9 +385,13 @@ const TMP_PREFIX: &str = "reachweaver-run-";
 /// within one namespace (containers may share a temp folder).
 fn pid_namespace_id() -> u64 {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self/ns/pid")
-        .map(|m| m.ino())
-        .unwrap_or(0)
+    // A process never changes its own PID namespace.
+    static ID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *ID.get_or_init(|| {
+        std::fs::metadata("/proc/self/ns/pid")
+            .map(|m| m.ino())
+            .unwrap_or(0)
+    })
 }
 
 /// The server pid and PID namespace a run folder name records. Pure.

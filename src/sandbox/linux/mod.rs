@@ -1,9 +1,22 @@
 //! The Linux sandbox: what the kernel offers (detected once at start), the
-//! parent side of a run (policy, private temp folder, helper child, status
-//! pipe), and the helper itself, which applies the layers in a fixed order
-//! and then executes the backend.
+//! parent side of a run (policy, private temp folder, status pipe), and the
+//! code that applies the layers in a fixed order and then executes the
+//! backend.
 //!
-//! Process shape of one run, when every layer is available:
+//! Two process shapes apply the same layers with the same code. When runs
+//! can have their own user and PID namespaces (the usual case), the
+//! sandbox's zygote forks them (`zygote.rs`): one long-lived helper per
+//! sandbox, and one init per run forked ahead of its request:
+//!
+//! ```text
+//! server ──once──▶ zygote (`__sandbox-helper @zygote`): shared user + empty network namespace
+//!                   └─clone(user, PID, IPC)─▶ init (pid 1): id maps, pid_max, no nested namespaces
+//!                                              … request arrives …
+//!                                              rlimits, Landlock, capabilities, seccomp
+//!                                              └─fork─▶ execve(backend)
+//! ```
+//!
+//! Otherwise every run re-executes this program as its helper:
 //!
 //! ```text
 //! server ──spawn──▶ helper (our own binary, `__sandbox-helper`)
@@ -15,17 +28,19 @@
 //!                              └─fork─▶ execve(backend)
 //! ```
 //!
-//! The helper waits for init and exits the way the backend did (same code,
-//! or the same signal), so the server sees the backend's status. Killing the
-//! helper kills init (parent-death signal), and init's death makes the
-//! kernel kill everything left in the namespace. The status pipe (fd 3,
+//! Either way init waits for the backend, kills and reaps whatever it left
+//! in the namespace, and reports the backend's status (the re-exec helper
+//! then exits the way the backend did). Killing init (or the helper, which
+//! takes init with it through the parent-death signal) makes the kernel
+//! kill everything left in the namespace. The status pipe (fd 3,
 //! close-on-exec) stays silent when the backend was executed, and carries a
 //! message when anything before that failed: the server then reports a
 //! failed layer and never sees an unconfined run.
 //!
-//! Caveat for callers: the parent-death signal follows the *thread* that
-//! spawned the helper, so `spawn` must be called from a thread that outlives
-//! the run (as a thread that spawns, reads and waits does).
+//! Caveat for callers of the re-exec shape: the parent-death signal follows
+//! the *thread* that spawned the helper, so `spawn` must be called from a
+//! thread that outlives the run (as a thread that spawns, reads and waits
+//! does). The zygote is spawned from a thread of its own for that reason.
 
 pub mod caps;
 pub mod landlock;
@@ -33,6 +48,7 @@ pub mod namespaces;
 pub mod platform;
 pub mod rlimits;
 pub mod seccomp;
+pub mod zygote;
 
 use std::convert::Infallible;
 use std::ffi::CString;
@@ -419,11 +435,14 @@ fn in_child(f: impl FnOnce() -> i32) -> Result<(), std::io::Error> {
 // Parent side.
 
 /// Spawn one run. `stdin` replaces `/dev/null` only for the probe's
-/// terminal attempt.
+/// terminal attempt. Runs with their own user and PID namespaces are forked
+/// by the sandbox's zygote; others by a re-executed helper.
+#[allow(clippy::too_many_arguments)]
 pub fn spawn(
     opts: &SandboxOptions,
     runtime: &[PathBuf],
     layers: Layers,
+    zygotes: Option<&zygote::Slot>,
     kind: RunKind,
     argv: &[String],
     cwd: &Path,
@@ -445,15 +464,28 @@ pub fn spawn(
         cwd,
         parent_pid: std::process::id(),
     });
-    let json = serde_json::to_string(&policy)
-        .map_err(|e| SandboxError::LayerFailed(format!("policy: {e}")))?;
-
-    let (status_r, status_w) = pipe_cloexec().map_err(SandboxError::Io)?;
-    let w = status_w.as_raw_fd();
     let helper = opts
         .helper
         .as_deref()
         .unwrap_or(Path::new("/proc/self/exe"));
+    match zygotes {
+        Some(slot) if zygote::usable(&layers) => zygote::spawn(slot, helper, &policy, guard, stdin),
+        _ => spawn_reexec(helper, &policy, guard, stdin),
+    }
+}
+
+/// One run through a freshly executed helper.
+fn spawn_reexec(
+    helper: &Path,
+    policy: &Policy,
+    guard: super::TmpGuard,
+    stdin: Option<OwnedFd>,
+) -> Result<SandboxedChild, SandboxError> {
+    let json = serde_json::to_string(policy)
+        .map_err(|e| SandboxError::LayerFailed(format!("policy: {e}")))?;
+
+    let (status_r, status_w) = pipe_cloexec().map_err(SandboxError::Io)?;
+    let w = status_w.as_raw_fd();
     let mut cmd = Command::new(helper);
     cmd.arg0("reachweaver-mcp-sandbox")
         .arg("__sandbox-helper")
@@ -484,7 +516,7 @@ pub fn spawn(
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let mut sc = SandboxedChild {
-        child,
+        child: child.into(),
         stdout,
         stderr,
         tmpdir: None,
@@ -604,6 +636,9 @@ fn report(f: &Failure) {
 
 /// Entry point of `__sandbox-helper`. Returns only on failure.
 pub fn helper_main(arg: &str) -> anyhow::Result<u8> {
+    if arg == zygote::ZYGOTE_ARG {
+        return zygote::main();
+    }
     let text = if arg == POLICY_FROM_ENV {
         std::env::var(POLICY_ENV).unwrap_or_default()
     } else {
@@ -676,7 +711,7 @@ fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
 
     let prepared = Prepared {
         exec,
-        program,
+        program: program.as_ref(),
         last_cap,
     };
     if p.layers.pidns {
@@ -688,14 +723,14 @@ fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
 }
 
 /// What the helper computes before it changes anything.
-struct Prepared {
+struct Prepared<'a> {
     exec: ExecArgs,
-    program: Option<seccompiler::BpfProgram>,
+    program: Option<&'a seccompiler::BpfProgram>,
     last_cap: u32,
 }
 
 /// Steps 4 to 7: rlimits, Landlock, capabilities, seccomp.
-fn confine(p: &Policy, prep: &Prepared) -> Result<(), Failure> {
+fn confine(p: &Policy, prep: &Prepared<'_>) -> Result<(), Failure> {
     if p.layers.rlimits {
         rlimits::apply(&p.rlimits).map_err(Failure::Layer)?;
     }
@@ -707,7 +742,7 @@ fn confine(p: &Policy, prep: &Prepared) -> Result<(), Failure> {
         caps::apply(prep.last_cap).map_err(Failure::Layer)?;
     }
     caps::set_no_new_privs().map_err(Failure::Layer)?;
-    if let Some(program) = &prep.program {
+    if let Some(program) = prep.program {
         seccomp::apply(program).map_err(Failure::Layer)?;
     }
     Ok(())
@@ -761,7 +796,7 @@ impl ExecArgs {
 }
 
 /// Fork the PID namespace's init, then wait for it and exit like the backend.
-fn fork_init(p: &Policy, prep: &Prepared) -> Result<Infallible, Failure> {
+fn fork_init(p: &Policy, prep: &Prepared<'_>) -> Result<Infallible, Failure> {
     let mut pair = [0 as RawFd; 2];
     // SAFETY: socketpair fills the array we own.
     if unsafe {
@@ -847,10 +882,9 @@ fn exit_like(status: libc::c_int) -> ! {
     }
 }
 
-/// Init of the PID namespace: finish confinement, start the backend, reap
-/// everything, report the backend's status to the outer helper, exit (which
-/// makes the kernel kill whatever is left).
-fn init_main(p: &Policy, prep: &Prepared, sock: RawFd) -> Result<Infallible, Failure> {
+/// Init of the PID namespace under the re-exec helper: die with the outer
+/// helper, then the steps every init takes.
+fn init_main(p: &Policy, prep: &Prepared<'_>, sock: RawFd) -> Result<Infallible, Failure> {
     // SAFETY: integer-only process calls.
     unsafe {
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -868,17 +902,37 @@ fn init_main(p: &Policy, prep: &Prepared, sock: RawFd) -> Result<Infallible, Fai
         if r == 0 {
             libc::_exit(1);
         }
-        if libc::getpid() != 1 {
-            return Err(Failure::Layer("pidns: not the namespace's init".into()));
-        }
     }
-    if let Some(max) = p.layers.pid_max {
+    init_namespace(&p.layers)?;
+    run_as_init(p, prep, sock, None)
+}
+
+/// What a PID namespace's init sets before anything else: the namespace's
+/// `pid_max` and, in its user namespace, no nested namespaces.
+fn init_namespace(layers: &Layers) -> Result<(), Failure> {
+    // SAFETY: getpid can't fail.
+    if unsafe { libc::getpid() } != 1 {
+        return Err(Failure::Layer("pidns: not the namespace's init".into()));
+    }
+    if let Some(max) = layers.pid_max {
         namespaces::set_pid_max(max).map_err(|e| Failure::Layer(format!("pid_max: {e}")))?;
     }
-    if p.layers.ns_limits {
+    if layers.ns_limits {
         namespaces::limit_nested_namespaces()
             .map_err(|e| Failure::Layer(format!("nested namespaces: {e}")))?;
     }
+    Ok(())
+}
+
+/// Init of the PID namespace, once `init_namespace` is done: finish
+/// confinement, start the backend, reap everything, report the backend's
+/// raw wait status on `sock` (prefixed with `tag` when there is one), exit.
+fn run_as_init(
+    p: &Policy,
+    prep: &Prepared<'_>,
+    sock: RawFd,
+    tag: Option<u8>,
+) -> Result<Infallible, Failure> {
     confine(p, prep)?;
 
     // SAFETY: single-threaded process; the child only executes.
@@ -892,8 +946,14 @@ fn init_main(p: &Policy, prep: &Prepared, sock: RawFd) -> Result<Infallible, Fai
         // SAFETY: leaving the child after a failed execve.
         unsafe { libc::_exit(127) };
     }
-    // SAFETY: init keeps no copy of the status pipe.
-    unsafe { libc::close(STATUS_FD) };
+    // SAFETY: init keeps no copy of the status pipe, nor of the run's
+    // stdio: end of file on the output means the run's processes are done
+    // with it.
+    unsafe {
+        for fd in [STATUS_FD, 0, 1, 2] {
+            libc::close(fd);
+        }
+    }
     let mut status = 0;
     loop {
         let mut st = 0;
@@ -907,15 +967,46 @@ fn init_main(p: &Policy, prep: &Prepared, sock: RawFd) -> Result<Infallible, Fai
             break;
         }
     }
-    let bytes = status.to_le_bytes();
+    // The backend is done: whatever it left behind goes now, and is reaped,
+    // so the status below also means the namespace is empty.
+    empty_namespace();
+    let mut msg = Vec::with_capacity(5);
+    msg.extend(tag);
+    msg.extend_from_slice(&status.to_le_bytes());
     // SAFETY: writing our own buffer, then exiting without destructors.
     unsafe {
-        libc::write(sock, bytes.as_ptr().cast(), bytes.len());
+        libc::write(sock, msg.as_ptr().cast(), msg.len());
         libc::_exit(if libc::WIFEXITED(status) {
             libc::WEXITSTATUS(status)
         } else {
             128 + libc::WTERMSIG(status)
         });
+    }
+}
+
+/// As a PID namespace's init: kill every other process in the namespace
+/// and reap them all.
+fn empty_namespace() {
+    loop {
+        // SAFETY: from init, -1 means every other process of the namespace.
+        unsafe { libc::kill(-1, libc::SIGKILL) };
+        loop {
+            let mut st = 0;
+            // SAFETY: reaping init's children.
+            let r = unsafe { libc::waitpid(-1, &mut st, 0) };
+            if r < 0 {
+                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                break;
+            }
+        }
+        // A process forked while the signal went out would be the only
+        // one left; none answering means none is.
+        // SAFETY: signal 0 only checks that some process would receive it.
+        if unsafe { libc::kill(-1, 0) } != 0 {
+            return;
+        }
     }
 }
 

@@ -30,6 +30,12 @@ pub fn id_map_line(outside: u32) -> String {
     format!("{} {} 1\n", inside_id(outside), outside)
 }
 
+/// The map line of a nested user namespace, whose parent already maps the
+/// owner: the id stays what it is in the parent. Pure.
+pub fn same_id_map_line(id: u32) -> String {
+    format!("{id} {id} 1\n")
+}
+
 /// The `unshare` flags for the switched-on namespace layers. Pure.
 pub fn unshare_flags(layers: &Layers) -> libc::c_int {
     let mut flags = 0;
@@ -91,6 +97,15 @@ pub fn unshare_and_map(layers: &Layers, uid: u32, gid: u32) -> Result<(), String
     Ok(())
 }
 
+/// In a user namespace nested in one that maps the owner (a run forked by
+/// the zygote), map the ids to themselves. A process may write its own maps
+/// once, for its own ids only, and only while it is dumpable.
+pub fn map_to_themselves(uid: u32, gid: u32) -> Result<(), String> {
+    write_file("/proc/self/setgroups", "deny")?;
+    write_file("/proc/self/uid_map", &same_id_map_line(uid))?;
+    write_file("/proc/self/gid_map", &same_id_map_line(gid))
+}
+
 /// Bound the PID namespace's ids (so its process count) from inside it.
 /// Needs the calling process to be the namespace's init.
 pub fn set_pid_max(max: u32) -> Result<(), String> {
@@ -128,6 +143,10 @@ mod tests {
         assert_eq!(id_map_line(65534), "65534 65534 1\n");
         assert_eq!(id_map_line(0), "65534 0 1\n");
         assert_ne!(inside_id(0), 0);
+        // A run nested in the zygote's namespace keeps the zygote's ids,
+        // so root stays unmapped there too.
+        assert_eq!(same_id_map_line(inside_id(0)), "65534 65534 1\n");
+        assert_eq!(same_id_map_line(1000), "1000 1000 1\n");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use super::{layers_line, Detected};
+use super::{layers_line, zygote, Detected};
 use crate::cli::SandboxMode;
 use crate::sandbox::policy::{self, Layers};
 use crate::sandbox::{Layer, RunKind, SandboxError, SandboxOptions, SandboxedChild, StatusReport};
@@ -17,6 +17,8 @@ pub struct State {
     layers: Layers,
     mode: SandboxMode,
     without: Vec<Layer>,
+    /// Forks the runs; started on the first one.
+    pub(super) zygotes: zygote::Slot,
 }
 
 impl State {
@@ -45,6 +47,7 @@ impl State {
             runtime,
             mode: opts.mode,
             without: Vec::new(),
+            zygotes: zygote::Slot::default(),
         })
     }
 
@@ -72,7 +75,16 @@ impl State {
         cwd: &Path,
         stdin: Option<OwnedFd>,
     ) -> Result<SandboxedChild, SandboxError> {
-        super::spawn(opts, &self.runtime, self.layers, kind, argv, cwd, stdin)
+        super::spawn(
+            opts,
+            &self.runtime,
+            self.layers,
+            Some(&self.zygotes),
+            kind,
+            argv,
+            cwd,
+            stdin,
+        )
     }
 }
 

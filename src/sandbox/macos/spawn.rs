@@ -88,7 +88,7 @@ impl State {
         Ok(SandboxedChild {
             stdout: child.stdout.take(),
             stderr: child.stderr.take(),
-            child,
+            child: child.into(),
             tmpdir: guard.release(),
             done: false,
         })
