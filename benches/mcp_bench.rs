@@ -930,10 +930,11 @@ fn tools_list(ctx: &Ctx<'_>, rep: &mut Report) -> Result<()> {
         let mut bytes = 0;
         for _ in 0..ctx.o.list_iters {
             let t = Instant::now();
-            let Action::Reply(v) = d.handle(jsonrpc::parse_line(line.as_bytes())) else {
-                bail!("tools/list gave no reply");
+            let text = match d.handle(jsonrpc::parse_line(line.as_bytes())) {
+                Action::ReplyLine(text) => text,
+                Action::Reply(v) => jsonrpc::to_line(&v),
+                _ => bail!("tools/list gave no reply"),
             };
-            let text = jsonrpc::to_line(&v);
             inside.push(t.elapsed());
             bytes = text.len();
         }

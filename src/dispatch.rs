@@ -22,6 +22,8 @@ const SERVER_DESCRIPTION: &str =
 pub enum Action {
     /// Write this message.
     Reply(Value),
+    /// Write this line, already serialized (the cached `tools/list` answer).
+    ReplyLine(String),
     /// Write nothing.
     Nothing,
     /// Run a tool call on a worker; answer when it finishes.
@@ -44,9 +46,10 @@ pub struct Session {
     legacy: Option<Revision>,
 }
 
-/// Tool definitions rendered once per revision, so `tools/list` is a copy.
+/// Tool definitions rendered and serialized once per revision: the list
+/// never changes while the server runs, so `tools/list` only splices text.
 pub struct ToolLists {
-    by_revision: Vec<(Revision, Value)>,
+    by_revision: Vec<(Revision, String)>,
 }
 
 impl ToolLists {
@@ -54,21 +57,34 @@ impl ToolLists {
         let by_revision = Revision::SERVED
             .iter()
             .map(|&rev| {
-                (
-                    rev,
-                    Value::Array(app.tools.iter().map(|t| tool_json(t, rev)).collect()),
-                )
+                let tools = Value::Array(app.tools.iter().map(|t| tool_json(t, rev)).collect());
+                (rev, jsonrpc::to_line(&tools))
             })
             .collect();
         Self { by_revision }
     }
 
-    fn get(&self, rev: Revision) -> Value {
+    fn get(&self, rev: Revision) -> &str {
         self.by_revision
             .iter()
             .find(|(r, _)| *r == rev)
-            .map(|(_, v)| v.clone())
-            .unwrap_or_else(|| Value::Array(Vec::new()))
+            .map(|(_, v)| v.as_str())
+            .unwrap_or("[]")
+    }
+
+    /// The whole response line: `{"jsonrpc","id","result":{"tools":[..],..rest}}`.
+    fn response_line(&self, id: &Value, rev: Revision, rest: &Map<String, Value>) -> String {
+        let rest = if rest.is_empty() {
+            String::new()
+        } else {
+            let text = jsonrpc::to_line(&Value::Object(rest.clone()));
+            format!(",{}", &text[1..text.len() - 1])
+        };
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"tools":{}{rest}}}}}"#,
+            jsonrpc::to_line(id),
+            self.get(rev)
+        )
     }
 }
 
@@ -207,10 +223,7 @@ impl<'a> Dispatcher<'a> {
         }
         match method {
             "server/discover" => Action::Reply(jsonrpc::result(&id, self.discover())),
-            "tools/list" => match self.tools_list(&params, Revision::MODERN) {
-                Ok(v) => Action::Reply(jsonrpc::result(&id, v)),
-                Err(e) => fail(&id, method, e),
-            },
+            "tools/list" => self.tools_list(&id, &params, Revision::MODERN),
             "tools/call" => self.tools_call(id, params, Revision::MODERN),
             _ => fail(&id, method, not_found(method)),
         }
@@ -236,10 +249,7 @@ impl<'a> Dispatcher<'a> {
                     );
                 };
                 if method == "tools/list" {
-                    match self.tools_list(&params, rev) {
-                        Ok(v) => Action::Reply(jsonrpc::result(&id, v)),
-                        Err(e) => fail(&id, method, e),
-                    }
+                    self.tools_list(&id, &params, rev)
                 } else {
                     self.tools_call(id, params, rev)
                 }
@@ -294,21 +304,29 @@ impl<'a> Dispatcher<'a> {
         }))
     }
 
-    fn tools_list(&self, params: &Map<String, Value>, rev: Revision) -> Result<Value, RpcError> {
+    fn tools_list(&self, id: &Value, params: &Map<String, Value>, rev: Revision) -> Action {
         if params.contains_key("cursor") {
-            return Err(RpcError::new(
-                INVALID_PARAMS,
-                "Invalid cursor: this server never hands out cursors.",
-            ));
+            return fail(
+                id,
+                "tools/list",
+                RpcError::new(
+                    INVALID_PARAMS,
+                    "Invalid cursor: this server never hands out cursors.",
+                ),
+            );
         }
-        let mut r = Map::new();
-        r.insert("tools".into(), self.lists.get(rev));
-        if rev.is_modern() {
+        let rest = if rev.is_modern() {
+            let mut r = Map::new();
             r.insert("ttlMs".into(), json!(TTL_MS));
             r.insert("cacheScope".into(), json!("public"));
-            return Ok(modern(r));
-        }
-        Ok(Value::Object(r))
+            match modern(r) {
+                Value::Object(stamped) => stamped,
+                _ => Map::new(),
+            }
+        } else {
+            Map::new()
+        };
+        Action::ReplyLine(self.lists.response_line(id, rev, &rest))
     }
 
     fn tools_call(&self, id: Value, mut params: Map<String, Value>, rev: Revision) -> Action {

@@ -255,6 +255,7 @@ fn read_loop(shared: &Arc<Shared>) {
         match dispatcher.handle(jsonrpc::parse_line(&line)) {
             Action::Nothing => {}
             Action::Reply(msg) => send(shared, jsonrpc::to_line(&msg)),
+            Action::ReplyLine(line) => send(shared, line),
             Action::Cancel(id) => shared.inflight.cancel(&id),
             Action::Call(job) => start_call(shared, job),
         }
