@@ -3,6 +3,7 @@
 `describe --format=json` prints a catalog with one read-only command, every
 other command prints `{}`. What a run costs beyond the interpreter's own
 start is the cost of starting it."""
+
 import json
 import sys
 
@@ -18,9 +19,7 @@ CATALOG = {
             "tags": ["read_only"],
             "formats": ["json"],
             "positionals": [],
-            "flags": [
-                {"name": "--format", "type": "choice", "choices": ["json"], "output_format": True}
-            ],
+            "flags": [{"name": "--format", "type": "choice", "choices": ["json"], "output_format": True}],
         }
     ],
 }
