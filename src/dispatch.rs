@@ -141,12 +141,16 @@ fn server_info(rev: Revision) -> Value {
 
 /// Stamp a modern result: `resultType` and the server's identity in `_meta`.
 fn modern(mut result: Map<String, Value>) -> Value {
+    stamp_modern(&mut result);
+    Value::Object(result)
+}
+
+fn stamp_modern(result: &mut Map<String, Value>) {
     result.insert("resultType".into(), json!("complete"));
     result.insert(
         "_meta".into(),
         json!({META_SERVER_INFO: server_info(Revision::MODERN)}),
     );
-    Value::Object(result)
 }
 
 /// The `tools/call` result for an envelope, shaped for the revision.
@@ -315,17 +319,12 @@ impl<'a> Dispatcher<'a> {
                 ),
             );
         }
-        let rest = if rev.is_modern() {
-            let mut r = Map::new();
-            r.insert("ttlMs".into(), json!(TTL_MS));
-            r.insert("cacheScope".into(), json!("public"));
-            match modern(r) {
-                Value::Object(stamped) => stamped,
-                _ => Map::new(),
-            }
-        } else {
-            Map::new()
-        };
+        let mut rest = Map::new();
+        if rev.is_modern() {
+            rest.insert("ttlMs".into(), json!(TTL_MS));
+            rest.insert("cacheScope".into(), json!("public"));
+            stamp_modern(&mut rest);
+        }
         Action::ReplyLine(self.lists.response_line(id, rev, &rest))
     }
 
