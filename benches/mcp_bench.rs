@@ -25,6 +25,7 @@ use reachweaver_mcp::app::App;
 use reachweaver_mcp::cli::{Globals, SandboxMode, ServeArgs};
 use reachweaver_mcp::dispatch::{Action, Dispatcher, ToolLists};
 use reachweaver_mcp::jsonrpc;
+use reachweaver_mcp::redact::Redactor;
 use reachweaver_mcp::sandbox::{RunKind, Sandbox, SandboxOptions};
 
 const MODERN: &str = "2026-07-28";
@@ -60,12 +61,15 @@ struct Opts {
     out: Option<PathBuf>,
     /// Only the interleaved per-call section.
     only_calls: bool,
+    /// Only the in-process redaction section (needs no backend).
+    only_redaction: bool,
 }
 
 fn usage() -> &'static str {
     "mcp_bench --bench --noop PATH --py PATH --work DIR [--calls N] [--startups N] \
      [--throughput-calls N] [--list-iters N] [--reference PATH --workspace DIR] \
-     [--compare-server [NAME=]PATH]... [--out FILE] [--only-calls]"
+     [--compare-server [NAME=]PATH]... [--out FILE] [--only-calls]\n\
+     mcp_bench --bench --only-redaction [--out FILE]"
 }
 
 fn parse_opts() -> Result<Option<Opts>> {
@@ -89,6 +93,7 @@ fn parse_opts() -> Result<Option<Opts>> {
         work: std::env::temp_dir().join("rwmcp-bench"),
         out: None,
         only_calls: false,
+        only_redaction: false,
     };
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
@@ -111,12 +116,16 @@ fn parse_opts() -> Result<Option<Opts>> {
             "--work" => o.work = PathBuf::from(val()?),
             "--out" => o.out = Some(PathBuf::from(val()?)),
             "--only-calls" => o.only_calls = true,
+            "--only-redaction" => o.only_redaction = true,
             "--help" | "-h" => {
                 println!("{}", usage());
                 return Ok(None);
             }
             other => bail!("unknown option {other}\n{}", usage()),
         }
+    }
+    if o.only_redaction {
+        return Ok(Some(o));
     }
     if o.noop.as_os_str().is_empty() || o.py.as_os_str().is_empty() {
         bail!("--noop and --py are required\n{}", usage());
@@ -497,6 +506,7 @@ fn sandbox_for(backend: &Path, root: &Path, helper: &Path) -> Result<Sandbox> {
         allow_read: Vec::new(),
         pass_env: Vec::new(),
         helper: Some(helper.to_path_buf()),
+        ..SandboxOptions::default()
     };
     Sandbox::detect(&opts).map_err(|e| anyhow!("{e}"))
 }
@@ -915,7 +925,7 @@ fn tools_list(ctx: &Ctx<'_>, rep: &mut Report) -> Result<()> {
     }
     for (label, backend, globals, root) in cases {
         let mut serve = ServeArgs::default_values();
-        serve.root = Some(root.clone());
+        serve.start.root = Some(root.clone());
         let globals = Globals {
             backend: Some(backend.clone()),
             ..globals
@@ -982,6 +992,104 @@ fn tools_list(ctx: &Ctx<'_>, rep: &mut Report) -> Result<()> {
     Ok(())
 }
 
+/// A typical result (about 2 KiB): a check's findings, nothing secret in it.
+fn typical_result() -> Value {
+    let findings: Vec<Value> = (0..8)
+        .map(|i| {
+            json!({
+                "code": format!("missing_field_{i}"),
+                "message": format!("Post {i} of the spring launch has no link; add one (https://example.com/spring?utm_source=linkedin&utm_campaign=launch-{i})."),
+                "line": 10 + i,
+                "severity": if i % 3 == 0 { "error" } else { "warning" },
+            })
+        })
+        .collect();
+    json!({
+        "campaign": "campaigns/spring-launch.yaml",
+        "id": "cmp_2026_0001",
+        "checked_at": "2026-03-04T07:31:12Z",
+        "channels": ["linkedin", "x", "mastodon"],
+        "token_count": 1834,
+        "findings": findings,
+        "summary": {"errors": 3, "warnings": 5, "posts": 12, "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+    })
+}
+
+/// A log summary of about `bytes` bytes: one string per line, a secret in
+/// one line of every thousand (a token shape, a `password=` pair).
+fn log_result(bytes: usize) -> Value {
+    let mut lines = Vec::new();
+    let mut size = 0;
+    let mut i = 0usize;
+    while size < bytes {
+        let line = if i % 1000 == 999 {
+            format!("2026-03-04T07:31:{:02}Z ERROR auth: retry with password=hunter2-{i} and ghp_a1B2c3D4e5F6g7H8i9J0a1B2c3D4e5F6g7H8", i % 60)
+        } else {
+            format!(
+                "2026-03-04T07:31:{:02}Z INFO scheduler: posted draft d_{i} to linkedin (https://www.linkedin.com/feed/update/urn:li:activity:{}) in {} ms",
+                i % 60,
+                7_100_000 + i,
+                200 + i % 300
+            )
+        };
+        size += line.len() + 3;
+        lines.push(Value::String(line));
+        i += 1;
+    }
+    json!({"log": "logs/reachweaver.log", "lines": lines, "count": i})
+}
+
+/// Redaction in-process: one call of `Redactor::redact` on a result, the
+/// document moved in as the server does (its copy is made outside the timing).
+fn redaction(rep: &mut Report) -> Result<()> {
+    let started = Instant::now();
+    let redactor = Redactor::new(vec![(
+        "REACHWEAVER_SMTP_PASS".to_string(),
+        "a-secret-from-the-environment".to_string(),
+    )]);
+    let built = started.elapsed();
+    let mut cases: Vec<(String, Value, usize)> =
+        vec![("typical result".into(), typical_result(), 20_000)];
+    for (label, bytes, n) in [
+        ("log summary, 64 KiB", 64 << 10, 400),
+        ("log summary, 256 KiB (the default cap)", 256 << 10, 100),
+        ("log summary, 1 MiB", 1 << 20, 30),
+        ("log summary, 4 MiB (the largest cap)", 4 << 20, 10),
+    ] {
+        cases.push((label.into(), log_result(bytes), n));
+    }
+    rep.line("\n### Redaction (in-process, per result)\n");
+    rep.line(format!(
+        "Building the redactor (once, at start): {:.2} ms.\n",
+        built.as_secs_f64() * 1e3
+    ));
+    rep.line("| result | bytes | n | replaced | median µs | p99 µs | µs per MiB |");
+    rep.line("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (label, doc, n) in cases {
+        let bytes = doc.to_string().len();
+        let mut samples = Vec::with_capacity(n);
+        let mut replaced = 0;
+        for _ in 0..n {
+            let copy = doc.clone();
+            let t = Instant::now();
+            let (out, count) = redactor.redact(copy);
+            samples.push(t.elapsed());
+            replaced = count;
+            drop(out);
+        }
+        let s = stats(&samples);
+        let median_us = s.median * 1e3;
+        rep.line(format!(
+            "| {label} | {bytes} | {} | {replaced} | {:.1} | {:.1} | {:.0} |",
+            s.n,
+            median_us,
+            s.p99 * 1e3,
+            median_us / (bytes as f64 / (1 << 20) as f64)
+        ));
+    }
+    Ok(())
+}
+
 fn machine(rep: &mut Report) {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let cpus = thread::available_parallelism().map_or(0, |n| n.get());
@@ -1023,6 +1131,13 @@ fn main() -> Result<()> {
     rep.line("");
     machine(&mut rep);
     let started = Instant::now();
+    if o.only_redaction {
+        redaction(&mut rep)?;
+        if let Some(out) = &o.out {
+            std::fs::write(out, &rep.md).with_context(|| format!("{}", out.display()))?;
+        }
+        return Ok(());
+    }
     per_call(&ctx, &o.noop, "tiny C backend", &mut rep)?;
     per_call(&ctx, &o.py, "Python backend", &mut rep)?;
     if !o.only_calls {
@@ -1041,6 +1156,7 @@ fn main() -> Result<()> {
             &mut rep,
         )?;
         tools_list(&ctx, &mut rep)?;
+        redaction(&mut rep)?;
         memory(&ctx, &mut rep)?;
         startup(&ctx, &mut rep)?;
     }

@@ -14,13 +14,9 @@ cd "$ROOT"
 command -v cargo >/dev/null || { echo "demo: cargo is needed (https://rustup.rs)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "demo: python3 is needed" >&2; exit 1; }
 
-echo "# building (debug)"
-BUILD_LOG="$(mktemp)"
-trap 'rm -f "$BUILD_LOG"' EXIT
-if ! cargo build --workspace --bins >"$BUILD_LOG" 2>&1; then
-    cat "$BUILD_LOG" >&2
-    exit 1
-fi
+# cargo's own progress stays on screen: a first build takes a few minutes.
+echo "# building (debug): cargo build --workspace --bins"
+cargo build --workspace --bins
 
 SERVER="$ROOT/target/debug/reachweaver-mcp"
 BACKEND="$ROOT/target/debug/reachweaver-reference"

@@ -111,6 +111,8 @@ have cargo-clippy || cargo clippy --version >/dev/null 2>&1 || record "tools: cl
 cargo fmt --version >/dev/null 2>&1 || record "tools: rustfmt present" 1 "rustup component add rustfmt"
 # The sandbox tests drop to an unprivileged user with setpriv (util-linux).
 have setpriv || apt_install util-linux || record "tools: setpriv (util-linux) installed" 1
+# ci/piped-session.sh checks the server's answers with jq, as docs/CI.md does.
+have jq || apt_install jq || record "tools: jq installed" 1
 if ! have node || ! have npm; then
     apt_install nodejs npm || record "tools: node and npm installed" 1
 fi
@@ -123,6 +125,17 @@ echo "cargo $(cargo --version | cut -d' ' -f2), python $(python3 -c 'import sys;
 say "1. formatting and lints"
 check "cargo fmt --check" cargo fmt --all -- --check
 check "cargo clippy -D warnings" cargo clippy --workspace --all-targets -- -D warnings
+# macOS is built from here but runs only on a Mac (ci/macos-check.sh): the
+# macOS code must at least compile and lint for both Apple targets. The
+# reference backend is left out: its bundled SQLite needs a C cross-compiler.
+apple_check() {
+    local target="$1"
+    rustup target list --installed 2>/dev/null | grep -qx "$target" || rustup target add "$target" || return 1
+    cargo clippy -p reachweaver-mcp --all-targets --target "$target" -- -D warnings
+}
+for target in x86_64-apple-darwin aarch64-apple-darwin; do
+    check "macOS code compiles and lints ($target)" apple_check "$target"
+done
 
 # ---------------------------------------------------------------------------
 say "2. build and Rust tests"
@@ -223,6 +236,8 @@ make_workspace() {
     "$BACKEND" --home="$WS" init --format=json
 }
 check "fresh example workspace (reference init)" built make_workspace
+check "reference catalog valid against docs/catalog.schema.json, broken ones rejected (jsonschema)" \
+    built "$PY" ci/check_catalog.py docs/catalog.schema.json "$BACKEND" "$WS"
 SERVE=("$SERVER" "--backend=$BACKEND" "--home=$WS" mcp-serve)
 echo "server: ${SERVE[*]}"
 
@@ -244,6 +259,8 @@ for era in legacy modern auto; do
         "$PY" tests/clients/inspector.py "$era" "$PLAN" "$NODEBIN/mcp-inspector" -- "${SERVE[@]}"
 done
 client_check tssdk legacy "typescript sdk 1.32.2: legacy" "$NODEBIN/node" "$NODEDIR/sdk_client.mjs" "$PLAN" -- "${SERVE[@]}"
+check "piped session (printf | mcp-serve): every answer, layers attested (ci/piped-session.sh, as docs/CI.md)" \
+    built bash ci/piped-session.sh "$SERVER" "$BACKEND" "$WS" campaign_check '{"campaign":"campaigns/spring-launch.yaml"}'
 
 # ---------------------------------------------------------------------------
 say "5. MCP Bundle"

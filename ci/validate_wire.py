@@ -15,7 +15,7 @@ unknown members, so each message must also survive a round trip through its
 model unchanged: a member the model does not know is reported, not dropped.
 The three older revisions have no published models; they are checked against
 the hand-written shapes in ci/golden/<revision>.json. On top of the schema,
-the project's own wire rules (PROTOCOL.md sections D, E and F) are checked in
+the project's own wire rules (docs/PROTOCOL.md sections D, E and F) are checked in
 every revision.
 
 usage: validate_wire.py [--min N] LOG
@@ -227,7 +227,7 @@ def load_golden() -> dict[str, Golden]:
 
 
 def check_envelope_frame(msg: Any) -> None:
-    """JSON-RPC 2.0 response framing (PROTOCOL.md A2, A18, J1)."""
+    """JSON-RPC 2.0 response framing (docs/PROTOCOL.md A2, A18, J1)."""
     if not isinstance(msg, dict):
         raise Invalid("message is not a JSON object")
     if msg.get("jsonrpc") != "2.0":
@@ -303,7 +303,7 @@ def check_tool(tool: dict[str, Any], rev: str, where: str) -> None:
 
 
 def check_tool_result(result: dict[str, Any], rev: str) -> None:
-    """The one envelope of CONTRACT.md section 5, as text and (from 2025-06-18) structuredContent."""
+    """The one envelope (docs/BACKEND.md, What the client receives), as text and (2025-06-18 on) structuredContent."""
     content = result.get("content")
     if not isinstance(content, list) or len(content) != 1:
         raise Invalid("content is not exactly one item")

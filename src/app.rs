@@ -1,453 +1,172 @@
-//! The edge: subcommands, start-up (backend, sandbox, catalog, tools, built
-//! once), and the per-call path shared by `mcp-serve` and `call`.
-//!
-//! Start-up does everything that can fail slowly or be misconfigured before
-//! a client is served, so a running server only ever takes the short, fixed
-//! path of [`App::call`]; `tools` and `call` go through the very same code so
-//! an owner can see and try exactly what a client would get.
-//!
-//! INTERFACE (used by dispatch.rs and serve.rs; keep these names):
-//! - `App { tools, instructions, max_concurrent }`
-//! - `App::start(&Globals, &ServeArgs) -> anyhow::Result<App>`
-//! - `App::call(&self, &Tool, &Map<String, Value>, &Cancel) -> CallOutcome`
-//!   (validates, rate-limits, runs sandboxed, maps, redacts, logs one line).
+//! The subcommands: each one a short function over the start-up
+//! ([`crate::startup`]) and the per-call pipeline ([`crate::call`]).
+//! `main` only maps [`run`] to an exit code.
 
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::io::Write;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::bail;
 use serde_json::{json, Map, Value};
 
-use crate::argv::Invocation;
 use crate::cancel::Cancel;
-use crate::catalog::{self, Program};
-use crate::cli::{Cli, Command, Globals, ServeArgs};
-use crate::confine::Root;
-use crate::envelope::Envelope;
-use crate::error::ToolError;
-use crate::limits::{RateLimiter, CATALOG_MAX_BYTES, CATALOG_TIMEOUT};
-use crate::redact::Redactor;
-use crate::run::{self, Bounds, CallEnd, RunEnd};
-use crate::sandbox::{RunKind, Sandbox, SandboxOptions};
-use crate::tools::{self, Report, Tool, ToolKind, ToolSet, Verdict};
-use crate::validate;
+use crate::cli::{Cli, Command, ServeArgs};
+use crate::protect::Protected;
+use crate::tools::{self, Verdict};
 
-pub const SERVER_NAME: &str = "reachweaver-mcp";
-pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub use crate::call::CallOutcome;
+pub use crate::startup::{App, SERVER_NAME, SERVER_VERSION};
 
-/// The command served when `--backend` is not given.
-const DEFAULT_BACKEND: &str = "reachweaver";
-
-const INSTRUCTIONS: &str = "Read-only tools for the ReachWeaver command line. \
-Each tool runs the ReachWeaver command of the same name once, in a sandbox with no network \
-that can read only the shared root folder; file arguments are paths inside that folder. \
-Every result is a JSON envelope {\"exit_code\": N, \"output\": ...}: exit_code 0 means done \
-with nothing to report, 1 means done with findings (a normal answer), and 2 means an error, \
-with output {\"error\": {\"code\": \"...\", \"message\": \"...\"}} saying what to change.";
-
-pub struct App {
-    pub tools: ToolSet,
-    pub instructions: String,
-    pub max_concurrent: usize,
-    report: Report,
-    backend: PathBuf,
-    program: Program,
-    invocation: Invocation,
-    root: Root,
-    sandbox: Sandbox,
-    limiter: RateLimiter,
-    redactor: Redactor,
-    bounds: Bounds,
-}
-
-pub enum CallOutcome {
-    Done(Envelope),
-    /// Cancelled by the client: nothing is written for it.
-    Cancelled,
-}
-
-/// The four global options, in contract order (CONTRACT.md §1).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct GlobalPaths {
-    home: Option<PathBuf>,
-    db: Option<PathBuf>,
-    accounts: Option<PathBuf>,
-    profile: Option<PathBuf>,
-}
-
-impl GlobalPaths {
-    fn iter(&self) -> impl Iterator<Item = (&'static str, &PathBuf)> {
-        [
-            ("--home", &self.home),
-            ("--db", &self.db),
-            ("--accounts", &self.accounts),
-            ("--profile", &self.profile),
-        ]
-        .into_iter()
-        .filter_map(|(flag, p)| p.as_ref().map(|p| (flag, p)))
-    }
-
-    fn argv(&self) -> anyhow::Result<Vec<String>> {
-        self.iter()
-            .map(|(flag, p)| Ok(format!("{flag}={}", utf8(p, flag)?)))
-            .collect()
+pub fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::McpServe(args) => {
+            if args.print_config.is_some() {
+                return crate::client_config::print(&cli.globals, &args);
+            }
+            let app = App::start(&cli.globals, &args)?;
+            crate::serve::serve(std::sync::Arc::new(app));
+            Ok(0)
+        }
+        Command::Sandbox(cmd) => crate::sandbox::cli(&cli.globals, cmd),
+        Command::SandboxHelper { policy } => crate::sandbox::helper_main(&policy),
+        Command::ProbeAttempt { name, args } => Ok(crate::sandbox::probe_attempt(&name, &args)),
+        Command::Tools { json, check, start } => {
+            let serve = ServeArgs::for_subcommand(start, None);
+            if check {
+                return crate::check::run(&cli.globals, &serve, json);
+            }
+            let app = App::start(&cli.globals, &serve)?;
+            let text = if json {
+                serde_json::to_string_pretty(&tools_json(&app))? + "\n"
+            } else {
+                tools_text(&app)
+            };
+            print_stdout(&text)?;
+            Ok(0)
+        }
+        Command::Call {
+            tool,
+            arg,
+            args_json,
+            start,
+            limits,
+        } => {
+            let args = call_arguments(&arg, args_json.as_deref())?;
+            let app = App::start(
+                &cli.globals,
+                &ServeArgs::for_subcommand(start, Some(limits)),
+            )?;
+            let Some(t) = app.tools.get(&tool) else {
+                eprintln!("{SERVER_NAME}: {}", unknown_tool(&app, &tool));
+                return Ok(2);
+            };
+            match app.call(t, &args, &Cancel::new()) {
+                CallOutcome::Done(envelope) => {
+                    print_stdout(&(envelope.to_text() + "\n"))?;
+                    Ok(u8::try_from(envelope.exit_code).unwrap_or(2))
+                }
+                CallOutcome::Cancelled => {
+                    eprintln!("{SERVER_NAME}: the call was cancelled");
+                    Ok(2)
+                }
+            }
+        }
     }
 }
 
-impl App {
-    pub fn start(globals: &Globals, serve: &ServeArgs) -> anyhow::Result<App> {
-        Self::start_with_helper(globals, serve, None)
-    }
+/// Write to stdout; a reader that went away (`| head`) is not an error
+/// (`main` ends quietly with 0 on a broken pipe).
+fn print_stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
 
-    /// `start`, with the program re-run as the sandbox helper named (for
-    /// code whose own process is not the server, such as tests).
-    pub fn start_with_helper(
-        globals: &Globals,
-        serve: &ServeArgs,
-        helper: Option<PathBuf>,
-    ) -> anyhow::Result<App> {
-        let cwd = std::env::current_dir().context("cannot read the current folder")?;
-        let backend = resolve_backend(globals.backend.as_deref(), &cwd)?;
-        let backend_str = utf8(&backend, "--backend")?;
+/// Whether an error is a closed stdout (`| head`): the reader has what it
+/// wanted, so it ends quietly.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
 
-        let owner = GlobalPaths {
-            home: globals.home.as_deref().map(|p| absolute(&cwd, p)),
-            db: globals.db.as_deref().map(|p| absolute(&cwd, p)),
-            accounts: globals.accounts.as_deref().map(|p| absolute(&cwd, p)),
-            profile: globals.profile.as_deref().map(|p| absolute(&cwd, p)),
-        };
-        let given_root = serve.root.as_deref().map(|r| absolute(&cwd, r));
+/// `tools --json`: stable machine form.
+fn tools_json(app: &App) -> Value {
+    json!({
+        "backend": {
+            "path": app.config.backend.display().to_string(),
+            "name": app.program.name,
+            "version": app.program.version,
+        },
+        "root": app.root.path().display().to_string(),
+        "globals": app.invocation.globals(),
+        "tool_count": app.tools.len(),
+        "protected": protected_json(&app.protected),
+        "commands": app.report.to_json(&app.tools),
+    })
+}
 
-        let mut options = SandboxOptions {
-            mode: serve.sandbox,
-            backend: backend.clone(),
-            root: PathBuf::new(),
-            read: owner.iter().map(|(_, p)| p.clone()).collect(),
-            db: owner.db.clone(),
-            allow_read: serve.allow_read.iter().map(|p| absolute(&cwd, p)).collect(),
-            pass_env: serve.pass_env.clone(),
-            helper,
-        };
-
-        // The catalog is read with the owner's globals only, in a sandbox
-        // whose root is the best guess available before the catalog is known.
-        let provisional = given_root
-            .clone()
-            .or_else(|| owner.home.clone())
-            .unwrap_or_else(|| cwd.clone());
-        let provisional = Root::new(&provisional).map_err(|e| anyhow!("{e}"))?;
-        options.root = provisional.path().to_path_buf();
-        let sandbox = Sandbox::detect(&options).map_err(|e| anyhow!("{e}"))?;
-        let catalog = read_catalog(&sandbox, &backend_str, &owner.argv()?, provisional.path())?;
-
-        let fixed = GlobalPaths {
-            home: owner.home.clone().or_else(|| catalog.paths.home.clone()),
-            db: owner.db.clone().or_else(|| catalog.paths.db.clone()),
-            accounts: owner
-                .accounts
-                .clone()
-                .or_else(|| catalog.paths.accounts.clone()),
-            profile: owner
-                .profile
-                .clone()
-                .or_else(|| catalog.paths.profile.clone()),
-        };
-        let root_path = given_root
-            .or_else(|| fixed.home.clone())
-            .unwrap_or_else(|| cwd.clone());
-        let root = Root::new(&root_path).map_err(|e| anyhow!("{e}"))?;
-        if let Some(home) =
-            std::env::var_os("HOME").and_then(|h| PathBuf::from(h).canonicalize().ok())
-        {
-            if home == root.path() {
-                eprintln!(
-                    "{SERVER_NAME}: warning: the root is your home folder {}; tool calls can read every file in it. Pass --root with a smaller folder.",
-                    root.path().display()
-                );
-            }
-        }
-
-        options.root = root.path().to_path_buf();
-        options.read = fixed
-            .iter()
-            .filter(|(flag, p)| owner.iter().any(|(f, _)| f == *flag) || p.exists())
-            .map(|(_, p)| p.clone())
-            .collect();
-        options.db = fixed.db.clone();
-        let sandbox = Sandbox::detect(&options).map_err(|e| anyhow!("{e}"))?;
-
-        let (tool_set, report) = tools::build(&catalog, serve.allow_drafts);
-        let invocation = Invocation::new(
-            backend_str,
-            fixed.argv()?,
-            catalog.format_flag.clone(),
-            catalog.end_of_options,
-        );
-
-        let mut line = format!(
-            "{SERVER_NAME}: serving {} ({} {}): {} tool{}; sandbox: {}",
-            backend.display(),
-            catalog.program.name,
-            catalog.program.version,
-            tool_set.len(),
-            if tool_set.len() == 1 { "" } else { "s" },
-            sandbox.layers_line()
-        );
-        if tool_set.is_empty() {
-            line.push_str("; warning: the backend's catalog has no command that can be offered (`tools` says why)");
-        }
-        if serve.allow_drafts && !tool_set.iter().any(|t| t.kind == ToolKind::Draft) {
-            line.push_str(
-                "; warning: --allow-drafts given, but the backend has no eligible `draft` command",
-            );
-        }
-        eprintln!("{line}");
-
-        let max_concurrent = match serve.max_concurrent_calls {
-            Some(n) => n as usize,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        };
-        Ok(App {
-            tools: tool_set,
-            instructions: INSTRUCTIONS.to_string(),
-            max_concurrent,
-            report,
-            backend,
-            program: catalog.program.clone(),
-            invocation,
-            root,
-            sandbox,
-            limiter: RateLimiter::new(serve.max_calls_per_minute),
-            redactor: Redactor::from_env(),
-            bounds: Bounds {
-                max_stdout: usize::try_from(serve.max_output_bytes).unwrap_or(usize::MAX),
-                timeout: (serve.call_timeout > 0).then(|| Duration::from_secs(serve.call_timeout)),
-            },
-        })
-    }
-
-    /// Validate, confine, build argv, rate-limit, run, map, redact; one log line.
-    pub fn call(&self, tool: &Tool, args: &Map<String, Value>, cancel: &Cancel) -> CallOutcome {
-        let started = Instant::now();
-        let log = |exit: &str, extra: &str| {
-            crate::log::line(format!(
-                "call tool={} exit={exit}{extra} ms={}",
-                tool.name,
-                started.elapsed().as_millis()
-            ));
-        };
-
-        let argv = match self.prepare(tool, args) {
-            Ok(argv) => argv,
-            Err(e) => {
-                log("2", &format!(" error={}", e.code()));
-                return CallOutcome::Done(self.finish(Envelope::from_error(&e)));
-            }
-        };
-        if cancel.is_cancelled() {
-            log("cancelled", "");
-            return CallOutcome::Cancelled;
-        }
-        if let Err(e) = self.limiter.try_start() {
-            log("2", &format!(" error={}", e.code()));
-            return CallOutcome::Done(self.finish(Envelope::from_error(&e)));
-        }
-
-        let kind = match tool.kind {
-            ToolKind::ReadOnly => RunKind::ReadOnly,
-            ToolKind::Draft => RunKind::Draft,
-        };
-        match run::run_tool(
-            &self.sandbox,
-            kind,
-            &argv,
-            self.root.path(),
-            self.bounds,
-            cancel,
-        ) {
-            CallEnd::Answer(envelope) => {
-                let envelope = self.finish(envelope);
-                let bytes = envelope.to_text().len();
-                log(&envelope.exit_code.to_string(), &format!(" bytes={bytes}"));
-                CallOutcome::Done(envelope)
-            }
-            CallEnd::Failed(e) => {
-                let envelope = self.finish(Envelope::from_error(&e));
-                let bytes = envelope.to_text().len();
-                log("2", &format!(" error={} bytes={bytes}", e.code()));
-                CallOutcome::Done(envelope)
-            }
-            CallEnd::TimedOut(e) => {
-                let envelope = self.finish(Envelope::from_error(&e));
-                let bytes = envelope.to_text().len();
-                log("timeout", &format!(" bytes={bytes}"));
-                CallOutcome::Done(envelope)
-            }
-            CallEnd::Cancelled => {
-                log("cancelled", "");
-                CallOutcome::Cancelled
-            }
+/// The protected patterns and fixed files, as `tools --json` shows them.
+fn protected_json(p: &Protected) -> Value {
+    let mut fixed: Vec<Value> = Vec::new();
+    for f in p.fixed_files.iter().filter(|f| f.primary) {
+        let path = f.path.display().to_string();
+        if !fixed.iter().any(|v| v["path"] == path.as_str()) {
+            fixed.push(json!({"file": f.what, "path": path}));
         }
     }
+    json!({
+        "patterns": p.patterns.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+        "fixed_files": fixed,
+    })
+}
 
-    fn prepare(&self, tool: &Tool, args: &Map<String, Value>) -> Result<Vec<String>, ToolError> {
-        let call = validate::validate(tool, args)?.confine(&self.root)?;
-        self.invocation.build(&call)
-    }
-
-    /// Every string of the envelope passes through redaction before it leaves.
-    fn finish(&self, envelope: Envelope) -> Envelope {
-        Envelope {
-            exit_code: envelope.exit_code,
-            output: self.redactor.redact_value(envelope.output),
+/// `; and the fixed accounts, profile and database files` when there are any.
+fn fixed_files_text(p: &Protected) -> String {
+    let mut kinds: Vec<&str> = Vec::new();
+    for f in &p.fixed_files {
+        if !kinds.contains(&f.what) {
+            kinds.push(f.what);
         }
     }
-
-    /// `tools --json`: stable machine form.
-    fn tools_json(&self) -> Value {
-        json!({
-            "backend": {
-                "path": self.backend.display().to_string(),
-                "name": self.program.name,
-                "version": self.program.version,
-            },
-            "root": self.root.path().display().to_string(),
-            "globals": self.invocation.globals(),
-            "tool_count": self.tools.len(),
-            "commands": self.report.to_json(&self.tools),
-        })
+    match kinds.as_slice() {
+        [] => String::new(),
+        [one] => format!("; and the fixed {one} file"),
+        [init @ .., last] => format!("; and the fixed {} and {last} files", init.join(", ")),
     }
+}
 
-    /// `tools`: for people.
-    fn tools_text(&self) -> String {
-        let mut out = format!(
-            "backend: {} ({} {})\nroot: {}\n",
-            self.backend.display(),
-            self.program.name,
-            self.program.version,
-            self.root.path().display()
-        );
-        if !self.invocation.globals().is_empty() {
-            out.push_str(&format!(
-                "globals: {}\n",
-                self.invocation.globals().join(" ")
-            ));
-        }
+/// `tools`: for people.
+fn tools_text(app: &App) -> String {
+    let mut out = format!(
+        "backend: {} ({} {})\nroot: {}\n",
+        app.config.backend.display(),
+        app.program.name,
+        app.program.version,
+        app.root.path().display()
+    );
+    if !app.invocation.globals().is_empty() {
         out.push_str(&format!(
-            "{} of {} commands offered as tools\n\n",
-            self.tools.len(),
-            self.report.commands.len()
+            "globals: {}\n",
+            app.invocation.globals().join(" ")
         ));
-        out.push_str(&self.report.to_text());
-        out
     }
-}
-
-/// Run `describe --format=json` once and check what it printed.
-fn read_catalog(
-    sandbox: &Sandbox,
-    backend: &str,
-    owner_globals: &[String],
-    cwd: &Path,
-) -> anyhow::Result<catalog::Catalog> {
-    let argv = Invocation::describe(backend, owner_globals);
-    let what = format!("`{backend} describe --format=json`");
-    let bounds = Bounds {
-        max_stdout: CATALOG_MAX_BYTES,
-        timeout: Some(CATALOG_TIMEOUT),
-    };
-    let end = run::run_once(
-        sandbox,
-        RunKind::ReadOnly,
-        &argv,
-        cwd,
-        bounds,
-        &Cancel::new(),
-    )
-    .map_err(|e| anyhow!("could not run {what}: {e}"))?;
-    let finished = match end {
-        RunEnd::Finished(f) => f,
-        RunEnd::TooLarge => bail!("{what} printed more than {} MiB", CATALOG_MAX_BYTES >> 20),
-        RunEnd::TimedOut => bail!(
-            "{what} did not finish within {} seconds",
-            CATALOG_TIMEOUT.as_secs()
-        ),
-        RunEnd::HeldOpen(_) => bail!("{what} left a process running that kept its output open"),
-        RunEnd::Cancelled => bail!("{what} was cancelled"),
-    };
-    if finished.exit != run::Exit::Code(0) {
-        let detail = serde_json::from_slice::<Value>(&finished.stdout)
-            .ok()
-            .and_then(|d| d["error"]["message"].as_str().map(str::to_string))
-            .or_else(|| run::first_line(&finished.stderr))
-            .unwrap_or_else(|| "no message".to_string());
-        let how = match finished.exit {
-            run::Exit::Code(c) => format!("exit code {c}"),
-            run::Exit::Signal(s) => format!("signal {s}"),
-        };
-        bail!("{what} failed ({how}): {detail}");
-    }
-    catalog::parse(&finished.stdout).map_err(|e| anyhow!("{e}"))
-}
-
-/// `--backend`, else `reachweaver` on PATH, as an absolute canonical executable.
-fn resolve_backend(given: Option<&Path>, cwd: &Path) -> anyhow::Result<PathBuf> {
-    let candidate = match given {
-        Some(p) if p.as_os_str().as_bytes().contains(&b'/') => cwd.join(p),
-        Some(p) => find_on_path(p).ok_or_else(|| {
-            anyhow!("cannot find the backend `{}` on PATH; pass --backend with its path", p.display())
-        })?,
-        None => find_on_path(Path::new(DEFAULT_BACKEND)).ok_or_else(|| {
-            anyhow!("cannot find `{DEFAULT_BACKEND}` on PATH; install it or pass --backend with its path")
-        })?,
-    };
-    let canonical = candidate
-        .canonicalize()
-        .with_context(|| format!("the backend {} cannot be used", candidate.display()))?;
-    if !is_executable_file(&canonical) {
-        bail!(
-            "the backend {} is not an executable file",
-            canonical.display()
-        );
-    }
-    Ok(canonical)
-}
-
-/// `p` against `cwd`: canonical when it exists (so the sandbox grants the
-/// real file), else with `.` components dropped and `..` left for the
-/// backend to resolve as it would on the command line.
-fn absolute(cwd: &Path, p: &Path) -> PathBuf {
-    let joined = cwd.join(p);
-    if let Ok(canonical) = joined.canonicalize() {
-        return canonical;
-    }
-    let mut out = PathBuf::new();
-    for c in joined.components() {
-        if c != std::path::Component::CurDir {
-            out.push(c.as_os_str());
-        }
-    }
+    out.push_str(&format!(
+        "protected (no path argument may name these): {}{}\n",
+        app.protected
+            .patterns
+            .iter()
+            .map(|p| p.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        fixed_files_text(&app.protected),
+    ));
+    out.push_str(&format!(
+        "{} of {} commands offered as tools\n\n",
+        app.tools.len(),
+        app.report.commands.len()
+    ));
+    out.push_str(&app.report.to_text());
     out
-}
-
-fn find_on_path(name: &Path) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable_file(p))
-}
-
-fn is_executable_file(p: &Path) -> bool {
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-fn utf8(p: &Path, what: &str) -> anyhow::Result<String> {
-    p.to_str()
-        .map(str::to_string)
-        .ok_or_else(|| anyhow!("{what} {} is not valid UTF-8", p.display()))
 }
 
 /// `--arg KEY=VALUE ...` or `--args-json '{...}'` -> the arguments object.
@@ -461,9 +180,9 @@ fn call_arguments(pairs: &[String], json_text: Option<&str>) -> anyhow::Result<M
     }
     let mut grouped: Vec<(String, Vec<Value>)> = Vec::new();
     for pair in pairs {
-        let (key, raw) = pair
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--arg `{pair}` has no `=`; write --arg KEY=VALUE"))?;
+        let Some((key, raw)) = pair.split_once('=') else {
+            bail!("--arg `{pair}` has no `=`; write --arg KEY=VALUE");
+        };
         if key.is_empty() {
             bail!("--arg `{pair}` has an empty key");
         }
@@ -485,54 +204,6 @@ fn call_arguments(pairs: &[String], json_text: Option<&str>) -> anyhow::Result<M
             (k, v)
         })
         .collect())
-}
-
-pub fn run(cli: Cli) -> anyhow::Result<u8> {
-    match cli.command {
-        Command::McpServe(args) => {
-            if args.print_config.is_some() {
-                return crate::client_config::print(&cli.globals, &args);
-            }
-            let app = App::start(&cli.globals, &args)?;
-            crate::serve::serve(std::sync::Arc::new(app));
-            Ok(0)
-        }
-        Command::Sandbox(cmd) => crate::sandbox::cli(&cli.globals, cmd),
-        Command::SandboxHelper { policy } => crate::sandbox::helper_main(&policy),
-        Command::ProbeAttempt { name, args } => Ok(crate::sandbox::probe_attempt(&name, &args)),
-        Command::Tools { json, serve } => {
-            let app = App::start(&cli.globals, &serve)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&app.tools_json())?);
-            } else {
-                print!("{}", app.tools_text());
-            }
-            Ok(0)
-        }
-        Command::Call {
-            tool,
-            arg,
-            args_json,
-            serve,
-        } => {
-            let args = call_arguments(&arg, args_json.as_deref())?;
-            let app = App::start(&cli.globals, &serve)?;
-            let Some(t) = app.tools.get(&tool) else {
-                eprintln!("{SERVER_NAME}: {}", unknown_tool(&app, &tool));
-                return Ok(2);
-            };
-            match app.call(t, &args, &Cancel::new()) {
-                CallOutcome::Done(envelope) => {
-                    println!("{}", envelope.to_text());
-                    Ok(u8::try_from(envelope.exit_code).unwrap_or(2))
-                }
-                CallOutcome::Cancelled => {
-                    eprintln!("{SERVER_NAME}: the call was cancelled");
-                    Ok(2)
-                }
-            }
-        }
-    }
 }
 
 /// Say why `name` is not a tool: withheld (and why), or unknown.
@@ -561,140 +232,13 @@ fn unknown_tool(app: &App, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::SandboxMode;
-    use std::sync::Arc;
-
-    /// An app serving the integration tests' fake backend.
-    fn fixture_app(max_calls: u32) -> (tempfile::TempDir, App) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("root");
-        std::fs::create_dir_all(&root).unwrap();
-        let globals = Globals {
-            backend: Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/shelfcheck")),
-            db: Some(dir.path().join("shelf.db")),
-            ..Globals::default()
-        };
-        let serve = ServeArgs {
-            root: Some(root),
-            max_output_bytes: 262_144,
-            max_calls_per_minute: max_calls,
-            call_timeout: 60,
-            sandbox: SandboxMode::BestEffort,
-            ..ServeArgs::default()
-        };
-        let helper = crate::sandbox::helper_next_to_test_binary();
-        let app = App::start_with_helper(&globals, &serve, Some(helper)).unwrap();
-        (dir, app)
-    }
-
-    fn call(app: &App, tool: &str, args: Value) -> Envelope {
-        let tool = app.tools.get(tool).unwrap();
-        match app.call(tool, args.as_object().unwrap(), &Cancel::new()) {
-            CallOutcome::Done(e) => e,
-            CallOutcome::Cancelled => panic!("cancelled"),
-        }
-    }
-
-    fn code(e: &Envelope) -> &str {
-        e.output["error"]["code"].as_str().unwrap_or("")
-    }
 
     #[test]
-    fn rate_limit_counts_started_calls_only() {
-        let (_dir, app) = fixture_app(2);
-        assert_eq!(call(&app, "selftest", json!({"mode": "ok"})).exit_code, 0);
-        for _ in 0..3 {
-            assert_eq!(
-                code(&call(&app, "selftest", json!({"mode": "nope"}))),
-                "invalid_argument"
-            );
-        }
-        // A failed run still started, so it counts.
-        assert_eq!(
-            code(&call(&app, "selftest", json!({"mode": "crash"}))),
-            "backend_failed"
-        );
-        let refused = call(&app, "selftest", json!({"mode": "ok"}));
-        assert_eq!(code(&refused), "rate_limited");
-        assert!(refused.output["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("Wait "));
-        // Validation comes first and stays exact while the budget is spent.
-        assert_eq!(
-            code(&call(&app, "selftest", json!({"mode": "nope"}))),
-            "invalid_argument"
-        );
-    }
-
-    #[test]
-    fn cancelling_a_running_call_answers_nothing_and_returns_promptly() {
-        let (_dir, app) = fixture_app(60);
-        let tool = app.tools.get("selftest").unwrap();
-        let cancel = Cancel::new();
-        let c2 = cancel.clone();
-        let canceller = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(300));
-            c2.cancel();
-        });
-        let t = Instant::now();
-        let args = json!({"mode": "slow", "seconds": 30});
-        let outcome = app.call(tool, args.as_object().unwrap(), &cancel);
-        canceller.join().unwrap();
-        assert!(matches!(outcome, CallOutcome::Cancelled));
-        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
-    }
-
-    #[test]
-    fn a_call_cancelled_before_it_starts_does_not_run() {
-        let (dir, app) = fixture_app(60);
-        let tool = app.tools.get("selftest").unwrap();
-        let cancel = Cancel::new();
-        cancel.cancel();
-        let args = json!({"mode": "ok"});
-        assert!(matches!(
-            app.call(tool, args.as_object().unwrap(), &cancel),
-            CallOutcome::Cancelled
-        ));
-        let ran = std::fs::read_to_string(dir.path().join("shelf.db")).unwrap_or_default();
-        assert!(!ran.contains("ran selftest"), "{ran}");
-    }
-
-    #[test]
-    fn calls_run_concurrently_from_worker_threads() {
-        let (_dir, app) = fixture_app(60);
-        let app = Arc::new(app);
-        let t = Instant::now();
-        let workers: Vec<_> = (0..2)
-            .map(|_| {
-                let app = Arc::clone(&app);
-                std::thread::spawn(move || {
-                    call(&app, "selftest", json!({"mode": "slow", "seconds": 1}))
-                })
-            })
-            .collect();
-        for w in workers {
-            assert_eq!(w.join().unwrap().output, json!({"status": "slept"}));
-        }
-        assert!(
-            t.elapsed() < Duration::from_millis(1900),
-            "ran one after the other: {:?}",
-            t.elapsed()
-        );
-    }
-
-    #[test]
-    fn instructions_and_concurrency_are_set() {
-        let (_dir, app) = fixture_app(60);
-        assert!(app.instructions.contains("exit_code"));
-        assert!(app.max_concurrent >= 1);
-        assert_eq!(app.tools.len(), 4);
-    }
-
-    #[test]
-    fn app_can_be_shared_between_worker_threads() {
-        fn assert_send_sync<T: Send + Sync>() {}
-        assert_send_sync::<App>();
+    fn a_broken_pipe_is_recognised_through_context() {
+        let e = anyhow::Error::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+            .context("writing the tool list");
+        assert!(is_broken_pipe(&e));
+        assert!(!is_broken_pipe(&anyhow::anyhow!("other")));
     }
 
     #[test]
@@ -729,39 +273,5 @@ mod tests {
             json!([1])
         );
         assert!(call_arguments(&[], None).unwrap().is_empty());
-    }
-
-    #[test]
-    fn global_paths_are_in_contract_order() {
-        let g = GlobalPaths {
-            home: Some("/h".into()),
-            db: None,
-            accounts: Some("/h/a.yaml".into()),
-            profile: Some("/h/p.yaml".into()),
-        };
-        assert_eq!(
-            g.argv().unwrap(),
-            vec!["--home=/h", "--accounts=/h/a.yaml", "--profile=/h/p.yaml"]
-        );
-    }
-
-    #[test]
-    fn backend_resolution() {
-        let dir = tempfile::tempdir().unwrap();
-        let exe = dir.path().join("rw");
-        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
-        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let plain = dir.path().join("plain");
-        std::fs::write(&plain, "").unwrap();
-
-        let got = resolve_backend(Some(Path::new("./rw")), dir.path()).unwrap();
-        assert_eq!(got, exe.canonicalize().unwrap());
-        let e = resolve_backend(Some(Path::new("./plain")), dir.path()).unwrap_err();
-        assert!(e.to_string().contains("not an executable file"), "{e}");
-        let e = resolve_backend(Some(Path::new("./missing")), dir.path()).unwrap_err();
-        assert!(e.to_string().contains("cannot be used"), "{e}");
-        let e = resolve_backend(Some(Path::new("surely-no-such-backend-here")), dir.path())
-            .unwrap_err();
-        assert!(e.to_string().contains("on PATH"), "{e}");
     }
 }

@@ -1,4 +1,4 @@
-//! A fully checked call -> the backend's argv (CONTRACT.md §1).
+//! A fully checked call -> the backend's argv (docs/BACKEND.md, Invocation).
 //!
 //! The spelling rules are what keep a value from becoming an option: flags
 //! are one element each (`--name=value`), positionals follow a literal `--`,
@@ -6,11 +6,10 @@
 //! rule is pinned by a golden vector.
 
 use crate::confine::ConfinedPath;
-use crate::error::ToolError;
+use crate::error::{ErrorCode, ToolError};
+// Kept reachable here for callers of the argv step; it lives with validation.
+pub use crate::validate::plain_decimal;
 use crate::validate::{FlagValue, Scalar, ValidatedCall};
-
-/// Longest plain-decimal spelling of a number we pass on.
-const MAX_DECIMAL_LEN: usize = 400;
 
 /// What every run's argv starts with and how it is spelled, fixed at start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,7 +36,7 @@ impl Invocation {
         }
     }
 
-    /// The catalog request: always this literal spelling (CONTRACT.md §2).
+    /// The catalog request: always this literal spelling (docs/BACKEND.md, Catalog).
     pub fn describe(backend: &str, globals: &[String]) -> Vec<String> {
         let mut argv = Vec::with_capacity(globals.len() + 3);
         argv.push(backend.to_string());
@@ -72,7 +71,7 @@ impl Invocation {
                 let s = spell(p);
                 if !self.end_of_options && s.starts_with('-') {
                     return Err(ToolError::new(
-                        "invalid_argument",
+                        ErrorCode::InvalidArgument,
                         format!("The value \"{s}\" starts with `-`, which this backend would read as an option; give a value that doesn't start with `-`."),
                     ));
                 }
@@ -81,7 +80,7 @@ impl Invocation {
         }
         if argv.iter().any(|a| a.contains('\0')) {
             return Err(ToolError::new(
-                "invalid_argument",
+                ErrorCode::InvalidArgument,
                 "A value contains a NUL byte, which cannot be passed to a command; remove it.",
             ));
         }
@@ -96,71 +95,6 @@ fn spell(s: &Scalar<ConfinedPath>) -> String {
         Scalar::Decimal(d) => d.clone(),
         Scalar::Path(p) => p.as_str().to_string(),
     }
-}
-
-/// A JSON number literal in plain decimal notation: `2.5e-1` -> `0.25`,
-/// `1E3` -> `1000`, `0.50` -> `0.5`. Exact (digits are moved, not
-/// computed); `None` for something that isn't a number literal or whose
-/// plain spelling would be unreasonably long.
-pub fn plain_decimal(literal: &str) -> Option<String> {
-    let (negative, rest) = match literal.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, literal),
-    };
-    let (mantissa, exponent) = match rest.find(['e', 'E']) {
-        Some(i) => (&rest[..i], rest[i + 1..].parse::<i64>().ok()?),
-        None => (rest, 0),
-    };
-    let (int_part, frac_part) = match mantissa.split_once('.') {
-        Some((a, b)) => (a, b),
-        None => (mantissa, ""),
-    };
-    if int_part.is_empty()
-        || !int_part.bytes().all(|b| b.is_ascii_digit())
-        || !frac_part.bytes().all(|b| b.is_ascii_digit())
-    {
-        return None;
-    }
-    if exponent.unsigned_abs() > MAX_DECIMAL_LEN as u64 {
-        return None;
-    }
-
-    let digits: String = format!("{int_part}{frac_part}");
-    // Position of the decimal point within `digits`.
-    let point = int_part.len() as i64 + exponent;
-    let (int_digits, frac_digits) = if point <= 0 {
-        (
-            String::new(),
-            format!("{}{digits}", "0".repeat(point.unsigned_abs() as usize)),
-        )
-    } else if point as usize >= digits.len() {
-        (
-            format!("{digits}{}", "0".repeat(point as usize - digits.len())),
-            String::new(),
-        )
-    } else {
-        (
-            digits[..point as usize].to_string(),
-            digits[point as usize..].to_string(),
-        )
-    };
-    let int_digits = int_digits.trim_start_matches('0');
-    let frac_digits = frac_digits.trim_end_matches('0');
-
-    let mut out = String::new();
-    if negative && !(int_digits.is_empty() && frac_digits.is_empty()) {
-        out.push('-');
-    }
-    out.push_str(if int_digits.is_empty() {
-        "0"
-    } else {
-        int_digits
-    });
-    if !frac_digits.is_empty() {
-        out.push('.');
-        out.push_str(frac_digits);
-    }
-    (out.len() <= MAX_DECIMAL_LEN).then_some(out)
 }
 
 #[cfg(test)]

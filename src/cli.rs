@@ -1,14 +1,29 @@
 //! The command line, parsed in two stages: clap turns argv into these raw
 //! structs; `config.rs` turns them into checked, absolute settings.
+//!
+//! Each subcommand takes only its own options: `tools` the start-up ones,
+//! `call` those and a call's bounds, `mcp-serve` all of them.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// `--version`: the server's version and the backend catalog versions it reads.
+fn version_text() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        format!(
+            "{} (reads backend catalog version {})",
+            env!("CARGO_PKG_VERSION"),
+            crate::catalog::CATALOG_VERSION
+        )
+    })
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "reachweaver-mcp",
-    version,
+    version = version_text(),
     about = "Serve the read-only side of the ReachWeaver command line to MCP clients, \
              every tool call confined by the kernel.",
     long_about = None
@@ -20,7 +35,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Options fixed at start and passed to every backend run (CONTRACT.md §1).
+/// Options fixed at start and passed to every backend run (docs/BACKEND.md, Global options).
 #[derive(Debug, Args, Clone, Default)]
 pub struct Globals {
     /// The ReachWeaver command to serve (default: `reachweaver` on PATH).
@@ -67,7 +82,7 @@ pub struct Globals {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Speak MCP on stdin/stdout until stdin closes.
+    /// Speak MCP on stdin/stdout until stdin closes (calls already received are answered first).
     #[command(name = "mcp-serve")]
     McpServe(ServeArgs),
     /// List what a client would get: each backend command offered as which tool, or withheld and why.
@@ -75,8 +90,11 @@ pub enum Command {
         /// Print JSON for machines.
         #[arg(long)]
         json: bool,
+        /// For backend authors: check the catalog and list every problem; exit 0 clean, 1 warnings, 2 errors.
+        #[arg(long)]
+        check: bool,
         #[command(flatten)]
-        serve: ServeArgs,
+        start: StartArgs,
     },
     /// Run one tool call through the full server path and print its envelope.
     Call {
@@ -89,7 +107,9 @@ pub enum Command {
         #[arg(long = "args-json", value_name = "JSON", conflicts_with = "arg")]
         args_json: Option<String>,
         #[command(flatten)]
-        serve: ServeArgs,
+        start: StartArgs,
+        #[command(flatten)]
+        limits: CallLimits,
     },
     /// Inspect and exercise the kernel sandbox.
     #[command(subcommand)]
@@ -138,21 +158,18 @@ pub enum SandboxCommand {
         /// Switch one layer off to see what the others still hold (says so loudly).
         #[arg(long, value_enum, value_name = "LAYER")]
         without: Option<crate::sandbox::Layer>,
+        /// Also write the results as a JUnit XML report (one test per attempt).
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
     },
 }
 
-#[derive(Debug, Copy, Clone, PartialEq, Eq, ValueEnum, Default)]
-pub enum SandboxMode {
-    /// Refuse to start, and fail every call, unless every promised layer applies.
-    #[default]
-    Require,
-    /// Run with whatever layers the kernel offers and say at start what is missing.
-    BestEffort,
-}
+// The sandbox's own setting; the command line only names it.
+pub use crate::sandbox::SandboxMode;
 
-/// Options of `mcp-serve` (shared by `tools` and `call`, which take the same path).
+/// Options of every subcommand that starts the backend (`mcp-serve`, `tools`, `call`).
 #[derive(Debug, Args, Clone, Default)]
-pub struct ServeArgs {
+pub struct StartArgs {
     /// Offer the `draft` tool, the only one that may write (inside the database's folder).
     // `=true|false` is accepted too, because a client's config template (an MCP Bundle's
     // args) can only pass a checkbox's value, never leave the flag out.
@@ -162,29 +179,46 @@ pub struct ServeArgs {
     /// The folder file arguments must stay inside (default: the home, else the current folder).
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// Largest tool output accepted, in bytes (1024..=4194304).
-    #[arg(long, value_name = "N", default_value_t = 262_144,
-          value_parser = clap::value_parser!(u64).range(1024..=4_194_304))]
-    pub max_output_bytes: u64,
-    /// Tool calls allowed to start in any 60-second window.
-    #[arg(long, value_name = "N", default_value_t = 60,
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_calls_per_minute: u32,
-    /// Seconds a call may run before it is killed (0 = no limit).
-    #[arg(long, value_name = "SECS", default_value_t = 120)]
-    pub call_timeout: u64,
-    /// Tool calls that may run at once (default: the number of CPUs).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_concurrent_calls: Option<u32>,
     /// `require` fails closed when a layer is missing; `best-effort` runs with what the kernel offers.
     #[arg(long, value_enum, default_value_t = SandboxMode::Require)]
     pub sandbox: SandboxMode,
     /// Another path the backend may read and execute (repeatable), e.g. an interpreter's library folder.
     #[arg(long = "allow-read", value_name = "PATH")]
     pub allow_read: Vec<PathBuf>,
+    /// Refuse path arguments matching this pattern too (repeatable), e.g. `*.sqlite` or `private/`.
+    #[arg(long = "protect", value_name = "PATTERN")]
+    pub protect: Vec<String>,
     /// Pass this environment variable through to the backend (repeatable).
     #[arg(long = "pass-env", value_name = "NAME")]
     pub pass_env: Vec<String>,
+}
+
+/// Bounds of one tool call (`mcp-serve` and `call`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct CallLimits {
+    /// Largest tool output accepted, in bytes (1024..=4194304).
+    #[arg(long, value_name = "N", default_value_t = 262_144,
+          value_parser = clap::value_parser!(u64).range(1024..=4_194_304))]
+    pub max_output_bytes: u64,
+    /// Seconds a call may run before it is killed (0 = no limit).
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    pub call_timeout: u64,
+}
+
+/// Options of `mcp-serve`: those of `call`, plus the server's own.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub start: StartArgs,
+    #[command(flatten)]
+    pub limits: CallLimits,
+    /// Tool calls allowed to start in any 60-second window.
+    #[arg(long, value_name = "N", default_value_t = 60,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_calls_per_minute: u32,
+    /// Tool calls that may run at once (default: the number of CPUs).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrent_calls: Option<u32>,
     /// Print the ready-to-paste configuration entry for a desktop client and exit.
     #[arg(long, value_enum, value_name = "CLIENT")]
     pub print_config: Option<ConfigClient>,
@@ -199,6 +233,16 @@ impl ServeArgs {
             serve: ServeArgs,
         }
         Only::parse_from(["x"]).serve
+    }
+
+    /// What `tools` and `call` start with: their own options, the server's defaults for the rest.
+    pub fn for_subcommand(start: StartArgs, limits: Option<CallLimits>) -> Self {
+        let defaults = Self::default_values();
+        ServeArgs {
+            start,
+            limits: limits.unwrap_or(defaults.limits.clone()),
+            ..defaults
+        }
     }
 }
 

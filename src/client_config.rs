@@ -2,12 +2,11 @@
 //! desktop client needs, with every path made absolute, so an owner can
 //! paste it without editing.
 
-use std::path::{Path, PathBuf};
-
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
 use crate::cli::{Globals, SandboxMode, ServeArgs};
+use crate::config::{Owner, OwnerInput};
 
 /// Where Claude Desktop keeps its configuration, per platform.
 pub const CONFIG_LOCATIONS: [(&str, &str); 3] = [
@@ -19,65 +18,45 @@ pub const CONFIG_LOCATIONS: [(&str, &str); 3] = [
     ("Linux", "~/.config/Claude/claude_desktop_config.json"),
 ];
 
-fn absolute(p: &Path) -> Result<PathBuf> {
-    let abs = if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        std::env::current_dir()?.join(p)
-    };
-    // Existing paths are canonicalized; a database that does not exist yet stays as given.
-    Ok(std::fs::canonicalize(&abs).unwrap_or(abs))
-}
-
-/// The backend as an absolute path: the given one, or `reachweaver` on PATH.
-fn backend_path(given: Option<&Path>) -> Result<PathBuf> {
-    if let Some(p) = given {
-        if p.components().count() == 1 && !p.exists() {
-            return find_on_path(p.as_os_str().to_string_lossy().as_ref());
-        }
-        return std::fs::canonicalize(p)
-            .with_context(|| format!("backend {} not found", p.display()));
-    }
-    find_on_path("reachweaver")
-}
-
-fn find_on_path(name: &str) -> Result<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
-        let cand = dir.join(name);
-        if cand.is_file() {
-            return Ok(std::fs::canonicalize(&cand)?);
-        }
-    }
-    bail!("`{name}` is not on PATH; give the backend with --backend /absolute/path")
-}
-
-/// The server's argv for a desktop client, equivalent to this invocation.
+/// The server's argv for a desktop client, equivalent to this invocation:
+/// every path resolved by the same code, with the same checks, as the
+/// server itself uses, so the entry names the backend the server would run.
 pub fn server_args(globals: &Globals, serve: &ServeArgs) -> Result<Vec<String>> {
-    let mut args = vec![format!(
-        "--backend={}",
-        backend_path(globals.backend.as_deref())?.display()
-    )];
+    let owner = Owner::resolve(&OwnerInput {
+        globals,
+        backend_option: "--backend",
+        root: serve.start.root.as_deref(),
+        allow_read: &serve.start.allow_read,
+    })?;
+    server_args_for(&owner, serve)
+}
+
+fn server_args_for(owner: &Owner, serve: &ServeArgs) -> Result<Vec<String>> {
+    let mut args = vec![format!("--backend={}", owner.backend.display())];
     for (flag, value) in [
-        ("--home", &globals.home),
-        ("--db", &globals.db),
-        ("--accounts", &globals.accounts),
-        ("--profile", &globals.profile),
+        ("--home", &owner.home),
+        ("--db", &owner.db),
+        ("--accounts", &owner.accounts),
+        ("--profile", &owner.profile),
     ] {
         if let Some(v) = value {
-            args.push(format!("{flag}={}", absolute(v)?.display()));
+            args.push(format!("{flag}={}", v.path.display()));
         }
     }
     args.push("mcp-serve".into());
-    if serve.allow_drafts {
+    let start = &serve.start;
+    if start.allow_drafts {
         args.push("--allow-drafts".into());
     }
-    if let Some(root) = &serve.root {
-        args.push(format!("--root={}", absolute(root)?.display()));
+    if let Some(root) = &owner.root {
+        args.push(format!("--root={}", root.display()));
     }
     let defaults = ServeArgs::default_values();
-    if serve.max_output_bytes != defaults.max_output_bytes {
-        args.push(format!("--max-output-bytes={}", serve.max_output_bytes));
+    if serve.limits.max_output_bytes != defaults.limits.max_output_bytes {
+        args.push(format!(
+            "--max-output-bytes={}",
+            serve.limits.max_output_bytes
+        ));
     }
     if serve.max_calls_per_minute != defaults.max_calls_per_minute {
         args.push(format!(
@@ -85,19 +64,22 @@ pub fn server_args(globals: &Globals, serve: &ServeArgs) -> Result<Vec<String>> 
             serve.max_calls_per_minute
         ));
     }
-    if serve.call_timeout != defaults.call_timeout {
-        args.push(format!("--call-timeout={}", serve.call_timeout));
+    if serve.limits.call_timeout != defaults.limits.call_timeout {
+        args.push(format!("--call-timeout={}", serve.limits.call_timeout));
     }
     if let Some(n) = serve.max_concurrent_calls {
         args.push(format!("--max-concurrent-calls={n}"));
     }
-    if serve.sandbox == SandboxMode::BestEffort {
+    if start.sandbox == SandboxMode::BestEffort {
         args.push("--sandbox=best-effort".into());
     }
-    for p in &serve.allow_read {
-        args.push(format!("--allow-read={}", absolute(p)?.display()));
+    for p in &owner.allow_read {
+        args.push(format!("--allow-read={}", p.display()));
     }
-    for name in &serve.pass_env {
+    for pattern in &start.protect {
+        args.push(format!("--protect={pattern}"));
+    }
+    for name in &start.pass_env {
         args.push(format!("--pass-env={name}"));
     }
     Ok(args)
@@ -133,23 +115,26 @@ pub fn print(globals: &Globals, serve: &ServeArgs) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
 
     #[test]
     fn args_are_absolute_and_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let backend = dir.path().join("rw");
         std::fs::write(&backend, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&backend, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir(dir.path().join("lib")).unwrap();
         let globals = Globals {
             backend: Some(backend.clone()),
             home: Some(dir.path().to_path_buf()),
             ..Globals::default()
         };
-        let serve = ServeArgs {
-            allow_drafts: true,
-            allow_read: vec![dir.path().to_path_buf()],
-            pass_env: vec!["LANG".into()],
-            ..ServeArgs::default_values()
-        };
+        let mut serve = ServeArgs::default_values();
+        serve.start.allow_drafts = true;
+        serve.start.allow_read = vec![dir.path().join("lib")];
+        serve.start.pass_env = vec!["LANG".into()];
+        serve.start.protect = vec!["*.sqlite".into()];
         let args = server_args(&globals, &serve).unwrap();
         let canon = std::fs::canonicalize(dir.path()).unwrap();
         assert_eq!(
@@ -159,7 +144,8 @@ mod tests {
                 format!("--home={}", canon.display()),
                 "mcp-serve".to_string(),
                 "--allow-drafts".to_string(),
-                format!("--allow-read={}", canon.display()),
+                format!("--allow-read={}", canon.join("lib").display()),
+                "--protect=*.sqlite".to_string(),
                 "--pass-env=LANG".to_string(),
             ]
         );
@@ -172,6 +158,6 @@ mod tests {
             ..Globals::default()
         };
         let err = server_args(&globals, &ServeArgs::default_values()).unwrap_err();
-        assert!(err.to_string().contains("not found"), "{err}");
+        assert_eq!(err.to_string(), "--backend /nonexistent/rw: no such file");
     }
 }

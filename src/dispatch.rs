@@ -3,11 +3,11 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::app::{App, SERVER_NAME, SERVER_VERSION};
 use crate::envelope::Envelope;
 use crate::era::{self, Era, Revision, META_SERVER_INFO};
 use crate::error::RpcError;
 use crate::jsonrpc::{self, Incoming, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
+use crate::startup::{App, SERVER_NAME, SERVER_VERSION};
 use crate::tools::Tool;
 
 /// How long a client may cache discover and tools/list answers: the tool
@@ -88,7 +88,7 @@ impl ToolLists {
     }
 }
 
-/// The schema of the envelope every tool returns (CONTRACT.md §5).
+/// The schema of the envelope every tool returns (docs/BACKEND.md, What the client receives).
 pub fn output_schema() -> Value {
     json!({
         "type": "object",
@@ -165,10 +165,19 @@ pub fn call_result(rev: Revision, envelope: &Envelope) -> Value {
     }
     r.insert("isError".into(), json!(envelope.is_error()));
     if rev.is_modern() {
-        modern(r)
-    } else {
-        Value::Object(r)
+        stamp_modern(&mut r);
     }
+    if !envelope.meta.is_empty() {
+        let meta = r
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(m) = meta {
+            for (k, v) in &envelope.meta {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    Value::Object(r)
 }
 
 fn fail(id: &Value, method: &str, err: RpcError) -> Action {

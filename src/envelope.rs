@@ -1,7 +1,7 @@
-//! The one shape every tool result has (CONTRACT.md §5):
+//! The one shape every tool result has (docs/BACKEND.md, What the client receives):
 //! `{"exit_code": N, "output": <document>}`.
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::error::ToolError;
 
@@ -9,12 +9,19 @@ use crate::error::ToolError;
 pub struct Envelope {
     pub exit_code: i32,
     pub output: Value,
+    /// Members of the result's `_meta` (the sandbox attestation, the
+    /// redaction count): about the call, never part of its answer.
+    pub meta: Map<String, Value>,
 }
 
 impl Envelope {
     /// A finished run: exit 0 or 1 with the command's document, or exit 2 with its error document.
     pub fn from_run(exit_code: i32, output: Value) -> Self {
-        Self { exit_code, output }
+        Self {
+            exit_code,
+            output,
+            meta: Map::new(),
+        }
     }
 
     /// A failure the server itself reports.
@@ -22,6 +29,7 @@ impl Envelope {
         Self {
             exit_code: 2,
             output: err.document(),
+            meta: Map::new(),
         }
     }
 
@@ -45,7 +53,10 @@ mod tests {
 
     #[test]
     fn error_envelope_has_exit_2_and_document() {
-        let e = Envelope::from_error(&ToolError::new("timeout", "The call ran too long."));
+        let e = Envelope::from_error(&ToolError::new(
+            crate::error::ErrorCode::Timeout,
+            "The call ran too long.",
+        ));
         assert!(e.is_error());
         assert_eq!(
             e.to_value(),

@@ -1,4 +1,4 @@
-//! Limits on how much the backend may be asked to do (DESIGN.md §5): the
+//! Limits on how much the backend may be asked to do (README, Options of `mcp-serve`): the
 //! per-minute call budget, and the fixed caps on what a run may print.
 //!
 //! The rate limit bounds how hard a model in a loop can drive the backend.
@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::error::ToolError;
+use crate::error::{ErrorCode, ToolError};
 
 /// The sliding window of the rate limit.
 pub const WINDOW: Duration = Duration::from_secs(60);
@@ -18,7 +18,7 @@ pub const WINDOW: Duration = Duration::from_secs(60);
 /// stderr kept from a run; only its first line is ever used.
 pub const MAX_STDERR_BYTES: usize = 64 * 1024;
 
-/// The catalog run's bounds (CONTRACT.md §2).
+/// The catalog run's bounds (docs/BACKEND.md, Catalog).
 pub const CATALOG_MAX_BYTES: usize = 16 * 1024 * 1024;
 pub const CATALOG_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -74,7 +74,7 @@ impl RateLimiter {
         let wait = WINDOW.saturating_sub(now.saturating_duration_since(oldest));
         let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         Err(ToolError::new(
-            "rate_limited",
+            ErrorCode::RateLimited,
             format!(
                 "Too many tool calls: at most {} may start per minute. Wait {} second{} and try again.",
                 self.max,

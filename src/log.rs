@@ -45,9 +45,10 @@ pub fn start_background() {
     });
 }
 
-/// Log one line (no newline inside).
+/// Log one line: whatever it quotes, no line break, control or
+/// bidirectional character gets through.
 pub fn line(text: impl Into<String>) {
-    let text: String = text.into().replace(['\n', '\r'], " ");
+    let text = crate::catalog::one_line(&text.into());
     match QUEUE.get() {
         Some(tx) => match tx.try_send(Entry::Line(text)) {
             Ok(()) => {}

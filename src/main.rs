@@ -27,6 +27,8 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     match app::run(cli) {
         Ok(code) => ExitCode::from(code),
+        // A reader that closed our stdout (`tools --json | head -1`) got what it wanted.
+        Err(err) if app::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("reachweaver-mcp: {err:#}");
             ExitCode::from(2)

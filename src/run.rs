@@ -1,6 +1,6 @@
 //! One backend run: spawn in the sandbox, capture with caps, wait with a
 //! deadline and a cancel flag, and map what happened to an envelope
-//! (CONTRACT.md §3, DESIGN.md §5).
+//! (docs/BACKEND.md, Output and exit codes).
 //!
 //! The calling thread spawns the child and also waits for it, because the
 //! sandbox asks the kernel to kill the child when the thread that spawned it
@@ -21,8 +21,9 @@ use serde_json::Value;
 
 use crate::cancel::Cancel;
 use crate::envelope::Envelope;
-use crate::error::ToolError;
+use crate::error::{ErrorCode, ToolError};
 use crate::limits::MAX_STDERR_BYTES;
+use crate::sandbox::layers::Attestation;
 use crate::sandbox::{RunKind, Sandbox, SandboxError, SandboxedChild};
 
 /// After the child exits, how long its pipes may stay open (a process it
@@ -111,9 +112,23 @@ pub fn run_once(
     bounds: Bounds,
     cancel: &Cancel,
 ) -> Result<RunEnd, RunError> {
+    run_once_attested(sandbox, kind, argv, cwd, bounds, cancel, &mut None)
+}
+
+/// `run_once`, also telling what the run was confined by (once it started).
+fn run_once_attested(
+    sandbox: &Sandbox,
+    kind: RunKind,
+    argv: &[String],
+    cwd: &Path,
+    bounds: Bounds,
+    cancel: &Cancel,
+    attestation: &mut Option<Attestation>,
+) -> Result<RunEnd, RunError> {
     let started = Instant::now();
     let deadline = bounds.timeout.map(|t| started + t);
     let mut child = sandbox.spawn(kind, argv, cwd).map_err(RunError::Spawn)?;
+    attestation.clone_from(&child.attestation);
 
     let (tx, rx) = mpsc::channel();
     match child.stdout.take() {
@@ -258,7 +273,8 @@ pub enum CallEnd {
     Cancelled,
 }
 
-/// One tool run, mapped to an envelope (not yet redacted).
+/// One tool run, mapped to an envelope (not yet redacted), and what the
+/// run was confined by (`None` when it never started).
 pub fn run_tool(
     sandbox: &Sandbox,
     kind: RunKind,
@@ -266,14 +282,23 @@ pub fn run_tool(
     cwd: &Path,
     bounds: Bounds,
     cancel: &Cancel,
-) -> CallEnd {
-    match run_once(sandbox, kind, argv, cwd, bounds, cancel) {
-        Ok(RunEnd::Finished(f)) => match map_exit(&f) {
-            Ok(envelope) => CallEnd::Answer(envelope),
-            Err(e) => CallEnd::Failed(e),
+) -> (CallEnd, Option<Attestation>) {
+    let mut attestation = None;
+    let end = run_once_attested(sandbox, kind, argv, cwd, bounds, cancel, &mut attestation);
+    (map_end(end, bounds), attestation)
+}
+
+fn map_end(end: Result<RunEnd, RunError>, bounds: Bounds) -> CallEnd {
+    match end {
+        Ok(RunEnd::Finished(f)) => match refused_by_sandbox(&f) {
+            Some(e) => CallEnd::Failed(e),
+            None => match map_exit(&f) {
+                Ok(envelope) => CallEnd::Answer(envelope),
+                Err(e) => CallEnd::Failed(e),
+            },
         },
         Ok(RunEnd::TooLarge) => CallEnd::Failed(ToolError::new(
-            "output_too_large",
+            ErrorCode::OutputTooLarge,
             format!(
                 "The result was larger than {} bytes, the most this server returns; ask for less (narrower arguments, fewer items or a shorter period) and try again.",
                 bounds.max_stdout
@@ -282,7 +307,7 @@ pub fn run_tool(
         Ok(RunEnd::TimedOut) => {
             let secs = bounds.timeout.map_or(0, |t| t.as_secs());
             CallEnd::TimedOut(ToolError::new(
-                "timeout",
+                ErrorCode::Timeout,
                 format!("The command did not finish within {secs} seconds and was stopped; ask for less, or try again later."),
             ))
         }
@@ -295,24 +320,41 @@ pub fn run_tool(
     }
 }
 
+/// On macOS, sandbox-exec's own refusal (a profile it could not apply, a
+/// program it may not start) ends the run before the backend ran: that is
+/// `sandbox_failed`, not the backend's exit code.
+fn refused_by_sandbox(f: &Finished) -> Option<ToolError> {
+    if !cfg!(target_os = "macos") {
+        return None;
+    }
+    let Exit::Code(code) = f.exit else {
+        return None;
+    };
+    let why = crate::sandbox::macos::sandbox_exec_refusal(code, &f.stderr)?;
+    Some(ToolError::new(
+        ErrorCode::SandboxFailed,
+        format!("The sandbox could not be set up for this call, so nothing ran ({why})."),
+    ))
+}
+
 /// A run that never got going: a sandbox layer is the sandbox's failure,
 /// anything else (no such file, too many processes) the command's.
 fn start_failure(e: &RunError) -> ToolError {
     match e {
         RunError::Spawn(SandboxError::LayerFailed(_) | SandboxError::Unavailable(_)) => {
             ToolError::new(
-                "sandbox_failed",
+                ErrorCode::SandboxFailed,
                 format!("The sandbox could not be set up for this call, so nothing ran ({e})."),
             )
         }
         _ => ToolError::new(
-            "backend_failed",
+            ErrorCode::BackendFailed,
             format!("The command could not be run: {e}."),
         ),
     }
 }
 
-/// CONTRACT.md §3: exit 0/1 with one JSON document, or exit 2 with an error
+/// docs/BACKEND.md, Output and exit codes: exit 0/1 with one JSON document, or exit 2 with an error
 /// document, is the backend's answer; anything else is a failed run.
 pub fn map_exit(f: &Finished) -> Result<Envelope, ToolError> {
     let doc = serde_json::from_slice::<Value>(&f.stdout).ok();
@@ -370,7 +412,7 @@ fn failed(what: &str, stderr: &[u8]) -> ToolError {
         Some(line) => format!("{what}: {line}"),
         None => format!("{what}."),
     };
-    ToolError::new("backend_failed", message)
+    ToolError::new(ErrorCode::BackendFailed, message)
 }
 
 /// The first line with any content, trimmed, without control characters, cut short.
@@ -622,7 +664,7 @@ mod tests {
 
     #[test]
     fn spawn_failure_is_an_error_result() {
-        let end = run_tool(
+        let (end, attestation) = run_tool(
             &sandbox(),
             RunKind::ReadOnly,
             &["/no/such/backend".to_string()],
@@ -630,6 +672,7 @@ mod tests {
             bounds(1024, 5),
             &Cancel::new(),
         );
+        assert_eq!(attestation, None, "nothing started, so nothing to attest");
         match end {
             CallEnd::Failed(e) => assert_eq!(e.code(), "backend_failed"),
             other => panic!("{other:?}"),

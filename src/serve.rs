@@ -2,9 +2,11 @@
 //! stdout and writes whole lines, and one worker thread per tool call,
 //! at most `max_concurrent` running at once.
 //!
-//! Shutdown: stdin EOF or SIGTERM cancels every call still running (their
-//! process trees are killed and nothing is written for them), lets the
-//! writer finish the lines already queued, and returns.
+//! Shutdown: on stdin EOF no new request is read, the calls already
+//! received run to their end (each bounded by `--call-timeout`), their
+//! answers are written, and the loop returns, so a piped session gets every
+//! answer. SIGTERM and SIGINT stop at once: calls still running are killed
+//! (nothing is written for them), the lines already computed are flushed.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -17,12 +19,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::app::{App, CallOutcome};
+use crate::call::CallOutcome;
 use crate::cancel::Cancel;
 use crate::dispatch::{self, Action, CallJob, Dispatcher, ToolLists};
 use crate::error::RpcError;
 use crate::frame::{is_blank, Frame, FrameReader};
 use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_REQUEST};
+use crate::startup::App;
 
 /// What the writer thread receives: a line, or the end of output.
 enum Out {
@@ -147,17 +150,20 @@ impl Slots {
         self.cv.notify_all();
     }
 
-    /// Wait until no worker is alive, or the deadline passes.
-    fn wait_idle(&self, deadline: Instant) {
+    /// Wait until no worker is alive, or the deadline (if any) passes.
+    fn wait_idle(&self, deadline: Option<Instant>) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         while st.1 > 0 {
-            let now = Instant::now();
-            if now >= deadline {
-                return;
-            }
+            let wait = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => left,
+                    _ => return,
+                },
+                None => Duration::from_millis(200),
+            };
             st = self
                 .cv
-                .wait_timeout(st, deadline - now)
+                .wait_timeout(st, wait)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
@@ -170,9 +176,12 @@ struct Shared {
     slots: Slots,
     out: SyncSender<Out>,
     stopping: AtomicBool,
+    /// Set by the writer when it has written every queued line and ended.
+    writer_done: AtomicBool,
 }
 
-/// Serve until stdin closes (or SIGTERM, or stdout closes).
+/// Serve until stdin closes and every call received is answered (or until
+/// SIGTERM/SIGINT, or stdout closes).
 pub fn serve(app: Arc<App>) {
     // Before any thread is spawned, so every thread inherits the mask and
     // SIGTERM reaches only the watcher.
@@ -185,14 +194,16 @@ pub fn serve(app: Arc<App>) {
         inflight: InFlight::default(),
         out: out_tx,
         stopping: AtomicBool::new(false),
+        writer_done: AtomicBool::new(false),
     });
     let stdout_lock = Arc::new(Mutex::new(()));
     let writer = {
         let shared = Arc::clone(&shared);
         let lock = Arc::clone(&stdout_lock);
-        thread::Builder::new()
-            .name("stdout".into())
-            .spawn(move || write_loop(out_rx, &shared, &lock))
+        thread::Builder::new().name("stdout".into()).spawn(move || {
+            write_loop(out_rx, &shared, &lock);
+            shared.writer_done.store(true, Ordering::SeqCst);
+        })
     };
     let writer = match writer {
         Ok(w) => w,
@@ -205,10 +216,10 @@ pub fn serve(app: Arc<App>) {
 
     read_loop(&shared);
 
-    // EOF: nothing new starts; calls still running are killed and unanswered.
-    shared.stopping.store(true, Ordering::SeqCst);
-    shared.inflight.cancel_all();
-    shared.slots.wait_idle(Instant::now() + SHUTDOWN_GRACE);
+    // EOF: nothing new is read; every call already received runs to its
+    // end (its own timeout bounds it) and is answered. A signal or a closed
+    // stdout still stops everything at once, from their own threads.
+    shared.slots.wait_idle(None);
     // Lines queued before this one are written first; then the writer ends.
     let _ = shared.out.send(Out::Stop);
     let _ = writer.join();
@@ -342,15 +353,18 @@ fn write_loop(rx: Receiver<Out>, shared: &Shared, lock: &Mutex<()>) {
             shared.inflight.cancel_all();
             crate::log::line("stdout closed; stopping");
             // The reader may sit in a blocking read of stdin forever; leave now.
-            shared.slots.wait_idle(Instant::now() + SHUTDOWN_GRACE);
+            shared
+                .slots
+                .wait_idle(Some(Instant::now() + SHUTDOWN_GRACE));
             crate::log::flush(LOG_FLUSH);
             std::process::exit(0);
         }
     }
 }
 
-/// SIGTERM: the same as EOF, immediately. Handled on a thread of its own
-/// with sigwait, so no handler runs inside another thread's write.
+/// SIGTERM and SIGINT: stop at once (runs killed, computed answers
+/// flushed). Handled on a thread of its own with sigwait, so no handler runs
+/// inside another thread's write.
 fn block_sigterm() -> libc::sigset_t {
     // SAFETY: plain libc signal-set calls on a local set. Spawned children
     // start with an empty mask (std resets it), so the backend is unaffected.
@@ -358,6 +372,7 @@ fn block_sigterm() -> libc::sigset_t {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     }
@@ -375,7 +390,17 @@ fn watch_sigterm(set: libc::sigset_t, shared: Arc<Shared>, stdout_lock: Arc<Mute
             }
             shared.stopping.store(true, Ordering::SeqCst);
             shared.inflight.cancel_all();
-            shared.slots.wait_idle(Instant::now() + SHUTDOWN_GRACE);
+            shared
+                .slots
+                .wait_idle(Some(Instant::now() + SHUTDOWN_GRACE));
+            // Answers already computed are written (briefly: a client that
+            // stopped reading must not hold the exit up).
+            if shared.out.try_send(Out::Stop).is_ok() {
+                let until = Instant::now() + LOG_FLUSH;
+                while !shared.writer_done.load(Ordering::SeqCst) && Instant::now() < until {
+                    thread::sleep(Duration::from_millis(5));
+                }
+            }
             // Hold the stdout lock so no line is cut in half, then leave.
             let _guard = stdout_lock.lock().unwrap_or_else(|e| e.into_inner());
             let _ = io::stdout().lock().flush();

@@ -10,10 +10,10 @@
 
 use serde_json::{Map, Number, Value};
 
-use crate::argv::plain_decimal;
 use crate::catalog::ArgType;
 use crate::confine::{self, ConfinedPath, Root};
-use crate::error::ToolError;
+use crate::error::{ErrorCode, ToolError};
+use crate::protect::Protected;
 use crate::tools::{Param, Tool};
 
 /// Longest single value accepted; far below the kernel's per-argument limit.
@@ -68,14 +68,21 @@ impl<P> ValidatedCall<P> {
 }
 
 impl ValidatedCall<RawPath> {
-    /// Confine every path value to `root`; the first refusal is returned.
-    pub fn confine(self, root: &Root) -> Result<ValidatedCall<ConfinedPath>, ToolError> {
+    /// Confine every path value to `root`, away from protected files; the
+    /// first refusal is returned.
+    pub fn confine(
+        self,
+        root: &Root,
+        protected: &Protected,
+    ) -> Result<ValidatedCall<ConfinedPath>, ToolError> {
         let conf = |s: Scalar<RawPath>| -> Result<Scalar<ConfinedPath>, ToolError> {
             Ok(match s {
                 Scalar::Text(t) => Scalar::Text(t),
                 Scalar::Integer(i) => Scalar::Integer(i),
                 Scalar::Decimal(d) => Scalar::Decimal(d),
-                Scalar::Path(p) => Scalar::Path(confine::confine(root, &p.property, &p.raw)?),
+                Scalar::Path(p) => {
+                    Scalar::Path(confine::confine(root, protected, &p.property, &p.raw)?)
+                }
             })
         };
         let flags = self
@@ -133,7 +140,7 @@ impl ValidatedCall<RawPath> {
 }
 
 fn invalid(msg: String) -> ToolError {
-    ToolError::new("invalid_argument", msg)
+    ToolError::new(ErrorCode::InvalidArgument, msg)
 }
 
 /// Check `args` against `tool`'s arguments.
@@ -149,7 +156,7 @@ pub fn validate(
         let key_shown = shown_key(key);
         if tool.is_withheld(key) {
             return Err(ToolError::new(
-                "unknown_argument",
+                ErrorCode::UnknownArgument,
                 format!(
                     "`{key_shown}` is not available through this server; call `{}` without it.",
                     tool.name
@@ -163,7 +170,7 @@ pub fn validate(
             format!("`{}` accepts: {}", tool.name, allowed.join(", "))
         };
         return Err(ToolError::new(
-            "unknown_argument",
+            ErrorCode::UnknownArgument,
             format!("Unknown argument `{key_shown}`; {list}."),
         ));
     }
@@ -221,7 +228,7 @@ pub fn validate(
 
 fn missing(tool: &Tool, p: &Param) -> ToolError {
     ToolError::new(
-        "missing_argument",
+        ErrorCode::MissingArgument,
         format!(
             "`{}` needs the argument `{}` ({}); add it.",
             tool.name,
@@ -416,6 +423,74 @@ fn example(p: &Param) -> String {
         ArgType::Boolean => "true".to_string(),
         ArgType::String | ArgType::Path => "\"…\"".to_string(),
     }
+}
+
+/// Longest plain-decimal spelling of a number we pass on.
+const MAX_DECIMAL_LEN: usize = 400;
+
+/// A JSON number literal in plain decimal notation: `2.5e-1` -> `0.25`,
+/// `1E3` -> `1000`, `0.50` -> `0.5`. Exact (digits are moved, not
+/// computed); `None` for something that isn't a number literal or whose
+/// plain spelling would be unreasonably long.
+pub fn plain_decimal(literal: &str) -> Option<String> {
+    let (negative, rest) = match literal.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, literal),
+    };
+    let (mantissa, exponent) = match rest.find(['e', 'E']) {
+        Some(i) => (&rest[..i], rest[i + 1..].parse::<i64>().ok()?),
+        None => (rest, 0),
+    };
+    let (int_part, frac_part) = match mantissa.split_once('.') {
+        Some((a, b)) => (a, b),
+        None => (mantissa, ""),
+    };
+    if int_part.is_empty()
+        || !int_part.bytes().all(|b| b.is_ascii_digit())
+        || !frac_part.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    if exponent.unsigned_abs() > MAX_DECIMAL_LEN as u64 {
+        return None;
+    }
+
+    let digits: String = format!("{int_part}{frac_part}");
+    // Position of the decimal point within `digits`.
+    let point = int_part.len() as i64 + exponent;
+    let (int_digits, frac_digits) = if point <= 0 {
+        (
+            String::new(),
+            format!("{}{digits}", "0".repeat(point.unsigned_abs() as usize)),
+        )
+    } else if point as usize >= digits.len() {
+        (
+            format!("{digits}{}", "0".repeat(point as usize - digits.len())),
+            String::new(),
+        )
+    } else {
+        (
+            digits[..point as usize].to_string(),
+            digits[point as usize..].to_string(),
+        )
+    };
+    let int_digits = int_digits.trim_start_matches('0');
+    let frac_digits = frac_digits.trim_end_matches('0');
+
+    let mut out = String::new();
+    if negative && !(int_digits.is_empty() && frac_digits.is_empty()) {
+        out.push('-');
+    }
+    out.push_str(if int_digits.is_empty() {
+        "0"
+    } else {
+        int_digits
+    });
+    if !frac_digits.is_empty() {
+        out.push('.');
+        out.push_str(frac_digits);
+    }
+    (out.len() <= MAX_DECIMAL_LEN).then_some(out)
 }
 
 #[cfg(test)]
@@ -650,7 +725,7 @@ mod tests {
         let root = Root::new(dir.path()).unwrap();
         let c = check(json!({"campaign": "c.yaml", "label": "l"}))
             .unwrap()
-            .confine(&root)
+            .confine(&root, &Protected::new(&[], &[]).unwrap())
             .unwrap();
         match &c.positionals()[0] {
             Scalar::Path(p) => assert_eq!(p.as_str(), root.path().join("c.yaml").to_str().unwrap()),
@@ -658,7 +733,7 @@ mod tests {
         }
         let e = check(json!({"campaign": "../x"}))
             .unwrap()
-            .confine(&root)
+            .confine(&root, &Protected::new(&[], &[]).unwrap())
             .unwrap_err();
         assert_eq!(e.code(), "path_outside_root");
     }

@@ -66,3 +66,110 @@ fn printed_entry_parses_and_runs_as_printed() {
         .iter()
         .any(|t| t["name"] == "draft"));
 }
+
+/// A `reachweaver` in the current folder and another on PATH: the printed
+/// entry, `tools` and the server all name the one on PATH.
+#[test]
+fn the_printed_backend_is_the_one_the_server_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let (cwd, bin) = (base.join("cwd"), base.join("bin"));
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(
+        repo_root().join("tests/fixtures/nap-backend"),
+        bin.join("reachweaver"),
+    )
+    .unwrap();
+    std::fs::write(cwd.join("reachweaver"), "#!/bin/sh\nexit 3\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            cwd.join("reachweaver"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    let path = format!("{}:.:/usr/bin:/bin", bin.display());
+    let run = |args: &[&str]| {
+        Command::new(server_bin())
+            .args(args)
+            .env("PATH", &path)
+            .current_dir(&cwd)
+            .output()
+            .unwrap()
+    };
+    let on_path = bin.join("reachweaver");
+    for given in [&[][..], &["--backend", "reachweaver"]] {
+        let mut args = given.to_vec();
+        args.extend(["mcp-serve", "--print-config", "claude-desktop"]);
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let entry: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            entry["mcpServers"]["reachweaver"]["args"][0],
+            format!("--backend={}", on_path.display()),
+            "{given:?}"
+        );
+        let mut args = given.to_vec();
+        args.extend(["tools", "--json"]);
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tools: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(tools["backend"]["path"], on_path.display().to_string());
+        assert_eq!(tools["backend"]["name"], "napper");
+    }
+    // `./reachweaver` means the one in the current folder, for both.
+    let out = run(&[
+        "--backend",
+        "./reachweaver",
+        "mcp-serve",
+        "--print-config",
+        "claude-desktop",
+    ]);
+    let entry: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        entry["mcpServers"]["reachweaver"]["args"][0],
+        format!("--backend={}", cwd.join("reachweaver").display())
+    );
+}
+
+/// `--print-config` checks what it names, with the server's own messages.
+#[test]
+fn print_config_refuses_a_missing_backend_or_home() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(server_bin())
+        .args(["mcp-serve", "--print-config", "claude-desktop"])
+        .env("PATH", dir.path())
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim_end(),
+        "reachweaver-mcp: --backend: 'reachweaver' was not found on PATH; install it or pass --backend /absolute/path"
+    );
+
+    let out = Command::new(server_bin())
+        .arg(format!("--backend={}", reference_bin().display()))
+        .args(["--home", "/no/such/rw-home"])
+        .args(["mcp-serve", "--print-config", "claude-desktop"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim_end(),
+        "reachweaver-mcp: --home /no/such/rw-home: no such folder"
+    );
+}

@@ -32,7 +32,16 @@ fn refused(variant: &str) -> (String, Duration) {
     let took = t.elapsed();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(out.stdout.is_empty(), "nothing on stdout: {out:?}");
-    let leftovers: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    // The server's lock file (reachweaver-srv-TOKEN.lock) stays until the
+    // next start sweeps it; nothing else may.
+    let leftovers: Vec<_> = fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            !(n.starts_with("reachweaver-srv-") && n.ends_with(".lock"))
+        })
+        .collect();
     assert!(leftovers.is_empty(), "temp folders left: {leftovers:?}");
     (String::from_utf8(out.stderr).unwrap(), took)
 }
@@ -58,6 +67,45 @@ fn a_malformed_catalog_is_refused_at_start() {
         err.contains("describe did not print one JSON document"),
         "{err}"
     );
+}
+
+#[test]
+fn a_catalog_proposing_a_database_outside_the_home_is_refused_at_start() {
+    let (err, _) = refused("paths-root");
+    assert_eq!(err.lines().count(), 1, "one clear line: {err}");
+    assert_eq!(
+        err.trim_end(),
+        "reachweaver-mcp: the backend's catalog field paths.db /: refused: / would open every file on this machine",
+    );
+    let (err, _) = refused("paths-tmp");
+    assert_eq!(err.lines().count(), 1, "one clear line: {err}");
+    assert!(
+        err.starts_with(
+            "reachweaver-mcp: the backend's catalog field paths.db /tmp/x.db: refused: "
+        ) && err.contains("must be a file inside its home"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_backend_that_fails_at_start_shows_the_end_of_its_error_output() {
+    let (err, _) = refused("traceback");
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines[0].starts_with("reachweaver-mcp: ")
+            && lines[0].contains("failed (exit code 1): Traceback (most recent call last):"),
+        "{err}"
+    );
+    assert_eq!(lines[1], "the last lines of its error output:", "{err}");
+    // Bounded: the last 20 lines, the first frames left out.
+    assert_eq!(lines.len(), 2 + 20, "{err}");
+    assert!(lines[2].contains("line 10, in frame_10"), "{err}");
+    assert!(
+        lines[21].starts_with("  | KeyError: config token "),
+        "{err}"
+    );
+    // Redacted like every result.
+    assert!(!err.contains("ghp_abcdefghijklmnopqrstuvwxyz0123"), "{err}");
 }
 
 fn tool_names(list: &Value) -> Vec<String> {

@@ -42,6 +42,11 @@ fn ten_thousand_calls_leave_nothing_behind() {
         "2",
     ]);
     let pid = f.server.pid();
+    let before: Vec<String> = fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
     f.ping();
     // One call first, so whatever the first call sets up once is in the baseline.
     f.call(json!("warm"), "quick", json!({}));
@@ -100,13 +105,32 @@ fn ten_thousand_calls_leave_nothing_behind() {
         "open descriptors: {fds} now, {fds0} after start-up"
     );
     f.assert_no_leftover_tmp();
-    // Per-run folders are named after the server's pid; none may sit in /tmp either.
-    let prefix = format!("reachweaver-run-{pid}-");
+    // Each run's TMPDIR is a tmpfs of its own mount namespace, so the server
+    // makes nothing in the host's temp folder: no run-folder lock (which it
+    // takes only to make a host folder, where runs have no mount namespace)
+    // and no run folder.
+    let tokens: Vec<String> = fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| fs::read_link(e.path()).ok())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.to_string();
+            Some(
+                name.strip_prefix("reachweaver-srv-")?
+                    .strip_suffix(".lock")?
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        tokens.is_empty(),
+        "the server made a host run folder: {tokens:?}"
+    );
     let stray: Vec<String> = fs::read_dir(std::env::temp_dir())
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&prefix))
+        .filter(|n| n.starts_with("reachweaver-run-") && !before.contains(n))
         .collect();
     assert!(stray.is_empty(), "per-run temp folders left: {stray:?}");
 

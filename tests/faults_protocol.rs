@@ -45,8 +45,8 @@ fn cancelling_an_unknown_or_finished_request_is_ignored() {
 }
 
 #[test]
-fn stdin_eof_with_calls_running_exits_zero_within_a_second() {
-    let mut f = Faulty::start(&["--max-concurrent-calls", "4"]);
+fn stdin_eof_with_hanging_calls_answers_them_at_the_call_timeout_and_exits_zero() {
+    let mut f = Faulty::start(&["--max-concurrent-calls", "4", "--call-timeout", "1"]);
     let m = f.marker("eof");
     for id in ["h1", "h2", "h3"] {
         f.server.send(&modern(
@@ -61,9 +61,18 @@ fn stdin_eof_with_calls_running_exits_zero_within_a_second() {
     );
     let (status, took) = f.server.finish();
     assert_eq!(status.code(), Some(0));
-    assert!(took < Duration::from_secs(1), "exit took {took:?}");
-    // Nothing is written for the killed calls.
-    assert!(f.server.recv_timeout(Duration::from_millis(200)).is_none());
+    // EOF finishes the work: bounded by --call-timeout, not cut short.
+    assert!(took < Duration::from_secs(4), "exit took {took:?}");
+    let mut ids = HashSet::new();
+    while let Some(r) = f.server.recv_timeout(Duration::from_millis(500)) {
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        assert_eq!(
+            r["result"]["structuredContent"]["output"]["error"]["code"], "timeout",
+            "{r}"
+        );
+        ids.insert(r["id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(ids.len(), 3, "every hanging call is answered: {ids:?}");
     assert_gone(&m);
     f.assert_no_leftover_tmp();
 }
@@ -91,6 +100,33 @@ fn sigterm_with_calls_running_exits_zero_and_kills_them() {
             t.elapsed() < Duration::from_secs(5),
             "no exit after SIGTERM"
         );
+        thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(status.code(), Some(0));
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert_gone(&m);
+}
+
+#[test]
+fn sigint_stops_at_once_like_sigterm() {
+    let mut f = Faulty::start(&["--max-concurrent-calls", "2"]);
+    let m = f.marker("int");
+    f.server.send(&modern(
+        json!("h"),
+        "tools/call",
+        json!({"name": "hang", "arguments": {"marker": m}}),
+    ));
+    assert_running(&m);
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(f.server.pid() as i32, libc::SIGINT);
+    }
+    let t = Instant::now();
+    let status = loop {
+        if let Some(st) = f.server.child_mut().try_wait().unwrap() {
+            break st;
+        }
+        assert!(t.elapsed() < Duration::from_secs(5), "no exit after SIGINT");
         thread::sleep(Duration::from_millis(5));
     };
     assert_eq!(status.code(), Some(0));

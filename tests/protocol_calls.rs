@@ -1,4 +1,4 @@
-//! PROTOCOL.md sections F (tools/call), H (cancellation) and I (lifecycle).
+//! docs/PROTOCOL.md sections F (tools/call), H (cancellation) and I (lifecycle).
 
 mod common;
 
@@ -273,8 +273,8 @@ fn process_with_arg_exists(secs: &str, _server: u32) -> bool {
 }
 
 #[test]
-fn i2_eof_exits_zero_within_a_second_even_with_a_call_running() {
-    let mut s = nap_server(&[]);
+fn i2_eof_waits_for_a_running_call_up_to_its_timeout_and_answers_it() {
+    let mut s = nap_server(&["--call-timeout=1"]);
     assert_eq!(
         s.request(req(json!(1), "ping", json!({})))["result"],
         json!({})
@@ -283,11 +283,92 @@ fn i2_eof_exits_zero_within_a_second_even_with_a_call_running() {
     std::thread::sleep(Duration::from_millis(300));
     let (status, took) = s.finish();
     assert_eq!(status.code(), Some(0));
-    assert!(took < Duration::from_secs(1), "exit took {took:?}");
+    // Bounded by --call-timeout (1 s), not by the 41 s nap.
+    assert!(took < Duration::from_secs(4), "exit took {took:?}");
+    assert!(
+        took > Duration::from_millis(400),
+        "exit took {took:?}: not waited for"
+    );
+    let answer = s
+        .recv_timeout(Duration::from_secs(2))
+        .expect("the running call is answered before the exit");
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
     std::thread::sleep(Duration::from_millis(200));
     assert!(
         !process_with_arg_exists("41", 0),
         "no run outlives the server"
+    );
+}
+
+/// What CI jobs do: pipe a whole session in, close stdin, read every answer.
+#[test]
+fn i2b_a_piped_session_gets_every_answer_including_a_running_call() {
+    let ws = Workspace::new();
+    let mut child = Command::new(server_bin())
+        .arg(format!(
+            "--backend={}",
+            repo_root().join("tests/fixtures/nap-backend").display()
+        ))
+        .arg(format!("--home={}", ws.path().display()))
+        .arg("mcp-serve")
+        .current_dir(ws.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let session = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "pipe", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "nap", "arguments": {"seconds": 1}}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}),
+    ];
+    let mut text = String::new();
+    for m in &session {
+        text.push_str(&m.to_string());
+        text.push('\n');
+    }
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(text.as_bytes()).unwrap();
+        // Dropped here: EOF right after the last request.
+    }
+    let t = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    let answers: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+    assert_eq!(ids.len(), 3, "{answers:?}");
+    for id in [1, 2, 3] {
+        assert!(ids.contains(&&json!(id)), "id {id} answered: {answers:?}");
+    }
+    let call = answers.iter().find(|a| a["id"] == 2).unwrap();
+    assert_eq!(call["result"]["isError"], false, "{call}");
+    assert!(
+        call["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("\"slept\":1"),
+        "{call}"
     );
 }
 

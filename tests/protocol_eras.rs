@@ -1,4 +1,4 @@
-//! PROTOCOL.md sections B (era per message), C (modern) and D (legacy).
+//! docs/PROTOCOL.md sections B (era per message), C (modern) and D (legacy).
 
 mod common;
 

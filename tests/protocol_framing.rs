@@ -1,4 +1,4 @@
-//! PROTOCOL.md section A: framing and the JSON-RPC envelope, in every era.
+//! docs/PROTOCOL.md section A: framing and the JSON-RPC envelope, in every era.
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! No process outlives its call and no temp folder is left: killing the
 //! server kills the run, a daemon the backend leaves behind dies when the
-//! call ends, and the private temp folder is removed.
+//! call ends, and the run's temp folder lives in its own mount namespace.
 
 mod sandbox_common;
 
@@ -92,34 +92,89 @@ fn a_daemon_dies_when_its_call_ends() {
     assert!(gone, "the daemon outlived its call");
 }
 
-#[test]
-fn the_private_temp_folder_is_removed_after_the_run() {
+/// The run's TMPDIR is a tmpfs of its own mount namespace: `/tmp` inside,
+/// nothing on the host, and gone with the run, whatever it left there.
+fn the_temp_folder_is_the_runs_own_and_goes_with_it(who: Who) {
     let w = World::new();
     let root = w.folder("root");
-    let mut cmd = w.cmd(Who::Me, &root);
-    // The run leaves files and a folder it made unreadable in TMPDIR, and
-    // prints the folder's name.
+    let before = host_temp_entries();
+    let mut cmd = w.cmd(who, &root);
+    // Files, a folder made unreadable, and a marker the next run looks for.
     cmd.args([
         "sandbox",
         "run",
         "--",
         "/bin/sh",
         "-c",
-        "echo \"$TMPDIR\"; mkdir -p \"$TMPDIR/a/b\"; echo x > \"$TMPDIR/a/b/f\"; mkdir -m 0 \"$TMPDIR/locked\"",
+        "echo \"$TMPDIR\"; mkdir -p \"$TMPDIR/a/b\"; echo x > \"$TMPDIR/a/b/f\"; mkdir -m 0 \"$TMPDIR/locked\"; echo here > \"$TMPDIR/marker\"",
     ])
     .stdout(Stdio::piped());
     let out = output_within(cmd, Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let tmpdir = text(&out.stdout).trim().to_string();
-    assert!(tmpdir.contains("reachweaver-run-"), "{tmpdir}");
-    assert!(
-        !std::path::Path::new(&tmpdir).exists(),
-        "{tmpdir} was left behind"
-    );
+    assert_eq!(text(&out.stdout).trim(), "/tmp/run");
+    let mut next = w.cmd(who, &root);
+    next.args([
+        "sandbox",
+        "run",
+        "--",
+        "/bin/sh",
+        "-c",
+        "test -e \"$TMPDIR/marker\" && echo leaked || echo fresh",
+    ])
+    .stdout(Stdio::piped());
+    let out = output_within(next, Duration::from_secs(30));
+    assert_eq!(text(&out.stdout).trim(), "fresh", "{}", text(&out.stderr));
+    let after = host_temp_entries();
+    let new: Vec<&String> = after
+        .iter()
+        .filter(|e| !before.contains(e) && e.starts_with("reachweaver-run-"))
+        .collect();
+    assert!(new.is_empty(), "runs left folders on the host: {new:?}");
 }
 
 #[test]
-fn a_killed_servers_temp_folder_is_swept_by_the_next_start() {
+fn the_temp_folder_is_the_runs_own_and_goes_with_it_as_me() {
+    the_temp_folder_is_the_runs_own_and_goes_with_it(Who::Me);
+}
+
+#[test]
+fn the_temp_folder_is_the_runs_own_and_goes_with_it_for_an_unprivileged_user() {
+    the_temp_folder_is_the_runs_own_and_goes_with_it(Who::Unprivileged);
+}
+
+fn host_temp_entries() -> Vec<String> {
+    let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// A run that builds a folder chain deeper than any recursive removal can
+/// take (the host once crashed removing one) ends like any other, and the
+/// server answers the next run.
+#[test]
+fn a_deep_folder_chain_in_tmpdir_cannot_hurt_the_server() {
+    let w = World::new();
+    let root = w.folder("root");
+    let mut cmd = w.cmd(Who::Me, &root);
+    cmd.args([
+        "sandbox",
+        "run",
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        "import os\nos.chdir(os.environ['TMPDIR'])\nfor _ in range(1500):\n    os.mkdir('d'); os.chdir('d')\nopen('bottom', 'w').write('x')\nprint('deep')",
+    ])
+    .stdout(Stdio::piped());
+    let out = output_within(cmd, Duration::from_secs(60));
+    assert_eq!(text(&out.stdout).trim(), "deep", "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn a_killed_server_leaves_no_temp_folder_to_sweep() {
     let w = World::new();
     let root = w.folder("root");
     let marker = sandbox_common::marker("sweep");
@@ -130,7 +185,7 @@ fn a_killed_servers_temp_folder_is_swept_by_the_next_start() {
         "--",
         "/bin/sh",
         "-c",
-        "sleep 300; true",
+        "echo x > \"$TMPDIR/f\"; sleep 300; true",
         &marker,
     ])
     .stdout(Stdio::null())
@@ -140,24 +195,17 @@ fn a_killed_servers_temp_folder_is_swept_by_the_next_start() {
     let started = wait_until(Duration::from_secs(10), || {
         !sandbox_common::pids_running("/bin/sh", &marker).is_empty()
     });
-    // While the server lives, its run has exactly one folder.
+    // While the run lives, the host has no folder of it at all.
     let during = run_folders_of(pid);
     server.kill().unwrap();
     server.wait().unwrap();
     assert!(started, "the run never started");
-    assert_eq!(during.len(), 1, "{during:?}");
+    assert!(during.is_empty(), "{during:?}");
     let gone = wait_until(Duration::from_secs(5), || {
         pids_with_marker(&marker).is_empty()
     });
+    kill_marker(&marker);
     assert!(gone, "the run outlived its server");
-    // Killed with SIGKILL, the server could not remove its folder; the next
-    // start does (another test's start may already have).
-    let mut next = w.cmd(Who::Me, &root);
-    next.args(["sandbox", "run", "--", "/bin/true"]);
-    assert!(output_within(next, Duration::from_secs(30))
-        .status
-        .success());
-    assert!(!during[0].exists(), "{} was not swept", during[0].display());
 }
 
 #[test]

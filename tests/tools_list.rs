@@ -191,32 +191,73 @@ fn catalog_with_another_version_is_refused() {
     assert!(err.contains("catalog version 7 is not supported"), "{err}");
 }
 
-#[test]
-fn catalog_with_unknown_type_is_refused_naming_command_and_argument() {
-    let err = refused_catalog("unknown-type");
+/// `tools --json` on a catalog variant that is served with one command
+/// withheld: that command's reasons, and the number of tools.
+fn withheld_by_catalog(variant: &str, command: &str) -> (Vec<Value>, u64) {
+    let ws = Workspace::new();
+    let mut c = ws.command();
+    c.env("REACHWEAVER_FAKE_CATALOG", variant).args([
+        "tools",
+        "--json",
+        "--sandbox",
+        "best-effort",
+    ]);
+    let out = c.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
-        err.contains("command `age-report`, argument `--since`: unknown type `date`"),
-        "{err}"
+        stderr(&out).contains("; note: 1 command withheld for problems in the catalog"),
+        "{}",
+        stderr(&out)
+    );
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let entry = v["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["command"] == command)
+        .unwrap_or_else(|| panic!("{command} not reported"))
+        .clone();
+    assert_eq!(entry["offered"], false, "{entry}");
+    (
+        entry["reasons"].as_array().unwrap().clone(),
+        v["tool_count"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn an_unknown_type_withholds_only_that_command() {
+    let (reasons, tools) = withheld_by_catalog("unknown-type", "age-report");
+    assert_eq!(tools, 4, "the other tools are still served");
+    assert_eq!(reasons[0]["code"], "unknown_type");
+    assert_eq!(reasons[0]["pointer"], "/commands/15/flags/0/type");
+    assert!(
+        reasons[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("unknown type \"date\""),
+        "{reasons:?}"
     );
 }
 
 #[test]
-fn catalog_with_unknown_tag_is_refused() {
-    let err = refused_catalog("unknown-tag");
-    assert!(
-        err.contains("command `stock-report`: unknown tag `cached`"),
-        "{err}"
-    );
+fn an_unknown_tag_withholds_only_that_command() {
+    let (reasons, tools) = withheld_by_catalog("unknown-tag", "stock-report");
+    assert_eq!(tools, 3);
+    assert_eq!(reasons[0]["code"], "unknown_tag");
+    assert_eq!(reasons[0]["pointer"], "/commands/1/tags/1");
 }
 
 #[test]
-fn catalog_with_duplicate_after_mapping_is_refused() {
-    let err = refused_catalog("dup-mapping");
+fn a_duplicate_after_mapping_withholds_only_that_command() {
+    let (reasons, tools) = withheld_by_catalog("dup-mapping", "restock-plan");
+    assert_eq!(tools, 4);
+    assert_eq!(reasons[0]["code"], "duplicate");
+    assert_eq!(reasons[0]["pointer"], "/commands/15/flags/0/name");
+    let text = reasons[0]["text"].as_str().unwrap();
     assert!(
-        err.contains("command `restock-plan`, argument `--dry-run`"),
-        "{err}"
+        text.contains("\"--dry-run\"") && text.contains("`dry_run`"),
+        "{text}"
     );
-    assert!(err.contains("also maps to the property `dry_run`"), "{err}");
 }
 
 #[test]
@@ -251,7 +292,7 @@ fn missing_or_non_executable_backend_is_a_clear_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("the backend /no/such/shelfcheck cannot be used"),
+        stderr(&out).contains("--backend /no/such/shelfcheck: no such file"),
         "{}",
         stderr(&out)
     );
@@ -265,7 +306,10 @@ fn missing_or_non_executable_backend_is_a_clear_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("is not an executable file"),
+        stderr(&out).contains(&format!(
+            "--backend {}: not an executable file",
+            ws.db.display()
+        )),
         "{}",
         stderr(&out)
     );
@@ -278,7 +322,9 @@ fn missing_or_non_executable_backend_is_a_clear_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("cannot find `reachweaver` on PATH"),
+        stderr(&out).contains(
+            "--backend: 'reachweaver' was not found on PATH; install it or pass --backend /absolute/path"
+        ),
         "{}",
         stderr(&out)
     );
@@ -292,38 +338,69 @@ fn a_root_of_slash_is_refused() {
     let out = c.output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("a root of / would share every file"),
+        stderr(&out).contains("--root /: refused: / would open every file"),
         "{}",
         stderr(&out)
     );
 }
 
 #[test]
-fn a_root_equal_to_the_home_folder_gets_a_warning_line() {
+fn a_root_equal_to_the_home_folder_or_holding_it_is_refused() {
     let ws = Workspace::new();
     let mut c = ws.command();
     c.env("HOME", &ws.root)
         .args(["tools", "--sandbox", "best-effort"]);
     let out = c.output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let err = stderr(&out);
-    assert_eq!(err.lines().count(), 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.lines().next().unwrap().starts_with(&format!(
-            "reachweaver-mcp: warning: the root is your home folder {}",
+        err.contains(&format!(
+            "the root (the current folder) {}: refused: it is your home folder",
             ws.root.display()
-        )),
+        )) && err.contains("pass --root or --home"),
         "{err}"
+    );
+
+    // A HOME spelled through a symlink is the same home.
+    let link = ws.dir.path().join("home-link");
+    std::os::unix::fs::symlink(&ws.root, &link).unwrap();
+    let mut c = ws.command();
+    c.env("HOME", &link)
+        .args(["tools", "--sandbox", "best-effort"]);
+    let out = c.output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("refused: it is your home folder"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A root that holds the home folder.
+    let mut c = ws.command();
+    c.env("HOME", ws.root.join("sub"))
+        .args(["tools", "--sandbox", "best-effort"]);
+    let out = c.output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("refused: it holds your home folder"),
+        "{}",
+        stderr(&out)
     );
 
     let mut c = ws.command();
     c.env("HOME", ws.dir.path())
         .args(["tools", "--sandbox", "best-effort"]);
     let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "a folder below home is fine: {}",
+        stderr(&out)
+    );
     assert_eq!(
         stderr(&out).lines().count(),
         1,
-        "no warning for a folder below home: {}",
+        "only the start-up line: {}",
         stderr(&out)
     );
 }
@@ -392,5 +469,135 @@ fn owner_globals_are_made_absolute_and_passed_in_order() {
             format!("--accounts={r}/a.yaml"),
             format!("--profile={r}/p.yaml"),
         ])
+    );
+}
+
+#[test]
+fn a_missing_home_folder_is_reported_as_missing() {
+    let ws = Workspace::new();
+    let missing = ws.dir.path().join("no-such-home");
+    let mut c = ws.command();
+    c.arg("--home")
+        .arg(&missing)
+        .args(["tools", "--sandbox", "best-effort"]);
+    let out = c.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out).trim_end(),
+        format!(
+            "reachweaver-mcp: --home {}: no such folder",
+            missing.display()
+        )
+    );
+}
+
+#[test]
+fn pass_env_names_that_are_never_passed_get_a_warning() {
+    let ws = Workspace::new();
+    let out = ws.tools(&[
+        "--pass-env",
+        "PYTHONPATH",
+        "--pass-env",
+        "LANG",
+        "--pass-env",
+        "LD_PRELOAD",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let warning = err.lines().next().unwrap();
+    assert!(
+        warning.starts_with("reachweaver-mcp: warning: --pass-env PYTHONPATH, LD_PRELOAD ignored"),
+        "{err}"
+    );
+    assert!(!warning.contains("LANG"), "{err}");
+    let quiet = ws.tools(&["--pass-env", "LANG"]);
+    assert!(!stderr(&quiet).contains("warning"), "{}", stderr(&quiet));
+}
+
+#[test]
+fn a_reader_that_closes_stdout_early_ends_tools_quietly() {
+    let ws = Workspace::new();
+    let mut c = ws.command();
+    c.args(["tools", "--json", "--sandbox", "best-effort"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    // Like `| head -0`: the reader is gone before anything is written.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("Broken pipe"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_database_given_through_a_symlink_is_refused() {
+    let ws = Workspace::new();
+    let link = ws.dir.path().join("link.db");
+    std::os::unix::fs::symlink(&ws.db, &link).unwrap();
+    let out = std::process::Command::new(BIN)
+        .arg("--backend")
+        .arg(fake_backend())
+        .arg("--db")
+        .arg(&link)
+        .args(["tools", "--sandbox", "best-effort", "--root"])
+        .arg(&ws.root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out).trim_end(),
+        format!(
+            "reachweaver-mcp: --db {}: is a symbolic link; name the file it points to",
+            link.display()
+        )
+    );
+}
+
+#[test]
+fn tools_shows_the_protected_patterns_and_fixed_files() {
+    let ws = Workspace::new();
+    let out = ws.tools(&["--protect", "*.sqlite", "--protect", "private/"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("protected"))
+        .unwrap_or_else(|| panic!("no protected line in:\n{text}"));
+    for p in [
+        ".env ", "*.pem", "id_rsa*", ".ssh/", ".kube/", "*.sqlite", "private/",
+    ] {
+        assert!(line.contains(p), "{p} missing: {line}");
+    }
+    assert!(line.contains("the fixed database file"), "{line}");
+
+    let out = ws.tools(&["--json", "--protect", "*.sqlite"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let patterns: Vec<&str> = v["protected"]["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(patterns.first(), Some(&".env"));
+    assert_eq!(patterns.last(), Some(&"*.sqlite"));
+    assert!(patterns.contains(&".aws/"));
+    let fixed = &v["protected"]["fixed_files"];
+    assert!(
+        fixed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["file"] == "database" && f["path"] == ws.db.display().to_string().as_str()),
+        "{fixed}"
+    );
+
+    let out = ws.tools(&["--protect", "../x"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("--protect `../x` cannot be used"),
+        "{}",
+        stderr(&out)
     );
 }

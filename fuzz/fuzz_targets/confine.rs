@@ -16,10 +16,12 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use reachweaver_mcp::confine::{confine, Root};
+use reachweaver_mcp::protect::Protected;
 
 struct Fixture {
     _dir: tempfile::TempDir,
     root: Root,
+    protected: Protected,
     base: PathBuf,
 }
 
@@ -46,9 +48,11 @@ fn fixture() -> &'static Fixture {
         symlink("sub", root.join("in")).expect("link");
         symlink("/", root.join("slash")).expect("link");
         let root = Root::new(&root).expect("root");
+        let protected = Protected::new(&[], &[]).expect("default patterns");
         Fixture {
             _dir: dir,
             root,
+            protected,
             base,
         }
     })
@@ -101,7 +105,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let root = f.root.path();
-    match confine(&f.root, "file", &raw) {
+    match confine(&f.root, &f.protected, "file", &raw) {
         Ok(p) => {
             let p = Path::new(p.as_str());
             assert!(p.is_absolute(), "{raw:?} -> {p:?}");
@@ -109,6 +113,15 @@ fuzz_target!(|data: &[u8]| {
             let again = p.canonicalize().expect("an accepted path exists");
             assert_eq!(again, p, "{raw:?}: accepted path is not canonical");
             assert!(!raw.is_empty() && !raw.starts_with('~') && raw != "-");
+        }
+        Err(e) if e.code() == "path_protected" => {
+            // Only a protected spelling or target is refused as protected.
+            let target = root.join(&raw).canonicalize().ok();
+            assert!(
+                f.protected.reason(root, &root.join(&raw)).is_some()
+                    || target.is_some_and(|t| f.protected.reason(root, &t).is_some()),
+                "{raw:?} refused as protected without a reason"
+            );
         }
         Err(e) => {
             assert!(

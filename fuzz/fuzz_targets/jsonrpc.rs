@@ -2,7 +2,7 @@
 //! modern envelope check for every request that parses.
 //!
 //! Invariants: nothing panics; every refusal carries a code the server may
-//! send for that step (PROTOCOL.md A3-A9, C1-C3) and an id that is null or
+//! send for that step (docs/PROTOCOL.md A3-A9, C1-C3) and an id that is null or
 //! a valid id; a request re-serialized as one line parses back to the same
 //! request; every outbound line is one line with no raw line separators.
 

@@ -70,7 +70,7 @@ const TYPES: [&str; 7] = [
     "boolean", "string", "integer", "number", "path", "choice", "date",
 ];
 
-/// Withheld whatever the catalog says (CONTRACT.md §4).
+/// Withheld whatever the catalog says (docs/BACKEND.md, Which commands become tools).
 const NEVER: [&str; 13] = [
     "--online",
     "--allow-origin",
@@ -566,9 +566,16 @@ fn check_call(tool: &Tool, cat: &Catalog, args: &Map<String, Value>) {
                 schema_ok,
                 "accepted arguments break the schema: {args:?} vs {schema}"
             );
-            match call.confine(root()) {
+            let protected = reachweaver_mcp::protect::Protected::new(&[], &[]).expect("patterns");
+            match call.confine(root(), &protected) {
                 Err(e) => assert!(
-                    ["invalid_argument", "path_outside_root", "path_not_found"].contains(&e.code()),
+                    [
+                        "invalid_argument",
+                        "path_outside_root",
+                        "path_not_found",
+                        "path_protected"
+                    ]
+                    .contains(&e.code()),
                     "confine code {}",
                     e.code()
                 ),

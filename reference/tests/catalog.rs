@@ -26,7 +26,8 @@ fn is_kebab(name: &str) -> bool {
         && !name.ends_with('-')
 }
 
-/// The contract's eligibility rules (CONTRACT.md section 4), applied to the catalog.
+/// The contract's eligibility rules (docs/BACKEND.md, Which commands become
+/// tools), applied to the catalog.
 fn eligible(command: &Value) -> bool {
     let tags = tags(command);
     let args = command["flags"]

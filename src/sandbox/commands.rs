@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::{platform, RunKind, Sandbox, SandboxOptions};
-use crate::cli::{Globals, SandboxCommand, SandboxMode};
+use crate::cli::{Globals, SandboxCommand};
+use crate::config::{Owner, OwnerInput};
+use crate::sandbox::SandboxMode;
 
 /// `sandbox status|run|probe`.
 pub fn cli(globals: &Globals, cmd: SandboxCommand) -> anyhow::Result<u8> {
@@ -19,7 +21,11 @@ pub fn cli(globals: &Globals, cmd: SandboxCommand) -> anyhow::Result<u8> {
             allow_read,
             command,
         } => run(globals, root, allow_read, command),
-        SandboxCommand::Probe { json, without } => probe(json, without),
+        SandboxCommand::Probe {
+            json,
+            without,
+            junit,
+        } => probe(json, without, junit.as_deref()),
     }
 }
 
@@ -64,60 +70,31 @@ fn status(json: bool) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// Make a path absolute and canonical, with a message naming it.
-fn canonical(p: &Path) -> anyhow::Result<PathBuf> {
-    std::fs::canonicalize(p).with_context(|| format!("{}", p.display()))
-}
-
 /// The options `sandbox run` uses: the read-only tool policy with `CMD` as
 /// the backend, the globals' files readable, `--root` (default: the current
-/// folder) as root and working folder.
+/// folder) as root and working folder; every path resolved and guarded by
+/// the same code as the server's.
 fn run_options(
     globals: &Globals,
     root: Option<PathBuf>,
     allow_read: Vec<PathBuf>,
     program: &str,
 ) -> anyhow::Result<SandboxOptions> {
-    let backend = if program.contains('/') {
-        canonical(Path::new(program))?
-    } else {
-        let path = std::env::var("PATH").unwrap_or_default();
-        let found = super::policy::find_on_path(program, &path)
-            .with_context(|| format!("{program}: not found on PATH"))?;
-        canonical(&found)?
+    let globals = Globals {
+        backend: Some(PathBuf::from(program)),
+        ..globals.clone()
     };
-    let root = match root {
-        Some(r) => canonical(&r)?,
-        None => canonical(&std::env::current_dir()?)?,
-    };
-    if root == Path::new("/") {
-        anyhow::bail!("a root of / is refused: it would open every file to the run");
+    let owner = Owner::resolve(&OwnerInput {
+        globals: &globals,
+        backend_option: "the command",
+        root: root.as_deref(),
+        allow_read: &allow_read,
+    })?;
+    let mut opts = owner.sandbox_options(SandboxMode::Require, &[], None)?;
+    if owner.root.is_none() {
+        opts.root = owner.current_folder_root()?;
     }
-    let mut read = Vec::new();
-    for p in [&globals.home, &globals.accounts, &globals.profile]
-        .into_iter()
-        .flatten()
-    {
-        read.push(canonical(p)?);
-    }
-    let db = match &globals.db {
-        Some(p) => Some(canonical(p)?),
-        None => None,
-    };
-    let allow_read = allow_read
-        .iter()
-        .map(|p| canonical(p))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(SandboxOptions {
-        mode: SandboxMode::Require,
-        backend,
-        root,
-        read,
-        db,
-        allow_read,
-        pass_env: Vec::new(),
-        helper: None,
-    })
+    Ok(opts)
 }
 
 fn run(
@@ -177,6 +154,6 @@ pub fn exit_code(status: std::process::ExitStatus) -> u8 {
     }
 }
 
-fn probe(json: bool, without: Option<super::Layer>) -> anyhow::Result<u8> {
-    platform::probe(json, without)
+fn probe(json: bool, without: Option<super::Layer>, junit: Option<&Path>) -> anyhow::Result<u8> {
+    platform::probe(json, without, junit)
 }

@@ -1,19 +1,26 @@
 //! macOS: the run is started by `/usr/bin/sandbox-exec` with a profile made
 //! of the static deny-by-default base in `sandbox/reachweaver.sb` and one
-//! generated rule per granted path. The generated rules refer to `-D`
+//! generated rule per kind of grant. The generated rules refer to `-D`
 //! parameters only, so no path the owner chose is ever spliced into profile
 //! text (a path with a quote or parenthesis can't change the profile).
 //!
-//! This module is pure and compiled everywhere, so its golden tests run in
-//! every CI job; only `spawn` (the thin part that starts processes) is
-//! macOS-only.
+//! What the profile needs to know about how the backend starts (the
+//! interpreter behind a `#!` line, every symlink on the way to it, the
+//! libraries a Homebrew Python loads) is found once at start by [`discover`]
+//! and kept as plain data ([`ExecChain`]); [`build_profile`] is a pure
+//! function of that and the run's policy. So this module is compiled
+//! everywhere and its golden tests, which describe real macOS layouts as
+//! data, run in every CI job; only `spawn` and `probe` (the parts that start
+//! processes) are macOS-only.
 
+#[cfg(target_os = "macos")]
+pub mod probe;
 #[cfg(target_os = "macos")]
 pub mod spawn;
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
-use super::policy::Policy;
+use super::policy::{self, Policy};
 
 /// The static base profile.
 pub const BASE_PROFILE: &str = include_str!("../../sandbox/reachweaver.sb");
@@ -34,225 +41,523 @@ pub fn canonical(path: &Path) -> PathBuf {
     path.to_path_buf()
 }
 
-/// The full profile text and the `-D` parameters for one policy. Pure.
-pub fn build_profile(policy: &Policy) -> (String, Vec<(String, PathBuf)>) {
-    let mut text = String::from(BASE_PROFILE);
-    let mut params: Vec<(String, PathBuf)> = Vec::new();
-    let mut add = |prefix: &str, paths: &[PathBuf], rule: &str, text: &mut String| {
+/// How the backend starts, found at start: plain data, so the profile
+/// builder is pure and its golden files can describe any Mac's layout.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecChain {
+    /// Trees that are read, mapped and executed: an interpreter's
+    /// installation (a framework version folder, a uv Python), a virtual
+    /// environment, the backend's install prefix when it is outside the home.
+    pub exec_trees: Vec<PathBuf>,
+    /// Single executables: the backend itself and each resolved interpreter.
+    pub exec_files: Vec<PathBuf>,
+    /// Every symlink crossed on the way, in its literal spelling
+    /// (`/opt/homebrew/bin/python3`, a venv's `bin/python`, `opt/sqlite`).
+    pub hops: Vec<PathBuf>,
+    /// Library folders that are read and mapped, not executed: the `lib`
+    /// of each Homebrew keg a Homebrew Python's modules link against, and a
+    /// site-packages folder its installation links to.
+    pub lib_trees: Vec<PathBuf>,
+    /// For `#!/usr/bin/env NAME`: the interpreter found on `PATH` at start
+    /// (literal, so a venv stays a venv) and the line's arguments, run in
+    /// front of the script instead of letting `env` search again inside the
+    /// sandbox (where it could reach Apple's `/usr/bin/python3` stub).
+    pub launcher: Vec<String>,
+}
+
+/// One run's profile input.
+#[derive(Debug, Clone, Copy)]
+pub struct RunProfile<'a> {
+    pub policy: &'a Policy,
+    pub chain: &'a ExecChain,
+    /// The database, whose companions (`-journal`, `-wal`, `-shm`) every
+    /// run may read, as SQLite checks them on open.
+    pub db: Option<&'a Path>,
+    /// A `draft` run: it may write the database and its companions, and
+    /// nothing else outside its temp folder.
+    pub draft: bool,
+}
+
+/// SQLite's companion files of a database.
+pub fn db_files(db: &Path) -> Vec<PathBuf> {
+    let mut out = vec![db.to_path_buf()];
+    for suffix in ["-journal", "-wal", "-shm"] {
+        let mut s = db.as_os_str().to_os_string();
+        s.push(suffix);
+        out.push(PathBuf::from(s));
+    }
+    out
+}
+
+/// Builds the generated part: each rule a list of `-D` parameters.
+struct Generated {
+    text: String,
+    params: Vec<(String, PathBuf)>,
+}
+
+impl Generated {
+    fn rule(&mut self, comment: &str, head: &str, filter: &str, prefix: &str, paths: &[PathBuf]) {
         if paths.is_empty() {
             return;
         }
-        text.push_str(rule);
-        text.push('\n');
+        for line in comment.lines() {
+            self.text.push_str(";; ");
+            self.text.push_str(line);
+            self.text.push('\n');
+        }
+        self.text.push_str(head);
+        self.text.push('\n');
         for (i, p) in paths.iter().enumerate() {
             let name = format!("{prefix}_{i}");
-            text.push_str(&format!("  (subpath (param \"{name}\"))\n"));
-            params.push((name, canonical(p)));
+            self.text
+                .push_str(&format!("  ({filter} (param \"{name}\"))\n"));
+            self.params.push((name, canonical(p)));
         }
-        text.push_str(")\n");
-    };
-    text.push_str("\n;; Generated: owner paths, each a -D parameter.\n");
-    add(
-        "EXEC",
-        &policy.read_exec,
-        "(allow file-read* file-map-executable process-exec",
-        &mut text,
-    );
-    let read: Vec<PathBuf> = policy
-        .read
-        .iter()
-        .filter(|p| !p.starts_with("/dev"))
-        .cloned()
-        .collect();
-    add("READ", &read, "(allow file-read*", &mut text);
-    let write: Vec<PathBuf> = policy
-        .read_write
-        .iter()
-        .filter(|p| !p.starts_with("/dev"))
-        .cloned()
-        .collect();
-    add("WRITE", &write, "(allow file-read* file-write*", &mut text);
-    (text, params)
+        self.text.push_str(")\n");
+    }
 }
 
-/// The argv that starts the policy's program under sandbox-exec. Pure.
-pub fn build_argv(policy: &Policy) -> Vec<String> {
-    let (profile, params) = build_profile(policy);
+fn push_unique(list: &mut Vec<PathBuf>, p: PathBuf) {
+    if !list.contains(&p) {
+        list.push(p);
+    }
+}
+
+/// Every folder above `path` (not `path` itself), in the sandbox's
+/// spelling, outermost first.
+fn ancestors(path: &Path) -> Vec<PathBuf> {
+    let c = canonical(path);
+    let mut out: Vec<PathBuf> = c
+        .ancestors()
+        .skip(1)
+        .filter(|a| !a.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .collect();
+    out.reverse();
+    out
+}
+
+/// The full profile text and the `-D` parameters for one run. Pure.
+pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
+    let p = run.policy;
+    let chain = run.chain;
+    let not_dev = |x: &&PathBuf| !x.starts_with("/dev");
+
+    let mut exec: Vec<PathBuf> = Vec::new();
+    for x in p
+        .read_exec
+        .iter()
+        .chain(&chain.exec_trees)
+        .chain(&chain.exec_files)
+    {
+        push_unique(&mut exec, x.clone());
+    }
+    let mut read: Vec<PathBuf> = Vec::new();
+    for x in p.read.iter().filter(not_dev) {
+        push_unique(&mut read, x.clone());
+    }
+    let companions: Vec<PathBuf> = run
+        .db
+        .map(|db| db_files(db).into_iter().skip(1).collect())
+        .unwrap_or_default();
+    let tmp = vec![p.tmpdir.clone()];
+    let draft_files: Vec<PathBuf> = match (run.draft, run.db) {
+        (true, Some(db)) => db_files(db),
+        _ => Vec::new(),
+    };
+
+    let mut meta: Vec<PathBuf> = Vec::new();
+    for granted in exec
+        .iter()
+        .chain(&chain.hops)
+        .chain(&chain.lib_trees)
+        .chain(&read)
+        .chain(&companions)
+        .chain(&tmp)
+    {
+        for a in ancestors(granted) {
+            push_unique(&mut meta, a);
+        }
+    }
+
+    let mut g = Generated {
+        text: String::from("\n;; Generated: owner paths, each a -D parameter.\n"),
+        params: Vec::new(),
+    };
+    g.rule(
+        "The folders above every granted path, metadata only. Python's launcher\n\
+         calls realpath() on its own folder and SQLite checks each folder of the\n\
+         database's path; without this both stop with \"Operation not permitted\".\n\
+         Chromium and Apple's own tool profiles allow metadata more widely.",
+        "(allow file-read-metadata",
+        "literal",
+        "META",
+        &meta,
+    );
+    g.rule(
+        "The backend, its interpreters and their installations: read, mapped, run.",
+        "(allow file-read* file-map-executable process-exec*",
+        "subpath",
+        "EXEC",
+        &exec,
+    );
+    g.rule(
+        "Each symlink on the way to the interpreter in its literal spelling: the\n\
+         sandbox checks every link it crosses, so a venv or a Homebrew or uv\n\
+         Python failed to start when only the resolved file was granted.",
+        "(allow file-read* process-exec*",
+        "literal",
+        "HOP",
+        &chain.hops,
+    );
+    g.rule(
+        "Libraries a Homebrew Python's modules load through opt/* (sqlite,\n\
+         OpenSSL, xz, ...): each keg's lib folder, read and mapped, never its\n\
+         etc or var.",
+        "(allow file-read* file-map-executable",
+        "subpath",
+        "LIB",
+        &chain.lib_trees,
+    );
+    g.rule(
+        "The root folder and the backend's fixed files, read only.",
+        "(allow file-read*",
+        "subpath",
+        "READ",
+        &read,
+    );
+    g.rule(
+        "SQLite looks for a hot journal and a WAL beside the database on open.",
+        "(allow file-read*",
+        "literal",
+        "DBX",
+        &companions,
+    );
+    g.rule(
+        "The run's private temp folder: read and write, never run.",
+        "(allow file-read* file-write*",
+        "subpath",
+        "TMP",
+        &tmp,
+    );
+    g.rule(
+        "A draft run writes the database and SQLite's companions only: a\n\
+         folder grant would let it write anything beside the database (up to\n\
+         ~/Library/LaunchAgents, run at the next login, when that is the home).",
+        "(allow file-read* file-write*",
+        "literal",
+        "DB",
+        &draft_files,
+    );
+    g.text.push_str(
+        ";; Last, so nothing above can reopen them: no hard links anywhere (a link\n\
+         ;; made in a writable place to an outside file would make the file\n\
+         ;; readable and writable under a granted name), no network of any kind.\n\
+         (deny file-link)\n\
+         (deny network*)\n",
+    );
+    let mut text = String::from(BASE_PROFILE);
+    text.push_str(&g.text);
+    (text, g.params)
+}
+
+/// The argv that starts the run under sandbox-exec. Pure.
+pub fn build_argv(run: &RunProfile<'_>) -> Vec<String> {
+    let (profile, params) = build_profile(run);
     let mut argv = vec![SANDBOX_EXEC.to_string(), "-p".to_string(), profile];
     for (name, path) in params {
         argv.push("-D".to_string());
         argv.push(format!("{name}={}", path.display()));
     }
     argv.push("--".to_string());
-    argv.push(policy.program.display().to_string());
-    argv.extend(policy.argv.iter().skip(1).cloned());
+    argv.extend(run.chain.launcher.iter().cloned());
+    argv.push(run.policy.program.display().to_string());
+    argv.extend(run.policy.argv.iter().skip(1).cloned());
     argv
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sandbox::policy::{build, BuildInput, Layers};
-    use crate::sandbox::{RunKind, SandboxOptions};
+/// sandbox-exec's own failures (a profile it can't compile, a sandbox it
+/// can't apply, such as inside another sandbox, a program it may not
+/// start) end with a `sandbox-exec: ...` line on stderr and a sysexits
+/// code (65 for a bad profile, 71 when applying or executing fails), before
+/// the backend ever ran. Those are the sandbox's failures, not the
+/// backend's. A backend that prints the same only misreports its own run.
+/// Returns the message. Pure.
+pub fn sandbox_exec_refusal(code: i32, stderr: &[u8]) -> Option<String> {
+    if !(64..=78).contains(&code) {
+        return None;
+    }
+    let text = String::from_utf8_lossy(stderr);
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    line.starts_with("sandbox-exec: ")
+        .then(|| line.chars().take(300).collect())
+}
 
-    fn policy(kind: RunKind) -> Policy {
-        let opts = SandboxOptions {
-            backend: PathBuf::from("/opt/homebrew/bin/reachweaver"),
-            root: PathBuf::from("/Users/ann/campaigns"),
-            read: vec![
-                PathBuf::from("/Users/ann/.reachweaver"),
-                PathBuf::from("/Users/ann/.reachweaver/accounts.yaml"),
-            ],
-            db: Some(PathBuf::from("/Users/ann/.reachweaver/db/reachweaver.db")),
-            ..SandboxOptions::default()
-        };
-        let runtime = vec![PathBuf::from("/opt/homebrew"), PathBuf::from("/usr")];
-        let argv = vec![
-            "/opt/homebrew/bin/reachweaver".to_string(),
-            "--home=/Users/ann/.reachweaver".to_string(),
-            "doctor".to_string(),
-            "--format=json".to_string(),
-        ];
-        build(&BuildInput {
-            opts: &opts,
-            kind,
-            runtime: &runtime,
-            env: &[],
-            layers: Layers::default(),
-            tmpdir: Path::new("/tmp/reachweaver-run-1"),
-            argv: &argv,
-            cwd: Path::new("/Users/ann/campaigns"),
-            parent_pid: 1,
+// ---------------------------------------------------------------------
+// Discovery (at start; reads the file system, decides nothing per run).
+// ---------------------------------------------------------------------
+
+/// Homebrew kegs whose libraries CPython's extension modules link through
+/// `$(brew --prefix)/opt/NAME/lib` (sqlite3, ssl/hashlib, lzma, decimal,
+/// readline, dbm, ctypes, zstd in 3.14, tkinter).
+pub const HOMEBREW_PYTHON_KEGS: &[&str] = &[
+    "openssl@3",
+    "sqlite",
+    "xz",
+    "mpdecimal",
+    "readline",
+    "gdbm",
+    "libffi",
+    "zstd",
+    "tcl-tk",
+];
+
+/// Resolve `path` like the kernel does, one component at a time, and record
+/// the literal path of every symlink crossed. At most 40 links.
+pub fn resolve_recording(path: &Path) -> std::io::Result<(PathBuf, Vec<PathBuf>)> {
+    let mut hops = Vec::new();
+    let mut todo: std::collections::VecDeque<std::ffi::OsString> =
+        std::collections::VecDeque::new();
+    let push_front = |todo: &mut std::collections::VecDeque<std::ffi::OsString>, p: &Path| {
+        let parts: Vec<std::ffi::OsString> = p
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect();
+        for part in parts.into_iter().rev() {
+            todo.push_front(part);
+        }
+    };
+    if !path.is_absolute() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not an absolute path",
+        ));
+    }
+    push_front(&mut todo, path);
+    let mut cur = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(part) = todo.pop_front() {
+        if part == ".." {
+            cur.pop();
+            continue;
+        }
+        let next = cur.join(&part);
+        let meta = std::fs::symlink_metadata(&next)?;
+        if meta.file_type().is_symlink() {
+            links += 1;
+            if links > 40 {
+                return Err(std::io::Error::other("too many symlinks"));
+            }
+            let target = std::fs::read_link(&next)?;
+            if !hops.contains(&next) {
+                hops.push(next.clone());
+            }
+            if target.is_absolute() {
+                cur = PathBuf::from("/");
+            }
+            push_front(&mut todo, &target);
+        } else {
+            cur = next;
+        }
+    }
+    Ok((cur, hops))
+}
+
+/// Paths that must never become a tree grant: `/`, the home, anything
+/// above the home, and the shared temp folders.
+fn too_wide(p: &Path, home: Option<&Path>) -> bool {
+    let c = canonical(p);
+    if c == Path::new("/") {
+        return true;
+    }
+    let guarded = [
+        Path::new("/private/tmp"),
+        Path::new("/private/var"),
+        Path::new("/Users"),
+        Path::new("/Volumes"),
+    ];
+    if guarded.iter().any(|g| g.starts_with(&c)) {
+        return true;
+    }
+    // Shared prefixes: their etc and var hold other programs' settings and
+    // data (Homebrew's, MacPorts'), so a program there is granted alone.
+    let shared = ["/usr", "/usr/local", "/opt/homebrew", "/opt/local", "/opt"];
+    if shared.iter().any(|s| c == Path::new(s)) {
+        return true;
+    }
+    home.is_some_and(|h| canonical(h).starts_with(&c))
+}
+
+/// A folder that is a Python installation or a virtual environment (so it
+/// is an interpreter's own tree even inside the home).
+fn is_python_tree(dir: &Path) -> bool {
+    if dir.join("pyvenv.cfg").is_file() {
+        return true;
+    }
+    std::fs::read_dir(dir.join("lib"))
+        .map(|d| {
+            d.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("python3"))
         })
-    }
+        .unwrap_or(false)
+}
 
-    fn golden(name: &str, got: &str) {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/sandbox/macos/golden")
-            .join(name);
-        if std::env::var_os("REACHWEAVER_UPDATE_GOLDEN").is_some() {
-            std::fs::write(&path, got).unwrap();
+/// The install prefix for a tree grant: the parent of the `bin` folder.
+/// Inside the home only a Python installation or venv qualifies (a prefix
+/// such as `~/.cargo` holds credentials beside `bin`).
+fn tree_for(exe: &Path, home: Option<&Path>) -> Option<PathBuf> {
+    let prefix = exe
+        .parent()
+        .filter(|d| d.file_name().is_some_and(|n| n == "bin"))
+        .and_then(Path::parent)?;
+    if too_wide(prefix, home) {
+        return None;
+    }
+    let inside_home = home.is_some_and(|h| prefix.starts_with(h));
+    (!inside_home || is_python_tree(prefix)).then(|| prefix.to_path_buf())
+}
+
+/// Find the backend's exec chain, as a shell would start it. Never fails:
+/// what it cannot read it leaves out (the run then fails visibly).
+pub fn discover(backend: &Path, home: Option<&Path>, path_env: Option<&str>) -> ExecChain {
+    let mut chain = ExecChain::default();
+    let home_canon = home.and_then(|h| std::fs::canonicalize(h).ok());
+    let home = home_canon.as_deref().or(home);
+    push_unique(&mut chain.exec_files, backend.to_path_buf());
+    if let Some(t) = tree_for(backend, home) {
+        push_unique(&mut chain.exec_trees, t);
+    }
+    let mut script = backend.to_path_buf();
+    for depth in 0..4 {
+        let Some((literal, args)) = interpreter_line(&script, path_env) else {
+            break;
+        };
+        if depth == 0 && args.env {
+            chain.launcher = std::iter::once(literal.display().to_string())
+                .chain(args.rest.iter().cloned())
+                .collect();
         }
-        let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (set REACHWEAVER_UPDATE_GOLDEN=1 to create)",
-                path.display()
-            )
-        });
-        assert_eq!(
-            got, want,
-            "golden {name} differs (REACHWEAVER_UPDATE_GOLDEN=1 refreshes)"
-        );
-    }
-
-    fn render(argv: &[String]) -> String {
-        // One element per line; the profile's own newlines are kept so the
-        // golden file reads like the profile.
-        argv.iter().map(|a| format!("{a}\n")).collect()
-    }
-
-    #[test]
-    fn read_only_argv_matches_golden() {
-        golden(
-            "read_only.argv",
-            &render(&build_argv(&policy(RunKind::ReadOnly))),
-        );
-    }
-
-    #[test]
-    fn draft_argv_matches_golden() {
-        golden("draft.argv", &render(&build_argv(&policy(RunKind::Draft))));
-    }
-
-    #[test]
-    fn profile_is_deny_by_default_without_network_and_without_owner_paths() {
-        let (text, params) = build_profile(&policy(RunKind::Draft));
-        assert!(text.contains("(deny default)"));
-        assert!(
-            !text.contains("(allow network"),
-            "the profile must not allow the network"
-        );
-        assert!(!text.contains("(allow default"));
-        let generated = &text[BASE_PROFILE.len()..];
-        assert!(
-            !generated.contains("\"/"),
-            "owner paths must be parameters, not text: {generated}"
-        );
-        assert!(!text.contains("reachweaver-run"));
-        assert!(params
-            .iter()
-            .all(|(n, _)| text.contains(&format!("(param \"{n}\")"))));
-    }
-
-    #[test]
-    fn writes_are_only_the_temp_folder_and_for_drafts_the_database_folder() {
-        let (_, params) = build_profile(&policy(RunKind::ReadOnly));
-        let writes: Vec<_> = params
-            .iter()
-            .filter(|(n, _)| n.starts_with("WRITE"))
-            .collect();
-        assert_eq!(writes.len(), 1);
-        assert_eq!(writes[0].1, PathBuf::from("/private/tmp/reachweaver-run-1"));
-        let (_, params) = build_profile(&policy(RunKind::Draft));
-        let writes: Vec<_> = params
-            .iter()
-            .filter(|(n, _)| n.starts_with("WRITE"))
-            .map(|(_, p)| p.clone())
-            .collect();
-        assert_eq!(
-            writes,
-            vec![
-                PathBuf::from("/private/tmp/reachweaver-run-1"),
-                PathBuf::from("/Users/ann/.reachweaver/db")
-            ]
-        );
-    }
-
-    #[test]
-    fn argv_starts_sandbox_exec_by_absolute_path_and_ends_with_the_program() {
-        let argv = build_argv(&policy(RunKind::ReadOnly));
-        assert_eq!(argv[0], "/usr/bin/sandbox-exec");
-        assert_eq!(argv[1], "-p");
-        let dash = argv.iter().position(|a| a == "--").unwrap();
-        assert_eq!(
-            &argv[dash + 1..],
-            &[
-                "/opt/homebrew/bin/reachweaver",
-                "--home=/Users/ann/.reachweaver",
-                "doctor",
-                "--format=json"
-            ]
-        );
-        for pair in argv[3..dash].chunks(2) {
-            assert_eq!(pair[0], "-D");
-            assert!(pair[1].contains('='));
+        let Ok((resolved, hops)) = resolve_recording(&literal) else {
+            break;
+        };
+        for h in hops {
+            push_unique(&mut chain.hops, h);
         }
+        push_unique(&mut chain.exec_files, resolved.clone());
+        // A venv's bin/python: the venv is part of the chain.
+        if let Some(t) = tree_for(&literal, home) {
+            push_unique(&mut chain.exec_trees, t);
+        }
+        if let Some(t) = tree_for(&resolved, home) {
+            add_python_links(&mut chain, &t);
+            push_unique(&mut chain.exec_trees, t);
+        }
+        add_homebrew_kegs(&mut chain, &resolved);
+        script = resolved;
     }
+    chain
+}
 
-    #[test]
-    fn paths_are_canonical_private_spellings() {
-        assert_eq!(
-            canonical(Path::new("/tmp/x")),
-            PathBuf::from("/private/tmp/x")
-        );
-        assert_eq!(
-            canonical(Path::new("/var/folders/ab")),
-            PathBuf::from("/private/var/folders/ab")
-        );
-        assert_eq!(canonical(Path::new("/etc")), PathBuf::from("/private/etc"));
-        assert_eq!(canonical(Path::new("/tmpfoo")), PathBuf::from("/tmpfoo"));
-        assert_eq!(canonical(Path::new("/Users/a")), PathBuf::from("/Users/a"));
-    }
+struct ShebangArgs {
+    /// The line was `#!/usr/bin/env NAME ...`.
+    env: bool,
+    /// The words after the interpreter (or after NAME for env).
+    rest: Vec<String>,
+}
 
-    #[test]
-    fn a_hostile_path_stays_a_parameter() {
-        let mut p = policy(RunKind::ReadOnly);
-        p.read
-            .push(PathBuf::from("/Users/ann/x\") (allow network*) (\""));
-        let (text, params) = build_profile(&p);
-        assert!(!text.contains("allow network"));
-        assert!(params
-            .iter()
-            .any(|(_, v)| v.to_string_lossy().contains("allow network")));
+/// The interpreter a script starts, in its literal spelling, resolving
+/// `env` lines on `PATH` now.
+fn interpreter_line(script: &Path, path_env: Option<&str>) -> Option<(PathBuf, ShebangArgs)> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
+    let head = &head[..n];
+    let shebang = policy::parse_shebang(head)?;
+    match policy::env_target(&shebang, head) {
+        Some(name) => {
+            let line_end = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());
+            let line = std::str::from_utf8(head.get(2..line_end)?).ok()?;
+            let rest: Vec<String> = line
+                .split_whitespace()
+                .skip_while(|w| *w != name)
+                .skip(1)
+                .map(str::to_string)
+                .collect();
+            let literal = if name.contains('/') {
+                PathBuf::from(&name)
+            } else {
+                policy::find_on_path(&name, path_env?)?
+            };
+            literal
+                .is_absolute()
+                .then_some((literal, ShebangArgs { env: true, rest }))
+        }
+        None => Some((
+            shebang.interpreter,
+            ShebangArgs {
+                env: false,
+                rest: shebang.arg.into_iter().collect(),
+            },
+        )),
     }
 }
+
+/// A Python installation's `lib/python3.X/site-packages` may be a symlink
+/// out of it (Homebrew links it to `$(brew --prefix)/lib/python3.X`).
+fn add_python_links(chain: &mut ExecChain, prefix: &Path) {
+    let Ok(entries) = std::fs::read_dir(prefix.join("lib")) else {
+        return;
+    };
+    let mut names: Vec<_> = entries
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("python3"))
+        .collect();
+    names.sort();
+    for n in names {
+        let sp = prefix.join("lib").join(n).join("site-packages");
+        let is_link = std::fs::symlink_metadata(&sp)
+            .map(|m| m.file_type().is_symlink())
+            .unwrap_or(false);
+        if !is_link {
+            continue;
+        }
+        if let Ok((target, hops)) = resolve_recording(&sp) {
+            for h in hops {
+                push_unique(&mut chain.hops, h);
+            }
+            push_unique(&mut chain.lib_trees, target);
+        }
+    }
+}
+
+/// For an interpreter inside `PREFIX/Cellar/`, the `lib` folder of each
+/// keg CPython links against, through its `PREFIX/opt/NAME` link.
+fn add_homebrew_kegs(chain: &mut ExecChain, resolved: &Path) {
+    let s = resolved.to_string_lossy();
+    let Some(at) = s.find("/Cellar/") else {
+        return;
+    };
+    let brew = PathBuf::from(&s[..at]);
+    for keg in HOMEBREW_PYTHON_KEGS {
+        let link = brew.join("opt").join(keg);
+        let Ok((target, hops)) = resolve_recording(&link) else {
+            continue;
+        };
+        let lib = target.join("lib");
+        if !lib.is_dir() {
+            continue;
+        }
+        for h in hops {
+            push_unique(&mut chain.hops, h);
+        }
+        push_unique(&mut chain.lib_trees, lib);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -24,11 +24,14 @@
 //! platform modules enforce it.
 
 mod commands;
+pub mod guard;
 // Built on every platform so its golden tests run everywhere; only macOS
 // starts processes with it.
+pub mod layers;
 #[cfg_attr(not(target_os = "macos"), allow(dead_code))]
 pub mod macos;
 pub mod policy;
+pub(crate) mod tmpdir;
 
 #[cfg(target_os = "linux")]
 pub mod linux;
@@ -47,12 +50,24 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, ChildStdout, ExitStatus};
 
-use crate::cli::SandboxMode;
+/// How strict the sandbox is: a setting of the sandbox, which the command
+/// line only names (so the sandbox never depends on the command line).
+#[derive(Debug, Copy, Clone, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum SandboxMode {
+    /// Refuse to start, and fail every call, unless every promised layer applies.
+    #[default]
+    Require,
+    /// Run with whatever layers the kernel offers and say at start what is missing.
+    BestEffort,
+}
 
 pub use commands::cli;
+pub(crate) use tmpdir::{
+    make_private_tmpdir, random_u64, remove_tree, sweep_stale_tmpdirs, TmpGuard,
+};
 
 /// What kind of run: a read-only tool (and the catalog), or the `draft` tool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RunKind {
     ReadOnly,
     Draft,
@@ -68,6 +83,8 @@ pub struct SandboxOptions {
     pub root: PathBuf,
     /// Extra read-only paths: home, accounts, profile, database.
     pub read: Vec<PathBuf>,
+    /// Which of `read` is the ReachWeaver home folder (the others are files).
+    pub home: Option<PathBuf>,
     /// The database, whose folder `draft` may write.
     pub db: Option<PathBuf>,
     /// `--allow-read` paths (read + execute).
@@ -77,6 +94,21 @@ pub struct SandboxOptions {
     /// The program re-run as the sandbox helper; `None` is this program
     /// itself. Only code sets it: tests whose process is not the server.
     pub helper: Option<PathBuf>,
+    /// Device and inode of every fixed path, taken once at start: a run
+    /// whose path no longer names the same file is refused, so a run that
+    /// swaps a granted file for a link cannot widen the next run's grant.
+    /// Filled by [`Sandbox::detect`].
+    pub pins: Vec<(PathBuf, policy::Pin)>,
+    /// Protected files and folders beneath the root, hidden in the run's
+    /// minimal root (an empty read-only file or folder in their place).
+    pub masks: Vec<PathBuf>,
+}
+
+impl SandboxOptions {
+    /// Whether `p` is the home folder rather than one of the fixed files.
+    pub fn home_like(&self, p: &Path) -> bool {
+        self.home.as_deref() == Some(p)
+    }
 }
 
 /// The server binary next to a test executable (`target/<profile>/deps/x`
@@ -106,6 +138,7 @@ pub enum Layer {
     Seccomp,
     Netns,
     Caps,
+    Mountns,
 }
 
 impl Layer {
@@ -115,6 +148,7 @@ impl Layer {
             Layer::Seccomp => "seccomp",
             Layer::Netns => "netns",
             Layer::Caps => "caps",
+            Layer::Mountns => "mountns",
         }
     }
 }
@@ -185,9 +219,11 @@ impl Sandbox {
     /// couple of short-lived forks); may be called more than once.
     pub fn detect(opts: &SandboxOptions) -> Result<Sandbox, SandboxError> {
         sweep_stale_tmpdirs();
+        let mut opts = opts.clone();
+        opts.pins = policy::pin_fixed_paths(&opts).map_err(SandboxError::Unavailable)?;
         Ok(Sandbox {
-            state: platform::State::detect(opts)?,
-            opts: opts.clone(),
+            state: platform::State::detect(&opts)?,
+            opts,
         })
     }
 
@@ -241,7 +277,7 @@ pub(crate) enum Process {
     Spawned(Child),
     /// An init forked by the sandbox's zygote.
     #[cfg(target_os = "linux")]
-    Forked(linux::zygote::Run),
+    Forked(linux::Run),
 }
 
 impl From<Child> for Process {
@@ -255,6 +291,10 @@ pub struct SandboxedChild {
     child: Process,
     pub stdout: Option<ChildStdout>,
     pub stderr: Option<ChildStderr>,
+    /// The layers the run was confined by and its policy's digest.
+    pub attestation: Option<layers::Attestation>,
+    /// Work for when the run is over (a `draft` run's leftovers).
+    pub(crate) after: Option<Box<dyn FnOnce() + Send>>,
     /// The run's private temporary folder, removed on drop.
     tmpdir: Option<PathBuf>,
     /// The child was reaped: its pid may belong to someone else now.
@@ -324,193 +364,8 @@ impl Drop for SandboxedChild {
         if let Some(dir) = self.tmpdir.take() {
             remove_tree(&dir);
         }
-    }
-}
-
-/// Removes a private temp folder unless released to a `SandboxedChild`.
-pub(crate) struct TmpGuard(pub(crate) Option<PathBuf>);
-
-impl TmpGuard {
-    pub(crate) fn release(mut self) -> Option<PathBuf> {
-        self.0.take()
-    }
-}
-
-impl Drop for TmpGuard {
-    fn drop(&mut self) {
-        if let Some(dir) = self.0.take() {
-            remove_tree(&dir);
+        if let Some(after) = self.after.take() {
+            after();
         }
-    }
-}
-
-/// Create the run's private temporary folder (0700) under the system temp
-/// folder, with an unpredictable name.
-pub(crate) fn make_private_tmpdir() -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let base = tmp_base()?;
-    let mut last = None;
-    for _ in 0..16 {
-        let name = format!(
-            "{TMP_PREFIX}{}-{}-{:016x}",
-            std::process::id(),
-            pid_namespace_id(),
-            random_u64()
-        );
-        let path = base.join(name);
-        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-            Ok(()) => return Ok(path),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| std::io::Error::other("no free temp folder name")))
-}
-
-/// The canonical system temp folder, found once: the server's environment
-/// doesn't change while it runs.
-fn tmp_base() -> std::io::Result<PathBuf> {
-    static BASE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    if let Some(b) = BASE.get() {
-        return Ok(b.clone());
-    }
-    let b = std::fs::canonicalize(std::env::temp_dir())?;
-    Ok(BASE.get_or_init(|| b).clone())
-}
-
-/// Run folders are named `reachweaver-run-PID-PIDNS-RANDOM`.
-const TMP_PREFIX: &str = "reachweaver-run-";
-
-/// The inode of this process's PID namespace: pids are only comparable
-/// within one namespace (containers may share a temp folder).
-fn pid_namespace_id() -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    // A process never changes its own PID namespace.
-    static ID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *ID.get_or_init(|| {
-        std::fs::metadata("/proc/self/ns/pid")
-            .map(|m| m.ino())
-            .unwrap_or(0)
-    })
-}
-
-/// The server pid and PID namespace a run folder name records. Pure.
-pub(crate) fn parse_tmp_name(name: &str) -> Option<(u32, u64)> {
-    let rest = name.strip_prefix(TMP_PREFIX)?;
-    let mut parts = rest.splitn(3, '-');
-    let pid = parts.next()?.parse().ok()?;
-    let ns = parts.next()?.parse().ok()?;
-    let random = parts.next()?;
-    (random.len() == 16 && random.bytes().all(|b| b.is_ascii_hexdigit())).then_some((pid, ns))
-}
-
-/// Remove run folders whose server died without cleaning up (a server
-/// killed with SIGKILL can't): same owner, same PID namespace, and no
-/// process with that pid any more.
-pub(crate) fn sweep_stale_tmpdirs() {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(base) = std::fs::canonicalize(std::env::temp_dir()) else {
-        return;
-    };
-    let Ok(entries) = std::fs::read_dir(&base) else {
-        return;
-    };
-    let ns = pid_namespace_id();
-    // SAFETY: geteuid can't fail.
-    let uid = unsafe { libc::geteuid() };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some((pid, dir_ns)) = name.to_str().and_then(parse_tmp_name) else {
-            continue;
-        };
-        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
-            continue;
-        };
-        if dir_ns == ns
-            && meta.is_dir()
-            && meta.uid() == uid
-            && !Path::new(&format!("/proc/{pid}")).exists()
-        {
-            remove_tree(&e.path());
-        }
-    }
-}
-
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    // RandomState is seeded from the OS once per process; mixing in a
-    // counter and the time gives distinct names for every call.
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        h.write_u128(t.as_nanos());
-    }
-    h.finish()
-}
-
-/// Remove a folder tree, first making folders the run left unreadable
-/// (`mkdir` with mode 0) accessible again, so nothing stays behind.
-pub(crate) fn remove_tree(dir: &Path) {
-    if std::fs::remove_dir_all(dir).is_ok() || !dir.exists() {
-        return;
-    }
-    fn open_up(dir: &Path) {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for e in entries.flatten() {
-                if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                    open_up(&e.path());
-                }
-            }
-        }
-    }
-    open_up(dir);
-    let _ = std::fs::remove_dir_all(dir);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn run_folder_names_record_pid_and_namespace() {
-        assert_eq!(
-            parse_tmp_name("reachweaver-run-123-4026531836-00ff00ff00ff00ff"),
-            Some((123, 4026531836))
-        );
-        assert_eq!(parse_tmp_name("reachweaver-run-123-00ff00ff00ff00ff"), None);
-        assert_eq!(parse_tmp_name("reachweaver-run-x-1-00ff00ff00ff00ff"), None);
-        assert_eq!(parse_tmp_name("reachweaver-run-1-1-short"), None);
-        assert_eq!(parse_tmp_name("other-1-1-00ff00ff00ff00ff"), None);
-        let made = make_private_tmpdir().unwrap();
-        let name = made.file_name().unwrap().to_str().unwrap().to_string();
-        assert_eq!(
-            parse_tmp_name(&name),
-            Some((std::process::id(), pid_namespace_id()))
-        );
-        // Ours is alive: a sweep leaves it alone.
-        sweep_stale_tmpdirs();
-        assert!(made.exists());
-        remove_tree(&made);
-    }
-
-    #[test]
-    fn private_tmpdirs_are_0700_unique_and_removed_even_when_locked() {
-        use std::os::unix::fs::PermissionsExt;
-        let a = make_private_tmpdir().unwrap();
-        let b = make_private_tmpdir().unwrap();
-        assert_ne!(a, b);
-        let mode = std::fs::metadata(&a).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o700);
-        let locked = a.join("x/y");
-        std::fs::create_dir_all(&locked).unwrap();
-        std::fs::write(locked.join("f"), b"data").unwrap();
-        std::fs::set_permissions(a.join("x"), std::fs::Permissions::from_mode(0o000)).unwrap();
-        remove_tree(&a);
-        assert!(!a.exists());
-        drop(TmpGuard(Some(b.clone())));
-        assert!(!b.exists());
     }
 }

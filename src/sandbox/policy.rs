@@ -63,6 +63,36 @@ pub struct Layers {
     pub seccomp: bool,
     pub caps: bool,
     pub rlimits: bool,
+    /// A mount namespace per run whose root holds only the granted paths
+    /// (read-only binds), a minimal `/dev` and a capped `noexec` tmpfs.
+    #[serde(default)]
+    pub mountns: bool,
+}
+
+impl Layers {
+    /// The names of the layers switched on, as the layer list spells them.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        for (on, name) in [
+            (self.userns, "userns"),
+            (self.netns, "netns"),
+            (self.ipcns, "ipcns"),
+            (self.pidns, "pidns"),
+            (self.pid_max.is_some(), "pid_max"),
+            (self.mountns, "mountns"),
+            (self.rlimits, "rlimits"),
+            (self.landlock_abi.is_some(), "landlock"),
+            (self.landlock_net, "landlock_tcp"),
+            (self.landlock_scope, "landlock_scope"),
+            (self.caps, "caps"),
+            (self.seccomp, "seccomp"),
+        ] {
+            if on {
+                out.push(name);
+            }
+        }
+        out
+    }
 }
 
 /// The complete, serializable policy of one run.
@@ -83,12 +113,123 @@ pub struct Policy {
     pub read_write: Vec<PathBuf>,
     /// The run's private temporary folder (also in `read_write`).
     pub tmpdir: PathBuf,
+    /// Folders where the run may read, write, create and remove regular
+    /// files only (the database's folder for `draft`): no links, folders,
+    /// devices, and (by the mount plan) nothing else in it replaced.
+    #[serde(default)]
+    pub write_files: Vec<PathBuf>,
+    /// The run's file system view when it gets a mount namespace.
+    #[serde(default)]
+    pub mounts: Option<MountPlan>,
+    pub kind: RunKind,
     pub layers: Layers,
     pub rlimits: Rlimits,
     /// The server's pid: the helper checks it is still its parent after
     /// arming the parent-death signal, which closes the race where the
     /// server dies first.
     pub parent_pid: u32,
+}
+
+/// Device and inode of a path, taken once when the server starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pin {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// One path of the host made visible in the run's minimal root, at the
+/// same place, read-only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bind {
+    pub path: PathBuf,
+    /// Programs beneath it may run (the runtime); everything else is `noexec`.
+    pub exec: bool,
+    /// What the path named at start; a mismatch refuses the run.
+    pub pin: Option<Pin>,
+    /// A fixed file (database, accounts, profile): it must be a regular
+    /// file, and one that is missing is left out rather than failing the run.
+    pub fixed_file: bool,
+}
+
+/// The database whose folder a `draft` run may write in: the folder is
+/// bound writable, the database over itself (so it cannot be replaced), and
+/// every other entry read-only over itself, so only the database and
+/// SQLite's companions (`-journal`, `-wal`, `-shm`) can change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DraftDb {
+    pub folder: PathBuf,
+    pub db: PathBuf,
+    pub pin: Option<Pin>,
+}
+
+impl DraftDb {
+    /// The names a draft run may create, write and remove in the folder.
+    pub fn writable_names(&self) -> Vec<String> {
+        let Some(name) = self.db.file_name().and_then(|n| n.to_str()) else {
+            return Vec::new();
+        };
+        vec![
+            name.to_string(),
+            format!("{name}-journal"),
+            format!("{name}-wal"),
+            format!("{name}-shm"),
+        ]
+    }
+}
+
+/// The run's own `TMPDIR`: a folder in a tmpfs mounted at `/tmp` of its
+/// mount namespace, gone with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TmpFs {
+    /// Where the tmpfs is mounted (`/tmp`, unless a grant is `/tmp` itself).
+    pub mount: PathBuf,
+    /// `TMPDIR` (Landlock grants writes beneath it, and nowhere else in
+    /// `/tmp`: a grant that lives below the host's `/tmp` appears in the
+    /// run's `/tmp` too, and must not end up beneath a writable rule).
+    pub dir: PathBuf,
+    pub size_bytes: u64,
+    pub inodes: u64,
+}
+
+/// The run's tmpfs mount and its `TMPDIR`: `/tmp` and `/tmp/run`, or
+/// `/tmp/run-N` when a grant lives at or beneath that name; when a grant
+/// is `/tmp` itself (only code and tests do that: the guard refuses it),
+/// a mount of its own at `/.reachweaver-tmp`. Pure.
+pub fn run_tmpdir(grants: &[&Path]) -> (PathBuf, PathBuf) {
+    let clear = |c: &Path| !grants.iter().any(|g| g.starts_with(c) || c.starts_with(g));
+    if clear(Path::new("/tmp/run")) || grants.iter().all(|g| !Path::new("/tmp").starts_with(g)) {
+        for n in 0..64 {
+            let c = match n {
+                0 => PathBuf::from("/tmp/run"),
+                n => PathBuf::from(format!("/tmp/run-{n}")),
+            };
+            if clear(&c) {
+                return (PathBuf::from("/tmp"), c);
+            }
+        }
+    }
+    (
+        PathBuf::from("/.reachweaver-tmp"),
+        PathBuf::from("/.reachweaver-tmp/run"),
+    )
+}
+
+/// The run's whole file system view, in the order it is built: binds
+/// (parents before children), devices, the temp tmpfs, the draft folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountPlan {
+    pub binds: Vec<Bind>,
+    /// Device files bound from the host (`/dev/null` writable, the rest read-only).
+    pub devices: Vec<PathBuf>,
+    pub tmp: TmpFs,
+    pub draft: Option<DraftDb>,
+    /// A `proc` of the run's own PID namespace (so `/proc/self/exe` works),
+    /// showing processes only.
+    pub proc: bool,
+    /// Protected paths beneath a bind, covered by an empty read-only file
+    /// or folder.
+    #[serde(default)]
+    pub masks: Vec<PathBuf>,
 }
 
 /// Everything [`build`] needs besides the options: found once at start or
@@ -117,6 +258,7 @@ const WRITE_DEVICES: &[&str] = &["/dev/null"];
 /// policy, and no file is touched.
 pub fn build(input: &BuildInput<'_>) -> Policy {
     let opts = input.opts;
+    let mountns = input.layers.mountns;
     let mut read_exec: Vec<PathBuf> = input.runtime.to_vec();
     push_unique(&mut read_exec, &opts.backend);
 
@@ -132,13 +274,19 @@ pub fn build(input: &BuildInput<'_>) -> Policy {
         push_unique(&mut read, Path::new(d));
     }
 
-    let mut read_write: Vec<PathBuf> = vec![input.tmpdir.to_path_buf()];
+    let mounts = mountns.then(|| mount_plan(opts, input.runtime, input.kind));
+    let tmpdir = match &mounts {
+        Some(plan) => plan.tmp.dir.clone(),
+        None => input.tmpdir.to_path_buf(),
+    };
+    let mut read_write: Vec<PathBuf> = vec![tmpdir.clone()];
     for d in WRITE_DEVICES {
         push_unique(&mut read_write, Path::new(d));
     }
+    let mut write_files: Vec<PathBuf> = Vec::new();
     if input.kind == RunKind::Draft {
         if let Some(folder) = opts.db.as_deref().and_then(Path::parent) {
-            push_unique(&mut read_write, folder);
+            push_unique(&mut write_files, folder);
         }
     }
 
@@ -149,16 +297,169 @@ pub fn build(input: &BuildInput<'_>) -> Policy {
             .map(PathBuf::from)
             .unwrap_or_else(|| opts.backend.clone()),
         argv: input.argv.to_vec(),
-        env: build_env(input.env, &opts.pass_env, input.tmpdir),
+        env: build_env(input.env, &opts.pass_env, &tmpdir),
         cwd: input.cwd.to_path_buf(),
         read_exec,
         read,
         read_write,
-        tmpdir: input.tmpdir.to_path_buf(),
+        tmpdir,
+        write_files,
+        mounts,
+        kind: input.kind,
         layers: input.layers,
         rlimits: Rlimits::default(),
         parent_pid: input.parent_pid,
     }
+}
+
+/// The minimal root of a run of this kind. Pure: the same grants always
+/// give the same plan, so the sandbox's helper can build it ahead of the
+/// request and check the request asks for exactly what it built.
+pub fn mount_plan(opts: &SandboxOptions, runtime: &[PathBuf], kind: RunKind) -> MountPlan {
+    let pin_of = |p: &Path| opts.pins.iter().find(|(q, _)| q == p).map(|(_, pin)| *pin);
+    let fixed: Vec<&Path> = opts
+        .read
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|p| opts.db.as_deref() == Some(*p) || !opts.home_like(p))
+        .collect();
+    let mut wanted: Vec<Bind> = Vec::new();
+    let mut add = |path: &Path, exec: bool, fixed_file: bool| {
+        if let Some(b) = wanted.iter_mut().find(|b| b.path == path) {
+            b.exec |= exec;
+            return;
+        }
+        wanted.push(Bind {
+            path: path.to_path_buf(),
+            exec,
+            pin: pin_of(path),
+            fixed_file,
+        });
+    };
+    for p in runtime {
+        add(p, true, false);
+    }
+    add(&opts.backend, true, false);
+    add(&opts.root, false, false);
+    for p in &opts.read {
+        add(p, false, fixed.contains(&p.as_path()));
+    }
+    if let Some(db) = &opts.db {
+        add(db, false, true);
+    }
+    // Parents before children, so a child's mount point exists when it is
+    // bound; a child that adds nothing to its parent's view is left out.
+    wanted.sort_by_key(|b| b.path.components().count());
+    let mut binds: Vec<Bind> = Vec::new();
+    for b in wanted {
+        let covered = binds
+            .iter()
+            .rev()
+            .find(|a| b.path.starts_with(&a.path))
+            .is_some_and(|a| a.exec == b.exec);
+        if !covered || b.pin.is_some() || b.fixed_file {
+            binds.push(b);
+        }
+    }
+    let draft = match (kind, opts.db.as_deref()) {
+        (RunKind::Draft, Some(db)) => db.parent().map(|folder| DraftDb {
+            folder: folder.to_path_buf(),
+            db: db.to_path_buf(),
+            pin: pin_of(db),
+        }),
+        _ => None,
+    };
+    let mut grants: Vec<&Path> = binds.iter().map(|b| b.path.as_path()).collect();
+    grants.extend(opts.read.iter().map(PathBuf::as_path));
+    grants.extend(draft.as_ref().map(|d| d.folder.as_path()));
+    let (tmp_mount, tmp_dir) = run_tmpdir(&grants);
+    let mut devices: Vec<PathBuf> = Vec::new();
+    for d in WRITE_DEVICES.iter().chain(READ_DEVICES) {
+        devices.push(PathBuf::from(d));
+    }
+    let mut masks: Vec<PathBuf> = opts
+        .masks
+        .iter()
+        .filter(|p| binds.iter().any(|b| p.starts_with(&b.path)))
+        .cloned()
+        .collect();
+    masks.sort();
+    MountPlan {
+        binds,
+        devices,
+        tmp: TmpFs {
+            mount: tmp_mount,
+            dir: tmp_dir,
+            size_bytes: 64 << 20,
+            inodes: 4096,
+        },
+        draft,
+        proc: true,
+        masks,
+    }
+}
+
+/// Device and inode of the root, the fixed files and the backend, taken
+/// once at start (without following a final link). A fixed file that is a
+/// link or not a regular file is refused: a run could otherwise point the
+/// next run's grant anywhere.
+pub fn pin_fixed_paths(opts: &SandboxOptions) -> Result<Vec<(PathBuf, Pin)>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out: Vec<(PathBuf, Pin)> = Vec::new();
+    let mut paths: Vec<(&Path, bool)> = vec![(&opts.root, false)];
+    // The backend is named by the path argv[0] gives; pinned when it is the
+    // file itself (a link, as `/bin/sh` often is, is bound as a link).
+    if std::fs::symlink_metadata(&opts.backend).is_ok_and(|m| m.is_file()) {
+        paths.push((&opts.backend, true));
+    }
+    for p in &opts.read {
+        paths.push((p, !opts.home_like(p)));
+    }
+    if let Some(db) = &opts.db {
+        paths.push((db, true));
+    }
+    for (p, must_be_file) in paths {
+        let meta = match std::fs::symlink_metadata(p) {
+            Ok(m) => m,
+            // A database that doesn't exist yet (draft creates it) has nothing to pin.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("{}: {e}", p.display())),
+        };
+        if meta.file_type().is_symlink() {
+            return Err(format!(
+                "{} is a symbolic link; give the file it points to",
+                p.display()
+            ));
+        }
+        if must_be_file && !meta.is_file() {
+            return Err(format!("{} is not a regular file", p.display()));
+        }
+        if !out.iter().any(|(q, _)| q == p) {
+            out.push((
+                p.to_path_buf(),
+                Pin {
+                    dev: meta.dev(),
+                    ino: meta.ino(),
+                },
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Whether every pinned path still names the file it named at start.
+pub fn check_pins(pins: &[(PathBuf, Pin)]) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    for (p, pin) in pins {
+        let now = std::fs::symlink_metadata(p).map(|m| (m.dev(), m.ino()));
+        if now.ok() != Some((pin.dev, pin.ino)) {
+            return Err(format!(
+                "{} is no longer the file it was when the server started; restart the server if the change is wanted",
+                p.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn push_unique(list: &mut Vec<PathBuf>, p: &Path) {
@@ -228,15 +529,10 @@ pub fn is_loader_or_interpreter_hook(name: &str) -> bool {
 /// redaction of results must never disagree.
 pub use crate::redact::is_secret_name;
 
-/// Folders that must never become a read+execute prefix: granting one of
-/// them (or an ancestor of one) would open the user's files, other runs'
-/// temporary files, or process information.
-fn forbidden_prefix(candidate: &Path, home: Option<&Path>) -> bool {
-    let mut guarded: Vec<&Path> = vec![Path::new("/proc"), Path::new("/tmp"), Path::new("/run")];
-    if let Some(h) = home {
-        guarded.push(h);
-    }
-    candidate == Path::new("/") || guarded.iter().any(|g| g.starts_with(candidate))
+/// Whether a folder must never become a read+execute prefix: the one path
+/// guard decides (`/`, the home and its parents, the system folders).
+fn forbidden_prefix(candidate: &Path, homes: &[PathBuf]) -> bool {
+    super::guard::refusal(candidate, homes).is_some()
 }
 
 /// The install prefix of a canonical executable: the parent of the `bin`
@@ -244,12 +540,18 @@ fn forbidden_prefix(candidate: &Path, home: Option<&Path>) -> bool {
 /// is not in a `bin` folder, or the prefix would expose a guarded folder,
 /// the executable file alone is granted.
 pub fn install_prefix(exe: &Path, home: Option<&Path>) -> PathBuf {
+    let homes: Vec<PathBuf> = home.map(Path::to_path_buf).into_iter().collect();
+    install_prefix_guarded(exe, &homes)
+}
+
+/// [`install_prefix`] against every spelling of the home folder.
+pub fn install_prefix_guarded(exe: &Path, homes: &[PathBuf]) -> PathBuf {
     let prefix = exe
         .parent()
         .filter(|dir| dir.file_name().is_some_and(|n| n == "bin"))
         .and_then(Path::parent);
     match prefix {
-        Some(p) if !forbidden_prefix(p, home) => p.to_path_buf(),
+        Some(p) if !forbidden_prefix(p, homes) => p.to_path_buf(),
         _ => exe.to_path_buf(),
     }
 }
@@ -316,10 +618,14 @@ pub fn runtime_paths(
     path_env: Option<&str>,
     allow_read: &[PathBuf],
 ) -> Vec<PathBuf> {
+    // The caller's HOME and every spelling the guard knows (canonical, and
+    // the password database's), so a symlinked or unset HOME cannot hide it.
+    let mut homes: Vec<PathBuf> = home.map(Path::to_path_buf).into_iter().collect();
+    homes.extend(super::guard::Guard::for_this_user().homes().iter().cloned());
     let mut out: Vec<PathBuf> = Vec::new();
-    push_unique(&mut out, &install_prefix(backend, home));
+    push_unique(&mut out, &install_prefix_guarded(backend, &homes));
     if let Some(interp) = interpreter_of(backend, path_env) {
-        push_unique(&mut out, &install_prefix(&interp, home));
+        push_unique(&mut out, &install_prefix_guarded(&interp, &homes));
         push_unique(&mut out, &interp);
     }
     for p in SYSTEM_PATHS {
@@ -453,16 +759,170 @@ mod tests {
     }
 
     #[test]
-    fn draft_policy_adds_the_database_folder_for_writing() {
+    fn draft_policy_adds_the_database_folder_for_regular_files_only() {
         let p = build_for(RunKind::Draft);
         assert_eq!(
             p.read_write,
-            vec![
-                PathBuf::from("/tmp/rw-run-1"),
-                PathBuf::from("/dev/null"),
-                PathBuf::from("/srv/rw-home/db")
+            vec![PathBuf::from("/tmp/rw-run-1"), PathBuf::from("/dev/null")]
+        );
+        assert_eq!(p.write_files, vec![PathBuf::from("/srv/rw-home/db")]);
+        assert!(build_for(RunKind::ReadOnly).write_files.is_empty());
+    }
+
+    fn plan_opts() -> SandboxOptions {
+        let mut o = opts();
+        o.home = Some(PathBuf::from("/srv/rw-home"));
+        o.pins = vec![
+            (PathBuf::from("/srv/work"), Pin { dev: 1, ino: 2 }),
+            (
+                PathBuf::from("/srv/rw-home/db/reachweaver.db"),
+                Pin { dev: 1, ino: 3 },
+            ),
+        ];
+        o
+    }
+
+    #[test]
+    fn with_a_mount_namespace_tmpdir_is_the_runs_own_tmp_and_nothing_on_the_host() {
+        let o = plan_opts();
+        let runtime = vec![PathBuf::from("/usr")];
+        let argv = vec!["/opt/rw/bin/reachweaver".to_string()];
+        let p = build(&BuildInput {
+            opts: &o,
+            kind: RunKind::ReadOnly,
+            runtime: &runtime,
+            env: &[],
+            layers: Layers {
+                mountns: true,
+                ..Layers::default()
+            },
+            tmpdir: Path::new("/tmp/ignored"),
+            argv: &argv,
+            cwd: Path::new("/srv/work"),
+            parent_pid: 1,
+        });
+        assert_eq!(p.tmpdir, PathBuf::from("/tmp/run"));
+        assert_eq!(p.read_write[0], PathBuf::from("/tmp/run"));
+        assert_eq!(
+            p.env.last().unwrap(),
+            &("TMPDIR".to_string(), "/tmp/run".to_string())
+        );
+        assert_eq!(p.mounts, Some(mount_plan(&o, &runtime, RunKind::ReadOnly)));
+    }
+
+    #[test]
+    fn the_mount_plan_binds_parents_first_pins_fixed_paths_and_skips_covered_ones() {
+        let o = plan_opts();
+        let runtime = vec![
+            PathBuf::from("/usr"),
+            PathBuf::from("/usr/lib/python3"),
+            PathBuf::from("/opt/rw"),
+        ];
+        let plan = mount_plan(&o, &runtime, RunKind::ReadOnly);
+        let paths: Vec<&str> = plan
+            .binds
+            .iter()
+            .map(|b| b.path.to_str().unwrap())
+            .collect();
+        // /usr/lib/python3 and the backend add nothing to /usr and /opt/rw.
+        assert_eq!(
+            paths,
+            [
+                "/usr",
+                "/opt/rw",
+                "/srv/work",
+                "/srv/rw-home",
+                "/srv/rw-home/accounts.yaml",
+                "/srv/rw-home/db/reachweaver.db"
             ]
         );
+        let by = |p: &str| plan.binds.iter().find(|b| b.path == Path::new(p)).unwrap();
+        assert!(by("/usr").exec && by("/opt/rw").exec);
+        assert!(!by("/srv/work").exec && !by("/srv/rw-home").exec);
+        assert_eq!(by("/srv/work").pin, Some(Pin { dev: 1, ino: 2 }));
+        assert!(by("/srv/rw-home/db/reachweaver.db").fixed_file);
+        assert!(by("/srv/rw-home/accounts.yaml").fixed_file);
+        assert!(!by("/srv/rw-home").fixed_file);
+        assert_eq!(plan.devices[0], PathBuf::from("/dev/null"));
+        assert!(plan.proc);
+        assert_eq!(plan.draft, None);
+    }
+
+    #[test]
+    fn the_runs_tmpdir_never_holds_or_sits_in_a_grant() {
+        let tmp = |d: &str| (PathBuf::from("/tmp"), PathBuf::from(d));
+        assert_eq!(run_tmpdir(&[Path::new("/usr")]), tmp("/tmp/run"));
+        // A root below the host's /tmp (as in tests) stays beside TMPDIR,
+        // never beneath its writable rule.
+        assert_eq!(
+            run_tmpdir(&[Path::new("/tmp/rw-test/root")]),
+            tmp("/tmp/run")
+        );
+        assert_eq!(
+            run_tmpdir(&[Path::new("/tmp/run/x"), Path::new("/tmp/run-1")]),
+            tmp("/tmp/run-2")
+        );
+        // A grant of /tmp itself (refused by the guard; tests do it) gets
+        // the tmpfs somewhere else, and the search always ends.
+        assert_eq!(
+            run_tmpdir(&[Path::new("/tmp")]),
+            (
+                PathBuf::from("/.reachweaver-tmp"),
+                PathBuf::from("/.reachweaver-tmp/run")
+            )
+        );
+    }
+
+    #[test]
+    fn only_the_draft_plan_opens_the_database_folder() {
+        let o = plan_opts();
+        let plan = mount_plan(&o, &[], RunKind::Draft);
+        let d = plan.draft.expect("draft folder");
+        assert_eq!(d.folder, PathBuf::from("/srv/rw-home/db"));
+        assert_eq!(d.db, PathBuf::from("/srv/rw-home/db/reachweaver.db"));
+        assert_eq!(d.pin, Some(Pin { dev: 1, ino: 3 }));
+        assert_eq!(
+            d.writable_names(),
+            [
+                "reachweaver.db",
+                "reachweaver.db-journal",
+                "reachweaver.db-wal",
+                "reachweaver.db-shm"
+            ]
+        );
+    }
+
+    #[test]
+    fn pins_refuse_links_and_notice_a_replaced_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let db = dir.path().join("rw.db");
+        std::fs::write(&db, b"x").unwrap();
+        let mut o = SandboxOptions {
+            root: root.clone(),
+            db: Some(db.clone()),
+            backend: PathBuf::from("/nonexistent/backend"),
+            ..SandboxOptions::default()
+        };
+        let pins = pin_fixed_paths(&o).unwrap();
+        assert_eq!(pins.len(), 2);
+        check_pins(&pins).unwrap();
+        // Replaced by another file (what a run swapping it for a link does
+        // first); the old one is kept, so its inode can't be reused.
+        std::fs::rename(&db, dir.path().join("old.db")).unwrap();
+        std::fs::write(&db, b"x").unwrap();
+        let e = check_pins(&pins).unwrap_err();
+        assert!(e.contains("no longer the file"), "{e}");
+        // A fixed file that is a link is refused at start.
+        std::fs::remove_file(&db).unwrap();
+        std::os::unix::fs::symlink("/", &db).unwrap();
+        let e = pin_fixed_paths(&o).unwrap_err();
+        assert!(e.contains("symbolic link"), "{e}");
+        // A database that doesn't exist yet has nothing to pin.
+        std::fs::remove_file(&db).unwrap();
+        o.db = Some(db);
+        assert_eq!(pin_fixed_paths(&o).unwrap().len(), 1);
     }
 
     #[test]
@@ -534,23 +994,40 @@ mod tests {
         let server = env(&[
             ("REACHWEAVER_API_TOKEN", "abcdefgh12345"),
             ("REACHWEAVER_DB_PASSWORD", "hunter2hunter2"),
+            ("REACHWEAVER_SMTP_PASS", "smtp-pass-123"),
+            ("REACHWEAVER_SIGNING_KEY", "signing-key-123"),
+            ("REACHWEAVER_PASSPHRASE", "a long passphrase"),
+            ("REACHWEAVER_SENTRY_DSN", "https://k@sentry.example/1"),
+            ("REACHWEAVER_SESSION", "session-123456"),
             ("REACHWEAVER_PROFILE", "default"),
+            ("REACHWEAVER_HOME", "/home/u/rw"),
             ("OPENAI_API_KEY", "sk-xxxxxxxx"),
             ("GITHUB_TOKEN", "ghp_xxxxxxxx"),
         ]);
         let out = build_env(&server, &["OPENAI_API_KEY".to_string()], Path::new("/t"));
         assert_eq!(
             names(&out),
-            vec!["REACHWEAVER_PROFILE", "OPENAI_API_KEY", "TMPDIR"]
+            vec![
+                "REACHWEAVER_PROFILE",
+                "REACHWEAVER_HOME",
+                "OPENAI_API_KEY",
+                "TMPDIR"
+            ]
         );
+        // The owner may still pass one by name (its value is then redacted from results).
         let out = build_env(
             &server,
-            &["REACHWEAVER_API_TOKEN".to_string()],
+            &["REACHWEAVER_SMTP_PASS".to_string()],
             Path::new("/t"),
         );
         assert_eq!(
             names(&out),
-            vec!["REACHWEAVER_API_TOKEN", "REACHWEAVER_PROFILE", "TMPDIR"]
+            vec![
+                "REACHWEAVER_SMTP_PASS",
+                "REACHWEAVER_PROFILE",
+                "REACHWEAVER_HOME",
+                "TMPDIR"
+            ]
         );
     }
 
@@ -561,24 +1038,35 @@ mod tests {
             "AWS_SECRET_ACCESS_KEY",
             "DB_PASSWORD",
             "MY_PASSWD",
+            "SMTP_PASS",
+            "GPG_PASSPHRASE",
+            "RELEASE_SIGNING_KEY",
+            "APP_PRIVATE",
+            "STRIPE_KEY",
+            "SENTRY_DSN",
+            "GITHUB_PAT",
             "X_APIKEY",
             "GOOGLE_APPLICATION_CREDENTIALS",
+            "AZURE_CREDENTIAL",
             "SESSION_COOKIE",
             "OPENAI_API_KEY",
             "SSH_PRIVATE_KEY_FILE",
             "AWS_ACCESS_KEY_ID",
             "MY_AUTH_TOKEN",
+            // SESSION is a secret word: the desktop's session name is withheld too.
+            "DESKTOP_SESSION",
             "token",
         ] {
             assert!(is_secret_name(s), "{s} should be secret");
         }
         for s in [
             "GIT_AUTHOR_NAME",
-            "DESKTOP_SESSION",
             "TOKENIZER_PATH",
             "PATH",
+            "PWD",
             "REACHWEAVER_HOME",
             "KEYBOARD",
+            "PASSWORDLESS",
         ] {
             assert!(!is_secret_name(s), "{s} should not be secret");
         }

@@ -52,7 +52,11 @@ pub fn helper_main(_policy: &str) -> anyhow::Result<u8> {
     anyhow::bail!("no sandbox helper on this platform")
 }
 
-pub fn probe(_json: bool, _without: Option<Layer>) -> anyhow::Result<u8> {
+pub fn probe(
+    _json: bool,
+    _without: Option<Layer>,
+    _junit: Option<&std::path::Path>,
+) -> anyhow::Result<u8> {
     anyhow::bail!("sandbox probe runs on Linux only")
 }
 

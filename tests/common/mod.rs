@@ -3,7 +3,7 @@
 //! and JSON lines in and out.
 //!
 //! Every stdout line a test receives is checked here to be one JSON-RPC 2.0
-//! response (PROTOCOL.md A2), and, when `RWMCP_WIRE_LOG` names a file, is
+//! response (docs/PROTOCOL.md A2), and, when `RWMCP_WIRE_LOG` names a file, is
 //! appended there with the revision in use so that `ci/validate_wire.py`
 //! can check it against the official models of that revision.
 

@@ -184,15 +184,32 @@ pub fn marker(tag: &str) -> String {
     )
 }
 
-/// The private run folders a process with this pid left in the temp folder.
+/// The private run folders a process with this pid left in the temp folder:
+/// those named after a lock file (`reachweaver-srv-TOKEN.lock`, which holds
+/// its server's pid) of that pid.
 pub fn run_folders_of(pid: u32) -> Vec<PathBuf> {
-    let prefix = format!("reachweaver-run-{pid}-");
     let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
-    std::fs::read_dir(tmp)
+    let names: Vec<String> = std::fs::read_dir(&tmp)
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-        .map(|e| e.path())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let tokens: Vec<&str> = names
+        .iter()
+        .filter_map(|n| n.strip_prefix("reachweaver-srv-")?.strip_suffix(".lock"))
+        .filter(|t| {
+            std::fs::read_to_string(tmp.join(format!("reachweaver-srv-{t}.lock")))
+                .is_ok_and(|c| c.trim() == pid.to_string())
+        })
+        .collect();
+    names
+        .iter()
+        .filter(|n| {
+            tokens
+                .iter()
+                .any(|t| n.starts_with(&format!("reachweaver-run-{t}-")))
+        })
+        .map(|n| tmp.join(n))
         .collect()
 }
 

@@ -451,7 +451,7 @@ fn account_summary(ctx: &Ctx, args: &Args) -> Result<Outcome, CliError> {
                 "channel": a.channel,
                 "handle": a.handle,
                 "display_name": a.display_name,
-                "credential": credential,
+                "credential_store": credential,
             });
             if let Some(raw) = &raw {
                 // Only the shape of the value is looked at; it is never printed.

@@ -42,83 +42,47 @@ pub fn set_no_new_privs() -> Result<(), String> {
 }
 
 /// Drop every capability up to `last` (read with [`last_cap`] before
-/// Landlock hides `/proc`). The order matters: the bounding set and the
-/// securebits need CAP_SETPCAP, so they go before the sets are cleared.
+/// the minimal root hides `/proc/sys`). The order matters: the bounding set
+/// and the securebits need CAP_SETPCAP, so they go before the sets are
+/// cleared.
 pub fn apply(last: u32) -> Result<(), String> {
-    for cap in 0..=last {
+    use caps::CapSet;
+    let e = |what: &'static str| move |err: caps::errors::CapsError| format!("{what}: {err}");
+    caps::clear(None, CapSet::Bounding).map_err(e("bounding set"))?;
+    // Capabilities newer than the caps crate's list, up to what the kernel knows.
+    for cap in known_caps()..=last {
         // SAFETY: integer-only prctl.
         let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
         if r < 0 {
-            let e = std::io::Error::last_os_error();
+            let err = std::io::Error::last_os_error();
             // EINVAL: a capability number this kernel doesn't know.
-            if e.raw_os_error() != Some(libc::EINVAL) {
-                return Err(format!("bounding set, capability {cap}: {e}"));
+            if err.raw_os_error() != Some(libc::EINVAL) {
+                return Err(format!("bounding set, capability {cap}: {err}"));
             }
         }
     }
-    prctl(
-        libc::PR_CAP_AMBIENT,
-        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-        "ambient set",
-    )?;
+    caps::clear(None, CapSet::Ambient).map_err(e("ambient set"))?;
     prctl(
         libc::PR_SET_SECUREBITS,
         SECUREBITS as libc::c_ulong,
         "securebits",
     )?;
-    capset_zero()?;
+    for set in [CapSet::Inheritable, CapSet::Effective, CapSet::Permitted] {
+        caps::clear(None, set).map_err(e("capability sets"))?;
+    }
     set_no_new_privs()
 }
 
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: libc::c_int,
+/// How many capabilities the caps crate names (numbers 0..this).
+fn known_caps() -> u32 {
+    caps::all().len() as u32
 }
 
-#[repr(C)]
-#[derive(Default, Clone, Copy)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-
-/// Empty the effective, permitted and inheritable sets in one `capset`.
-fn capset_zero() -> Result<(), String> {
-    let header = CapHeader {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let data = [CapData::default(); 2];
-    // SAFETY: capset reads a header and two data structs we own.
-    let r = unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) };
-    if r != 0 {
-        return Err(format!("capset: {}", std::io::Error::last_os_error()));
-    }
-    Ok(())
-}
-
-/// The effective, permitted and inheritable sets as bit masks.
-fn capget() -> Option<(u64, u64, u64)> {
-    let mut header = CapHeader {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let mut data = [CapData::default(); 2];
-    // SAFETY: capget fills a header and two data structs we own.
-    let r = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
-    if r != 0 {
-        return None;
-    }
-    let join = |lo: u32, hi: u32| u64::from(lo) | (u64::from(hi) << 32);
-    Some((
-        join(data[0].effective, data[1].effective),
-        join(data[0].permitted, data[1].permitted),
-        join(data[0].inheritable, data[1].inheritable),
-    ))
+/// A capability set as a bit mask.
+fn mask(set: caps::CapSet) -> Option<u64> {
+    caps::read(None, set)
+        .ok()
+        .map(|s| s.iter().fold(0u64, |m, c| m | (1u64 << c.index())))
 }
 
 /// The highest capability number the kernel knows.
@@ -143,26 +107,17 @@ pub struct Held {
 /// Read the capability sets with system calls only (no `/proc` access,
 /// which Landlock denies inside the run).
 pub fn held(last: u32) -> Held {
+    use caps::CapSet;
     // A failed query reports "everything held", so it can never pass for empty.
-    let (effective, permitted, inheritable) = capget().unwrap_or((u64::MAX, u64::MAX, u64::MAX));
-    let mut bounding = 0u64;
-    let mut ambient = 0u64;
-    for cap in 0..=last.min(63) {
-        // SAFETY: integer-only prctl queries.
+    let effective = mask(CapSet::Effective).unwrap_or(u64::MAX);
+    let permitted = mask(CapSet::Permitted).unwrap_or(u64::MAX);
+    let inheritable = mask(CapSet::Inheritable).unwrap_or(u64::MAX);
+    let mut bounding = mask(CapSet::Bounding).unwrap_or(u64::MAX);
+    let ambient = mask(CapSet::Ambient).unwrap_or(u64::MAX);
+    for cap in known_caps()..=last.min(63) {
+        // SAFETY: integer-only prctl query.
         if unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) } == 1 {
             bounding |= 1 << cap;
-        }
-        let a = unsafe {
-            libc::prctl(
-                libc::PR_CAP_AMBIENT,
-                libc::PR_CAP_AMBIENT_IS_SET as libc::c_ulong,
-                cap as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-            )
-        };
-        if a == 1 {
-            ambient |= 1 << cap;
         }
     }
     Held {

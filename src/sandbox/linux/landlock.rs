@@ -24,6 +24,10 @@ pub enum Grant {
     ReadExec,
     Read,
     ReadWrite,
+    /// Regular files only: read, write, truncate, create and remove them,
+    /// but no links, folders, devices, pipes or sockets, and no renames
+    /// across folders (the `draft` run's database folder).
+    Files,
 }
 
 /// The newest ABI this build knows; every file right it defines is handled.
@@ -40,6 +44,12 @@ impl Grant {
             Grant::ReadWrite => {
                 AccessFs::from_all(NEWEST)
                     & !(AccessFs::Execute | AccessFs::MakeChar | AccessFs::MakeBlock)
+            }
+            Grant::Files => {
+                read | AccessFs::WriteFile
+                    | AccessFs::Truncate
+                    | AccessFs::MakeReg
+                    | AccessFs::RemoveFile
             }
         }
     }
@@ -61,6 +71,7 @@ pub fn build_rules(policy: &Policy) -> Vec<(PathBuf, Grant)> {
             .iter()
             .map(|p| (p.clone(), Grant::ReadWrite)),
     );
+    out.extend(policy.write_files.iter().map(|p| (p.clone(), Grant::Files)));
     out
 }
 
@@ -157,6 +168,9 @@ mod tests {
             read: vec!["/srv/root".into(), "/srv/home".into()],
             read_write: vec!["/tmp/run-1".into(), "/dev/null".into()],
             tmpdir: "/tmp/run-1".into(),
+            write_files: vec!["/srv/home/db".into()],
+            mounts: None,
+            kind: crate::sandbox::RunKind::Draft,
             layers: Layers::default(),
             rlimits: Rlimits::default(),
             parent_pid: 1,
@@ -175,6 +189,7 @@ mod tests {
                 (PathBuf::from("/srv/home"), Grant::Read),
                 (PathBuf::from("/tmp/run-1"), Grant::ReadWrite),
                 (PathBuf::from("/dev/null"), Grant::ReadWrite),
+                (PathBuf::from("/srv/home/db"), Grant::Files),
             ]
         );
     }
@@ -203,5 +218,24 @@ mod tests {
         ));
         assert!(!rw.contains(AccessFs::Execute));
         assert!(!rw.contains(AccessFs::MakeChar));
+        // The draft folder: regular files only, never a link or a folder
+        // (a link there once pointed the next run's grant at `/`).
+        let files = Grant::Files.access();
+        assert!(files.contains(
+            AccessFs::WriteFile | AccessFs::MakeReg | AccessFs::RemoveFile | AccessFs::Truncate
+        ));
+        for never in [
+            AccessFs::MakeSym,
+            AccessFs::MakeDir,
+            AccessFs::MakeFifo,
+            AccessFs::MakeSock,
+            AccessFs::MakeChar,
+            AccessFs::MakeBlock,
+            AccessFs::Refer,
+            AccessFs::Execute,
+            AccessFs::RemoveDir,
+        ] {
+            assert!(!files.contains(never), "{never:?}");
+        }
     }
 }

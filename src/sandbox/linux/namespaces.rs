@@ -51,7 +51,34 @@ pub fn unshare_flags(layers: &Layers) -> libc::c_int {
     if layers.pidns {
         flags |= libc::CLONE_NEWPID;
     }
+    if layers.mountns {
+        flags |= libc::CLONE_NEWNS;
+    }
     flags
+}
+
+/// Refuse executable memfds in the run's PID namespace (`vm.memfd_noexec`
+/// = 2 is per PID namespace since Linux 6.3, and can only be tightened by
+/// namespaces below). Seccomp refuses `memfd_create` as well; this holds
+/// when seccomp is switched off. Written before the minimal root hides
+/// `/proc`. A kernel without the setting has no file, and the file belongs
+/// to the host's root, so only a server run as root can set it: neither is
+/// an error (seccomp's refusal of `memfd_create` stands either way), and
+/// the probe shows which held.
+pub fn set_memfd_noexec() -> Result<(), String> {
+    const PATH: &str = "/proc/sys/vm/memfd_noexec";
+    match std::fs::OpenOptions::new().write(true).open(PATH) {
+        Ok(mut f) => f.write_all(b"2").map_err(|e| format!("{PATH}: {e}")),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(format!("{PATH}: {e}")),
+    }
 }
 
 /// The per-namespace counters set to 0 so the run can create no namespace.
@@ -124,11 +151,33 @@ pub fn set_pid_max(max: u32) -> Result<(), String> {
 /// (an older kernel without time namespaces) is skipped; any other failure
 /// fails the layer.
 pub fn limit_nested_namespaces() -> Result<(), String> {
+    write_ns_limits(open_ns_limits()?)
+}
+
+/// The namespace counters, opened while `/proc/sys` is still in view (the
+/// minimal root shows processes only) and written once the minimal root is
+/// built (building it clones mount trees, which a zero counter refuses).
+pub fn open_ns_limits() -> Result<Vec<(&'static str, std::fs::File)>, String> {
+    let mut out = Vec::new();
     for path in NS_LIMITS {
         if !std::path::Path::new(path).exists() {
             continue;
         }
-        write_file(path, "0")?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| format!("{path}: {e}"))?;
+        out.push((*path, f));
+    }
+    if out.is_empty() {
+        return Err("no namespace counter in /proc/sys/user".into());
+    }
+    Ok(out)
+}
+
+pub fn write_ns_limits(files: Vec<(&'static str, std::fs::File)>) -> Result<(), String> {
+    for (path, mut f) in files {
+        f.write_all(b"0").map_err(|e| format!("{path}: {e}"))?;
     }
     Ok(())
 }

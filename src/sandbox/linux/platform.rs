@@ -4,9 +4,9 @@
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use super::{layers_line, zygote, Detected};
-use crate::cli::SandboxMode;
+use super::{layers_line, Detected};
 use crate::sandbox::policy::{self, Layers};
+use crate::sandbox::SandboxMode;
 use crate::sandbox::{Layer, RunKind, SandboxError, SandboxOptions, SandboxedChild, StatusReport};
 
 pub use super::helper_main;
@@ -18,7 +18,7 @@ pub struct State {
     mode: SandboxMode,
     without: Vec<Layer>,
     /// Forks the runs; started on the first one.
-    pub(super) zygotes: zygote::Slot,
+    pub(super) zygotes: super::Slot,
 }
 
 impl State {
@@ -47,7 +47,7 @@ impl State {
             runtime,
             mode: opts.mode,
             without: Vec::new(),
-            zygotes: zygote::Slot::default(),
+            zygotes: super::Slot::default(),
         })
     }
 
@@ -104,8 +104,12 @@ pub fn status() -> StatusReport {
 }
 
 /// `sandbox probe`.
-pub fn probe(json: bool, without: Option<Layer>) -> anyhow::Result<u8> {
-    crate::sandbox::probe::run(json, without)
+pub fn probe(
+    json: bool,
+    without: Option<Layer>,
+    junit: Option<&std::path::Path>,
+) -> anyhow::Result<u8> {
+    crate::sandbox::probe::run(json, without, junit)
 }
 
 pub fn probe_attempt(name: &str, args: &[String]) -> u8 {

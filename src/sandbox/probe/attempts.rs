@@ -96,6 +96,9 @@ fn arg(args: &[String], i: usize) -> Result<&str, String> {
 
 /// Entry point of `__probe-attempt`.
 pub fn run(name: &str, args: &[String]) -> u8 {
+    if name == "serve-one-call" {
+        return super::serve_one_call(args);
+    }
     let (name, userns) = match name.strip_prefix("userns:") {
         Some(n) => (n, true),
         None => (name, false),
@@ -162,6 +165,17 @@ fn attempt(name: &str, args: &[String]) -> Outcome {
         }
         "list" => std::fs::read_dir(arg(args, 0)?)
             .map(|d| format!("{} entries", d.count()))
+            .map_err(io),
+        // The numeric entries of a folder (a proc's processes), listed.
+        "list-pids" => std::fs::read_dir(arg(args, 0)?)
+            .map(|d| {
+                let pids: Vec<String> = d
+                    .flatten()
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+                    .collect();
+                format!("pids {}", pids.join(","))
+            })
             .map_err(io),
         "create" => std::fs::OpenOptions::new()
             .write(true)
@@ -329,7 +343,8 @@ fn attempt(name: &str, args: &[String]) -> Outcome {
                 Err(format!("child: {}", out.status))
             }
         }
-        other => Err(format!("unknown attempt {other}")),
+        other => super::host_attempts::attempt(other, args)
+            .unwrap_or_else(|| Err(format!("unknown attempt {other}"))),
     }
 }
 

@@ -18,6 +18,9 @@
 //! `sandbox/LAYERS.md` is tested, not just written.
 
 pub mod attempts;
+mod cleanup;
+pub mod host_attempts;
+mod junit;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -35,7 +38,7 @@ use serde::Serialize;
 
 use super::policy::Layers;
 use super::{Layer, RunKind, Sandbox, SandboxOptions};
-use crate::cli::SandboxMode;
+use crate::sandbox::SandboxMode;
 
 /// A layer (or mechanism) that stops an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -62,6 +65,16 @@ pub enum Holder {
     /// What the helper does whatever the layers: the built environment,
     /// no_new_privs, the kill path.
     Helper,
+    /// The run's own mount namespace with a minimal root: only the granted
+    /// paths exist, read-only except the draft run's database folder; no
+    /// host mount and no `/proc` of the host is visible.
+    Mountns,
+    /// The run's TMPDIR is its own tmpfs, capped in size and inodes, gone
+    /// with the run's mount namespace.
+    Tmpfs,
+    /// The run's TMPDIR is mounted noexec: nothing there can be executed
+    /// or mapped executable, not even through the dynamic loader.
+    Noexec,
 }
 
 impl Holder {
@@ -81,6 +94,7 @@ impl Holder {
             Holder::Nproc => l.rlimits && uid != 0,
             Holder::Rlimits => l.rlimits,
             Holder::Helper => true,
+            Holder::Mountns | Holder::Tmpfs | Holder::Noexec => l.mountns,
         }
     }
 }
@@ -100,11 +114,53 @@ enum Truth {
     Listener(Which),
     /// The fixture files must be unchanged.
     Files,
+    /// The fixture files must be unchanged once the run is over, whatever
+    /// the attempt saw while it ran (a draft run's new file in the
+    /// database's folder is removed by the server when the run ends).
+    FilesAfter,
     /// The terminal's input queue must stay empty.
     Tty,
     Flood,
     Daemon,
     OutliveParent,
+    /// The file the attempt created must not have an execute bit.
+    ExecBits(PathBuf),
+    /// A folder chain left in TMPDIR must neither outlive the run nor take
+    /// the server (a stand-in process) down while it is cleaned up.
+    DeepTmp,
+    /// The reported TMPDIR must not contain the server's pid.
+    NoServerPid(u32),
+    /// The listed processes must not include the server (the run's own
+    /// `proc` shows the run's processes only).
+    ProcHidesServer(u32),
+    /// The attempt watches a host folder while the probe touches a file
+    /// there; seeing it is getting through.
+    Watch(Trigger),
+    /// The mount ids the attempt lists must not include the host's.
+    HostMounts,
+}
+
+/// What the probe does on the host while a watching attempt runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Trigger {
+    /// Create and remove this file.
+    Create(PathBuf),
+    /// Open this file for reading.
+    Open(PathBuf),
+}
+
+impl Trigger {
+    fn fire(&self) {
+        match self {
+            Trigger::Create(p) => {
+                let _ = std::fs::write(p, b"probe");
+                let _ = std::fs::remove_file(p);
+            }
+            Trigger::Open(p) => {
+                let _ = std::fs::File::open(p);
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,6 +259,10 @@ struct Fixture {
     home: PathBuf,
     outside: PathBuf,
     db: PathBuf,
+    /// The TMPDIR of the positive controls (emptied before each).
+    ctl_tmp: PathBuf,
+    /// The canonical system temp folder.
+    tmp_base: PathBuf,
     host_sock: PathBuf,
     abstract_name: String,
     tcp4: SocketAddr,
@@ -214,6 +274,7 @@ struct Fixture {
 
 impl Drop for Fixture {
     fn drop(&mut self) {
+        let _ = cleanup::remove_deep(&self.ctl_tmp);
         super::remove_tree(&self.base);
     }
 }
@@ -293,6 +354,8 @@ impl Fixture {
             home: fs.join("home"),
             outside: fs.join("outside"),
             db: fs.join("home/db/reachweaver.db"),
+            ctl_tmp: base.join("control-tmp"),
+            tmp_base: tmp,
             base,
             exe,
             host_sock,
@@ -307,14 +370,49 @@ impl Fixture {
         Ok(fx)
     }
 
-    /// Rebuild the file fixture from scratch (attempts change it on purpose).
+    /// Rebuild the file fixture (attempts change it on purpose). The
+    /// folders and the database keep their inodes: the sandbox pinned them
+    /// at start and refuses runs once they name other files. A positive
+    /// control may replace the database (with a link, say): the original
+    /// inode is kept under a second name outside the fixture and linked
+    /// back.
     fn reset(&self) -> anyhow::Result<()> {
-        let fs = self.base.join("fs");
-        if fs.exists() {
-            super::remove_tree(&fs);
+        use std::os::unix::fs::MetadataExt;
+        let db_folder = self.db.parent().context("db folder")?;
+        let keep = self.base.join("db-original");
+        std::fs::create_dir_all(db_folder)?;
+        if !keep.exists() {
+            std::fs::write(&self.db, b"")?;
+            std::fs::hard_link(&self.db, &keep)?;
+        }
+        let original = std::fs::metadata(&keep)?.ino();
+        match std::fs::symlink_metadata(&self.db) {
+            Ok(m) if m.ino() == original => {}
+            Ok(m) => {
+                if m.is_dir() {
+                    super::remove_tree(&self.db);
+                } else {
+                    std::fs::remove_file(&self.db)?;
+                }
+                std::fs::hard_link(&keep, &self.db)?;
+            }
+            Err(_) => std::fs::hard_link(&keep, &self.db)?,
+        }
+        for d in [&self.root, &self.home, &self.outside, db_folder] {
+            std::fs::create_dir_all(d)?;
+            for e in std::fs::read_dir(d)?.flatten() {
+                let p = e.path();
+                if p == self.db || self.db.starts_with(&p) {
+                    continue;
+                }
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    super::remove_tree(&p);
+                } else {
+                    std::fs::remove_file(&p)?;
+                }
+            }
         }
         for d in [&self.root, &self.home, &self.outside] {
-            std::fs::create_dir_all(d)?;
             std::fs::write(d.join("victim.txt"), b"original\n")?;
             std::fs::set_permissions(d.join("victim.txt"), std::fs::Permissions::from_mode(0o644))?;
         }
@@ -322,7 +420,6 @@ impl Fixture {
         std::fs::write(self.root.join("sub/inside.txt"), b"inside the root\n")?;
         std::fs::write(self.outside.join("secret.txt"), b"outside the root\n")?;
         std::os::unix::fs::symlink("../outside/secret.txt", self.root.join("link-out"))?;
-        std::fs::create_dir_all(self.db.parent().context("db folder")?)?;
         std::fs::write(&self.db, b"SQLite format 3\0probe database\n")?;
         let t = self.outside.join("true");
         let small = ["/usr/bin/true", "/bin/true"]
@@ -332,7 +429,44 @@ impl Fixture {
         std::fs::copy(small.unwrap_or(&self.exe), &t)?;
         std::fs::set_permissions(&t, std::fs::Permissions::from_mode(0o755))?;
         std::fs::create_dir_all(self.root.join("mnt"))?;
+        // A program the run may read (but not execute) from its root.
+        std::fs::create_dir_all(self.root.join("tools"))?;
+        std::fs::copy(&t, self.root.join("tools/true"))?;
+        std::fs::set_permissions(
+            self.root.join("tools/true"),
+            std::fs::Permissions::from_mode(0o755),
+        )?;
+        // Beside the database: a file the draft run must not replace, and
+        // a symlink to outside, as an earlier draft run could have planted.
+        let db_dir = self.db.parent().context("db folder")?;
+        std::fs::write(db_dir.join("accounts.yaml"), b"accounts: []\n")?;
+        std::os::unix::fs::symlink(self.outside.join("secret.txt"), db_dir.join("planted-link"))?;
+        std::os::unix::fs::symlink("secret.txt", self.outside.join("alias"))?;
+        // An attribute to read from outside (if the file system has them,
+        // else the control says so).
+        let p = std::ffi::CString::new(
+            self.outside
+                .join("secret.txt")
+                .as_os_str()
+                .as_encoded_bytes(),
+        )?;
+        // SAFETY: setxattr with C strings and a buffer we own.
+        unsafe {
+            libc::setxattr(
+                p.as_ptr(),
+                c"user.reachweaver-probe".as_ptr(),
+                b"outside-value".as_ptr().cast(),
+                13,
+                0,
+            )
+        };
         Ok(())
+    }
+
+    /// An empty TMPDIR for the next positive control.
+    fn fresh_ctl_tmp(&self) {
+        let _ = cleanup::remove_deep(&self.ctl_tmp);
+        let _ = std::fs::create_dir(&self.ctl_tmp);
     }
 
     fn marker(&self) -> String {
@@ -422,7 +556,7 @@ impl Fixture {
                 "dns-lookup",
                 vec!["localhost".into()],
                 "EAI_",
-                &[Landlock],
+                &[Landlock, Mountns],
             ),
             spec(
                 "socket-raw-icmp",
@@ -467,7 +601,7 @@ impl Fixture {
                 "unix-connect",
                 vec![s(&self.host_sock)],
                 "EPERM",
-                &[Seccomp, LandlockUnix],
+                &[Seccomp, LandlockUnix, Mountns],
             )
             .truth(Truth::Listener(Which::Unix)),
             spec(
@@ -521,51 +655,51 @@ impl Fixture {
                 "read-outside-root",
                 "read",
                 vec![s(&self.outside.join("secret.txt"))],
-                "EACCES",
-                &[Landlock],
+                "ENOENT|EACCES",
+                &[Landlock, Mountns],
             ),
             spec(
                 "list-outside-root",
                 "list",
                 vec![s(&self.outside)],
-                "EACCES",
-                &[Landlock],
+                "ENOENT|EACCES",
+                &[Landlock, Mountns],
             ),
             spec(
                 "read-symlink-out-of-root",
                 "read",
                 vec![s(&self.root.join("link-out"))],
-                "EACCES",
-                &[Landlock],
+                "ENOENT|EACCES",
+                &[Landlock, Mountns],
             ),
             spec(
                 "read-dotdot-out-of-root",
                 "read",
                 vec![s(&self.root.join("../outside/secret.txt"))],
-                "EACCES",
-                &[Landlock],
+                "ENOENT|EACCES",
+                &[Landlock, Mountns],
             ),
             spec(
                 "exec-outside-runtime",
                 "exec",
                 vec![s(&self.outside.join("true"))],
-                "EACCES",
-                &[Landlock],
+                "ENOENT|EACCES",
+                &[Landlock, Mountns],
             ),
             spec(
                 "write-database",
                 "write",
                 vec![s(&self.db)],
-                "EACCES",
-                &[Landlock],
+                "EROFS|EACCES",
+                &[Landlock, Mountns],
             )
             .truth(Truth::Files),
             spec(
                 "draft-create-in-root",
                 "create",
                 vec![s(&self.root.join("new.txt"))],
-                "EACCES",
-                &[Landlock],
+                "EROFS|EACCES",
+                &[Landlock, Mountns],
             )
             .truth(Truth::Files)
             .draft(),
@@ -573,8 +707,8 @@ impl Fixture {
                 "draft-create-in-home",
                 "create",
                 vec![s(&self.home.join("new.txt"))],
-                "EACCES",
-                &[Landlock],
+                "EROFS|EACCES",
+                &[Landlock, Mountns],
             )
             .truth(Truth::Files)
             .draft(),
@@ -609,14 +743,22 @@ impl Fixture {
                         format!("{op}-in-{place}"),
                         attempt,
                         args,
-                        "EACCES",
-                        &[Landlock],
+                        // The read-only bind answers first (or, outside
+                        // every grant, there is nothing there); Landlock
+                        // behind it.
+                        if place == "outside" {
+                            "ENOENT|EACCES"
+                        } else {
+                            "EROFS|EACCES"
+                        },
+                        &[Landlock, Mountns],
                     )
                     .truth(Truth::Files),
                 );
             }
         }
-        // Metadata changes Landlock does not cover: seccomp alone refuses them.
+        // Metadata changes Landlock does not cover: seccomp refuses them, and
+        // a host file outside the grant isn't there to change.
         let host_file = s(&self.outside.join("victim.txt"));
         for attempt in ["chmod", "chown", "utime", "setxattr"] {
             v.push(
@@ -624,8 +766,8 @@ impl Fixture {
                     format!("{attempt}-host-file"),
                     attempt,
                     vec![host_file.clone()],
-                    "EPERM",
-                    &[Seccomp],
+                    "EPERM|ENOENT",
+                    &[Seccomp, Mountns],
                 )
                 .truth(Truth::Files),
             );
@@ -638,15 +780,15 @@ impl Fixture {
                 "read-server-environ",
                 "read",
                 vec![format!("/proc/{server_pid}/environ")],
-                "EACCES",
-                &[Landlock, Userns],
+                "ENOENT|EACCES",
+                &[Landlock, Userns, Mountns],
             ),
             spec(
                 "read-server-cmdline",
                 "read",
                 vec![format!("/proc/{server_pid}/cmdline")],
-                "EACCES",
-                &[Landlock],
+                "ENOENT|EACCES",
+                &[Landlock, Userns, Mountns],
             ),
             spec(
                 "kill-server",
@@ -726,7 +868,344 @@ impl Fixture {
                 &[Helper],
             ),
         ]);
+        v.extend(self.second_generation(server_pid));
         v
+    }
+
+    /// The classes an independent review got through: grants a draft run
+    /// can replace, the run's temp folder, host metadata, memory outside
+    /// RLIMIT_AS, observation of the host, execution outside the runtime.
+    fn second_generation(&self, server_pid: u32) -> Vec<Spec> {
+        use Holder::*;
+        let s = Self::s;
+        let db = s(&self.db);
+        let db_dir = self.db.parent().unwrap_or(&self.home).to_path_buf();
+        let beside = s(&db_dir.join("accounts.yaml"));
+        let planted = s(&db_dir.join("planted-link"));
+        let prog = s(&self.root.join("tools/true"));
+        let tmp = s(&self.tmp_base);
+        let tmp_marker = self.marker();
+        let server_home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute() && h.is_dir())
+            .unwrap_or_else(|| PathBuf::from("/root"));
+        let host_mount = host_attempts::listmount()
+            .ok()
+            .and_then(|ids| ids.first().copied())
+            .unwrap_or(0);
+        vec![
+            // Grants: the draft run may write the database (and SQLite's
+            // companions), nothing else in its folder.
+            spec(
+                "draft-db-replaced-by-symlink",
+                "replace-with-symlink",
+                vec![db.clone(), "/".into()],
+                "EBUSY",
+                &[Mountns],
+            )
+            .truth(Truth::Files)
+            .draft(),
+            spec(
+                "draft-db-symlink-renamed-over",
+                "symlink-rename-over",
+                vec![db.clone(), "/".into()],
+                "EACCES",
+                &[Landlock, Mountns],
+            )
+            .truth(Truth::Files)
+            .draft(),
+            spec(
+                "draft-symlink-in-db-folder",
+                "symlink",
+                vec!["/".into(), s(&db_dir.join("escape"))],
+                "EACCES|nothing left",
+                &[Landlock, Helper],
+            )
+            .truth(Truth::FilesAfter)
+            .draft(),
+            spec(
+                "draft-mkdir-in-db-folder",
+                "mkdir",
+                vec![s(&db_dir.join("newdir"))],
+                "EACCES|nothing left",
+                &[Landlock, Helper],
+            )
+            .truth(Truth::FilesAfter)
+            .draft(),
+            spec(
+                "draft-fifo-in-db-folder",
+                "mknod",
+                vec![s(&db_dir.join("fifo"))],
+                "EACCES|nothing left",
+                &[Landlock, Helper],
+            )
+            .truth(Truth::FilesAfter)
+            .draft(),
+            spec(
+                "draft-other-file-in-db-folder",
+                "create",
+                vec![s(&db_dir.join("other.txt"))],
+                "nothing left",
+                &[Helper],
+            )
+            .truth(Truth::FilesAfter)
+            .draft(),
+            spec(
+                "draft-rename-beside-db",
+                "rename",
+                vec![beside.clone(), format!("{beside}.bak")],
+                "EBUSY",
+                &[Mountns],
+            )
+            .truth(Truth::Files)
+            .draft(),
+            spec(
+                "draft-replace-beside-db",
+                "replace",
+                vec![beside.clone()],
+                "EBUSY",
+                &[Mountns],
+            )
+            .truth(Truth::Files)
+            .draft(),
+            spec(
+                "draft-write-beside-db",
+                "write",
+                vec![beside.clone()],
+                "EROFS",
+                &[Mountns],
+            )
+            .truth(Truth::Files)
+            .draft(),
+            spec(
+                "draft-executable-in-db-folder",
+                "create-exec",
+                vec![s(&db_dir.join("tool"))],
+                "EPERM|no executable left",
+                &[Seccomp, Helper],
+            )
+            .truth(Truth::ExecBits(db_dir.join("tool")))
+            .draft(),
+            // A later read-only run must not follow what was planted.
+            spec("allowed-read-beside-db", "read", vec![beside], "", &[]).allowed(),
+            spec(
+                "read-through-planted-symlink",
+                "read",
+                vec![planted.clone()],
+                "ENOENT|EACCES",
+                &[Landlock, Mountns],
+            ),
+            spec(
+                "stat-through-planted-symlink",
+                "stat",
+                vec![planted],
+                "ENOENT",
+                &[Mountns],
+            ),
+            // The run's temp folder.
+            spec(
+                "tmpdir-deep-chain",
+                "deep-tmpdir",
+                vec!["1100".into(), self.marker()],
+                "cleaned up",
+                &[Tmpfs, Helper],
+            )
+            .truth(Truth::DeepTmp),
+            spec(
+                "tmpdir-size-cap",
+                "fill-size",
+                vec!["1024".into()],
+                "ENOSPC",
+                &[Tmpfs],
+            ),
+            spec(
+                "tmpdir-inode-cap",
+                "fill-inodes",
+                vec!["65536".into()],
+                "ENOSPC",
+                &[Tmpfs],
+            ),
+            spec(
+                "tmpdir-name-carries-server-pid",
+                "tmpdir-path",
+                vec![],
+                "no server pid",
+                &[Mountns, Helper],
+            )
+            .truth(Truth::NoServerPid(server_pid)),
+            // Metadata of host files.
+            spec(
+                "file-setattr-host-file",
+                "file-setattr",
+                vec![s(&self.outside.join("victim.txt"))],
+                "ENOSYS",
+                &[Seccomp, Mountns],
+            )
+            .truth(Truth::Files),
+            spec(
+                "ioctl-setflags-read-only-fd",
+                "ioctl-flags",
+                vec!["setflags".into(), s(&self.root.join("victim.txt"))],
+                "ENOTTY",
+                &[Seccomp, Mountns],
+            )
+            .truth(Truth::Files),
+            spec(
+                "ioctl-fssetxattr-read-only-fd",
+                "ioctl-flags",
+                vec!["fssetxattr".into(), s(&self.root.join("victim.txt"))],
+                "ENOTTY",
+                &[Seccomp, Mountns],
+            )
+            .truth(Truth::Files),
+            spec(
+                "ioctl-ext4-setversion-read-only-fd",
+                "ioctl-flags",
+                vec!["setversion".into(), s(&self.root.join("victim.txt"))],
+                "ENOTTY",
+                &[Seccomp, Mountns],
+            )
+            .truth(Truth::Files),
+            // Memory and code outside RLIMIT_AS and the runtime.
+            spec(
+                "memfd-outside-rlimit-as",
+                "memfd-fill",
+                vec!["1024".into()],
+                "ENOSYS",
+                &[Seccomp],
+            ),
+            spec(
+                "memfd-exec",
+                "memfd-exec",
+                vec![prog.clone()],
+                "ENOSYS|EACCES",
+                &[Seccomp, Landlock],
+            ),
+            // Observation outside the grant.
+            spec(
+                "inotify-system-tmp",
+                "inotify-watch",
+                vec![tmp.clone(), tmp_marker.clone()],
+                "no event",
+                &[Mountns],
+            )
+            .truth(Truth::Watch(Trigger::Create(
+                self.tmp_base.join(&tmp_marker),
+            ))),
+            spec(
+                "inotify-etc",
+                "inotify-watch",
+                vec!["/etc".into(), "passwd".into()],
+                "no event",
+                &[Mountns],
+            )
+            .truth(Truth::Watch(Trigger::Open("/etc/passwd".into()))),
+            spec(
+                "fanotify-outside",
+                "fanotify-watch",
+                vec![s(&self.outside)],
+                "ENOSYS|ENOENT",
+                &[Seccomp, Mountns],
+            ),
+            spec(
+                "getxattr-outside-file",
+                "getxattr",
+                vec![
+                    s(&self.outside.join("secret.txt")),
+                    "user.reachweaver-probe".into(),
+                ],
+                "ENOENT",
+                &[Mountns],
+            ),
+            spec(
+                "stat-etc-hostname",
+                "stat",
+                vec!["/etc/hostname".into()],
+                "ENOENT",
+                &[Mountns],
+            ),
+            spec(
+                "stat-outside-file",
+                "stat",
+                vec![s(&self.outside.join("secret.txt"))],
+                "ENOENT",
+                &[Mountns],
+            ),
+            spec(
+                "stat-server-home",
+                "stat",
+                vec![s(&server_home)],
+                "ENOENT",
+                &[Mountns],
+            ),
+            spec(
+                "readlink-outside",
+                "readlink",
+                vec![s(&self.outside.join("alias"))],
+                "ENOENT",
+                &[Mountns],
+            ),
+            spec(
+                "listmount-host-mounts",
+                "listmount",
+                vec![],
+                "ENOSYS",
+                &[Seccomp, Mountns],
+            )
+            .truth(Truth::HostMounts),
+            spec(
+                "statmount-host-mount",
+                "statmount",
+                vec![host_mount.to_string()],
+                "ENOSYS",
+                &[Seccomp, Mountns],
+            ),
+            spec(
+                "stat-proc-server",
+                "stat",
+                vec![format!("/proc/{server_pid}")],
+                "ENOENT",
+                &[Mountns],
+            ),
+            spec(
+                "list-proc",
+                "list-pids",
+                vec!["/proc".into()],
+                "EACCES|ENOENT|only the run's own",
+                &[Landlock, Mountns],
+            )
+            .truth(Truth::ProcHidesServer(server_pid)),
+            // Execution outside the runtime.
+            spec(
+                "exec-from-tmpdir",
+                "exec-tmpdir",
+                vec![prog.clone()],
+                "EPERM|EACCES",
+                &[Seccomp, Landlock, Noexec],
+            ),
+            spec(
+                "exec-via-loader-from-tmpdir",
+                "exec-loader",
+                vec![prog],
+                "exit 127",
+                &[Noexec],
+            ),
+            spec(
+                "mmap-exec-tmpdir",
+                "mmap-exec-tmpdir",
+                vec![],
+                "EPERM",
+                &[Noexec],
+            ),
+            // Host files by handle, past every path check.
+            spec(
+                "open-by-handle-outside",
+                "open-by-handle",
+                vec![s(&self.outside.join("secret.txt")), s(&self.root)],
+                "ENOSYS|EPERM|ENOENT",
+                &[Seccomp, Caps, Mountns],
+            ),
+        ]
     }
 }
 
@@ -849,10 +1328,12 @@ fn run_control_watched(
         Control::Host => sp.attempt.to_string(),
         Control::Userns => format!("userns:{}", sp.attempt),
     };
+    fx.fresh_ctl_tmp();
     let mut cmd = Command::new(&fx.exe);
     cmd.arg("__probe-attempt")
         .arg(name)
         .args(args)
+        .env("TMPDIR", &fx.ctl_tmp)
         .current_dir(&fx.root)
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -1006,18 +1487,33 @@ fn fingerprint(dir: &Path) -> BTreeMap<PathBuf, String> {
                     String::new()
                 }
             };
-            map.insert(
-                p.clone(),
+            let flags = if m.is_file() || m.is_dir() {
+                inode_flags(&p)
+            } else {
+                String::new()
+            };
+            // A folder's size and times follow its entries, which are
+            // fingerprinted themselves: a file made and removed again (as
+            // SQLite's journal is) leaves nothing behind but those.
+            let times = if m.is_dir() {
+                String::from("-")
+            } else {
                 format!(
-                    "{:o} {} {} {} {}.{} {}.{} {} {xattr} {content}",
-                    m.mode(),
-                    m.uid(),
-                    m.gid(),
+                    "{} {}.{} {}.{}",
                     m.len(),
                     m.mtime(),
                     m.mtime_nsec(),
                     m.ctime(),
-                    m.ctime_nsec(),
+                    m.ctime_nsec()
+                )
+            };
+            map.insert(
+                p.clone(),
+                format!(
+                    "{:o} {} {} {times} {} {xattr} {flags} {content}",
+                    m.mode(),
+                    m.uid(),
+                    m.gid(),
                     m.nlink()
                 ),
             );
@@ -1028,6 +1524,45 @@ fn fingerprint(dir: &Path) -> BTreeMap<PathBuf, String> {
     }
     walk(dir, &mut map);
     map
+}
+
+/// The inode flags and generation, as `lsattr` and `lsattr -v` read them.
+fn inode_flags(p: &Path) -> String {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(p)
+    else {
+        return "?".into();
+    };
+    // Both are ints to the kernel.
+    let mut flags: libc::c_int = 0;
+    let mut generation: libc::c_int = 0;
+    // SAFETY: the two get ioctls write integers we own.
+    let (a, b) = unsafe {
+        (
+            libc::ioctl(f.as_raw_fd(), host_attempts::FS_IOC_GETFLAGS, &mut flags),
+            libc::ioctl(
+                f.as_raw_fd(),
+                host_attempts::FS_IOC_GETVERSION,
+                &mut generation,
+            ),
+        )
+    };
+    format!(
+        "flags={} gen={}",
+        if a == 0 {
+            format!("{flags:x}")
+        } else {
+            "-".into()
+        },
+        if b == 0 {
+            format!("{generation}")
+        } else {
+            "-".into()
+        }
+    )
 }
 
 struct Pty {
@@ -1117,7 +1652,7 @@ pub struct Report {
 }
 
 /// `sandbox probe`.
-pub fn run(json: bool, without: Option<Layer>) -> anyhow::Result<u8> {
+pub fn run(json: bool, without: Option<Layer>, junit: Option<&Path>) -> anyhow::Result<u8> {
     // Planted before any thread starts, so the environment isn't shared yet.
     for (k, v) in PLANTED_ENV {
         if std::env::var_os(k).is_none() {
@@ -1130,10 +1665,11 @@ pub fn run(json: bool, without: Option<Layer>) -> anyhow::Result<u8> {
         backend: fx.exe.clone(),
         root: fx.root.clone(),
         read: vec![fx.home.clone()],
+        home: Some(fx.home.clone()),
         db: Some(fx.db.clone()),
         allow_read: Vec::new(),
         pass_env: Vec::new(),
-        helper: None,
+        ..SandboxOptions::default()
     };
     let mut sb = Sandbox::detect(&opts)?;
     if let Some(l) = without {
@@ -1180,6 +1716,10 @@ pub fn run(json: bool, without: Option<Layer>) -> anyhow::Result<u8> {
         escaped,
         broken,
     };
+    if let Some(path) = junit {
+        std::fs::write(path, junit::render(&report))
+            .with_context(|| format!("writing the JUnit report {}", path.display()))?;
+    }
     if json {
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
@@ -1211,6 +1751,12 @@ fn render(l: &Line) -> String {
     }
     if l.predicted == "escaped" && l.verdict == "blocked" {
         s.push_str("  (held by a layer the table doesn't list)");
+    }
+    if l.predicted == "blocked" && l.verdict == "ESCAPED" {
+        s.push_str("  (its holders don't hold it yet)");
+    }
+    if l.predicted == "escaped" && l.verdict == "ESCAPED" {
+        s.push_str("  (no layer in force holds it)");
     }
     s
 }
@@ -1267,7 +1813,7 @@ fn run_one(
             pty.flush();
             (c, i)
         }
-        Truth::Files => {
+        Truth::Files | Truth::FilesAfter => {
             fx.reset()?;
             let before = fingerprint(&fx.base.join("fs"));
             let c = run_control(fx, sp, &sp.args, None);
@@ -1294,6 +1840,11 @@ fn run_one(
                     )
                     .collect();
                 Outcome::Ok(format!("changed {}", diff.join(", ")))
+            } else if sp.truth == Truth::FilesAfter {
+                Outcome::Failed(format!(
+                    "nothing left once the run was over (inside: {})",
+                    i.text()
+                ))
             } else {
                 i
             };
@@ -1324,6 +1875,95 @@ fn run_one(
             };
             (c, i)
         }
+        Truth::ExecBits(p) => {
+            fx.reset()?;
+            let c = match run_control(fx, sp, &sp.args, None) {
+                Outcome::Ok(s) if exec_bits(p).is_some() => Outcome::Ok(s),
+                Outcome::Ok(s) => {
+                    Outcome::Failed(format!("reported {s} but the host sees no execute bit"))
+                }
+                other => other,
+            };
+            fx.reset()?;
+            let i = run_inside(sb, fx, sp, &sp.args, None);
+            // What counts is the host once the run is over.
+            let i = match (exec_bits(p), i) {
+                (Some(mode), _) => {
+                    Outcome::Ok(format!("{} has mode {mode:o} on the host", p.display()))
+                }
+                (None, Outcome::Ok(s)) => {
+                    Outcome::Failed(format!("no executable left on the host (inside: {s})"))
+                }
+                (None, other) => other,
+            };
+            fx.reset()?;
+            (c, i)
+        }
+        Truth::DeepTmp => {
+            let c = deep_tmp_control(fx, sp);
+            let i = deep_tmp_inside(fx, sp);
+            (c, i)
+        }
+        Truth::ProcHidesServer(pid) => {
+            let judge = |o: Outcome| match o {
+                Outcome::Ok(list) if carries_pid(&list, *pid) => {
+                    Outcome::Ok(format!("the server's pid {pid} is listed"))
+                }
+                Outcome::Ok(list) => Outcome::Failed(format!(
+                    "only the run's own processes ({})",
+                    list.trim_start_matches("pids ")
+                )),
+                other => other,
+            };
+            let c = judge(run_control(fx, sp, &sp.args, None));
+            let i = judge(run_inside(sb, fx, sp, &sp.args, None));
+            (c, i)
+        }
+        Truth::NoServerPid(pid) => {
+            let judge = |o: Outcome| match o {
+                Outcome::Ok(path) if carries_pid(&path, *pid) => {
+                    Outcome::Ok(format!("TMPDIR {path} carries the server's pid {pid}"))
+                }
+                Outcome::Ok(path) => Outcome::Failed(format!("no server pid in TMPDIR {path}")),
+                other => other,
+            };
+            let c = judge(run_control(fx, sp, &sp.args, None));
+            let i = judge(run_inside(sb, fx, sp, &sp.args, None));
+            (c, i)
+        }
+        Truth::Watch(t) => {
+            let mut last = Instant::now();
+            let mut fire = || {
+                if last.elapsed() > Duration::from_millis(100) {
+                    t.fire();
+                    last = Instant::now();
+                }
+            };
+            let c = run_control_watched(fx, sp, &sp.args, None, &mut fire);
+            let i = run_inside_watched(sb, fx, sp, &sp.args, None, &mut fire);
+            (c, i)
+        }
+        Truth::HostMounts => {
+            let host: std::collections::BTreeSet<u64> = host_attempts::listmount()
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
+            let judge = |o: Outcome| match o {
+                Outcome::Ok(list) => {
+                    let ids: Vec<u64> = list.split(',').filter_map(|x| x.parse().ok()).collect();
+                    let seen = ids.iter().filter(|i| host.contains(i)).count();
+                    if seen > 0 {
+                        Outcome::Ok(format!("listed {seen} of the host's {} mounts", host.len()))
+                    } else {
+                        Outcome::Failed(format!("only the run's own {} mounts", ids.len()))
+                    }
+                }
+                other => other,
+            };
+            let c = judge(run_control(fx, sp, &sp.args, None));
+            let i = judge(run_inside(sb, fx, sp, &sp.args, None));
+            (c, i)
+        }
         Truth::Report => {
             fx.reset()?;
             let c = run_control(fx, sp, &sp.args, None);
@@ -1335,7 +1975,9 @@ fn run_one(
     let control_ok = matches!(control, Outcome::Ok(_));
     let expected_matches = match (&inside, sp.allowed) {
         (Outcome::Ok(_), true) => true,
-        (Outcome::Failed(s), false) => s.starts_with(&sp.expect),
+        // `A|B`: either answer is right (the first is what every layer in
+        // force gives; the second what the layer behind gives alone).
+        (Outcome::Failed(s), false) => sp.expect.split('|').any(|e| s.starts_with(e)),
         _ => false,
     };
     let verdict = match (&inside, sp.allowed, control_ok) {
@@ -1357,6 +1999,176 @@ fn run_one(
         holders: sp.holders.clone(),
         predicted,
     })
+}
+
+/// The file's permission bits when it exists with an execute bit.
+fn exec_bits(p: &Path) -> Option<u32> {
+    let m = std::fs::symlink_metadata(p).ok()?;
+    let mode = m.mode() & 0o7777;
+    (m.is_file() && mode & 0o111 != 0).then_some(mode)
+}
+
+/// Whether `pid` appears in `path` as a whole number.
+fn carries_pid(path: &str, pid: u32) -> bool {
+    let pid = pid.to_string();
+    path.split(|c: char| !c.is_ascii_digit()).any(|t| t == pid)
+}
+
+/// Outside: the attempt builds the chain in the control's TMPDIR.
+fn deep_tmp_control(fx: &Fixture, sp: &Spec) -> Outcome {
+    let marker = sp.args.get(1).cloned().unwrap_or_default();
+    match run_control(fx, sp, &sp.args, None) {
+        Outcome::Ok(s) if fx.ctl_tmp.join(&marker).is_dir() => Outcome::Ok(s),
+        Outcome::Ok(s) => Outcome::Failed(format!("reported {s} but nothing is there")),
+        other => other,
+    }
+}
+
+/// Inside: a stand-in server process runs the attempt as one call, on a
+/// thread with a call thread's stack, and cleans up after it. Then nothing
+/// of the run may be left in the system temp folder, and the stand-in must
+/// have lived to report.
+fn deep_tmp_inside(fx: &Fixture, sp: &Spec) -> Outcome {
+    let marker = sp.args.get(1).cloned().unwrap_or_default();
+    let mut cmd = Command::new(&fx.exe);
+    cmd.args(["__probe-attempt", "serve-one-call"])
+        .arg(&fx.root)
+        .arg(&fx.home)
+        .arg(&fx.db)
+        .arg(sp.attempt)
+        .args(&sp.args)
+        .current_dir(&fx.root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return Outcome::NotRun(format!("stand-in server: {e}")),
+    };
+    let server = child.id();
+    let out = reader(child.stdout.take(), 1 << 16);
+    let err = reader(child.stderr.take(), 1 << 16);
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                break child.wait().ok();
+            }
+        }
+    };
+    let out = out.join().unwrap_or_default();
+    let err = err.join().unwrap_or_default();
+    // What the run left: its folder by the stand-in's pid, or the chain's
+    // top wherever it is.
+    let prefix = format!("reachweaver-run-{server}-");
+    let mut left = Vec::new();
+    if let Ok(d) = std::fs::read_dir(&fx.tmp_base) {
+        for e in d.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix) || name == marker {
+                left.push(e.path());
+            } else if std::fs::symlink_metadata(e.path().join(&marker)).is_ok() {
+                left.push(e.path().join(&marker));
+            }
+        }
+    }
+    for p in &left {
+        let _ = cleanup::remove_deep(p);
+    }
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(sig) = status.and_then(|s| s.signal()) {
+        return Outcome::Ok(format!(
+            "the server stand-in died with {} cleaning up; left {left:?}",
+            signal_name(sig)
+        ));
+    }
+    if status.and_then(|s| s.code()) == Some(4) {
+        return Outcome::Ok(format!(
+            "the server stand-in's call thread panicked cleaning up; left {left:?}"
+        ));
+    }
+    if status.and_then(|s| s.code()) == Some(3) {
+        return Outcome::NotRun(format!(
+            "stand-in server: {}",
+            String::from_utf8_lossy(&err).trim()
+        ));
+    }
+    if !left.is_empty() {
+        return Outcome::Ok(format!("left behind in the temp folder: {left:?}"));
+    }
+    match parse_report(&out, status) {
+        Outcome::Ok(_) => Outcome::Failed("cleaned up".into()),
+        other => other,
+    }
+}
+
+/// `__probe-attempt serve-one-call ROOT HOME DB ATTEMPT ARGS...`: what the
+/// server does for one call (a sandbox of the probe's shape, the run on a
+/// thread with a call thread's stack, the clean-up when it ends), printing
+/// the run's report. Exit 3 when the sandbox can't be set up.
+pub(crate) fn serve_one_call(args: &[String]) -> u8 {
+    // The server's call threads have this stack (see serve.rs).
+    const CALL_STACK: usize = 512 * 1024;
+    if args.len() < 4 {
+        eprintln!("serve-one-call: ROOT HOME DB ATTEMPT [ARGS...]");
+        return 3;
+    }
+    let args = args.to_vec();
+    let call = move || -> Result<Vec<u8>, String> {
+        let exe = std::env::current_exe()
+            .and_then(std::fs::canonicalize)
+            .map_err(|e| e.to_string())?;
+        let root = PathBuf::from(&args[0]);
+        let opts = SandboxOptions {
+            mode: SandboxMode::Require,
+            backend: exe.clone(),
+            root: root.clone(),
+            read: vec![PathBuf::from(&args[1])],
+            home: Some(PathBuf::from(&args[1])),
+            db: Some(PathBuf::from(&args[2])),
+            allow_read: Vec::new(),
+            pass_env: Vec::new(),
+            ..SandboxOptions::default()
+        };
+        let sb = Sandbox::detect(&opts).map_err(|e| e.to_string())?;
+        let mut argv = vec![Fixture::s(&exe), "__probe-attempt".to_string()];
+        argv.extend(args[3..].iter().cloned());
+        let mut child = sb
+            .spawn(RunKind::ReadOnly, &argv, &root)
+            .map_err(|e| e.to_string())?;
+        let out = reader(child.stdout.take(), 1 << 16);
+        let _ = child.wait();
+        // Dropping the run removes its temp folder, here on the call thread.
+        drop(child);
+        Ok(out.join().unwrap_or_default())
+    };
+    let thread = match std::thread::Builder::new()
+        .stack_size(CALL_STACK)
+        .spawn(call)
+    {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("serve-one-call: {e}");
+            return 3;
+        }
+    };
+    match thread.join() {
+        Ok(Ok(out)) => {
+            let mut o = std::io::stdout().lock();
+            let _ = o.write_all(&out);
+            let _ = o.flush();
+            0
+        }
+        Ok(Err(e)) => {
+            eprintln!("serve-one-call: {e}");
+            3
+        }
+        // A server's call thread that panics fails its call at least.
+        Err(_) => 4,
+    }
 }
 
 /// Flood stdout; read up to the cap, then kill the run. Contained means the
@@ -1451,7 +2263,9 @@ fn flood(fx: &Fixture, sp: &Spec, sb: Option<&Sandbox>) -> Outcome {
 
 /// This process's private run folders currently in the temp folder.
 fn run_tmpdirs() -> Vec<PathBuf> {
-    let prefix = format!("reachweaver-run-{}-", std::process::id());
+    let Ok(prefix) = crate::sandbox::tmpdir::own_run_prefix() else {
+        return Vec::new();
+    };
     let Ok(tmp) = std::fs::canonicalize(std::env::temp_dir()) else {
         return Vec::new();
     };

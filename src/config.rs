@@ -1,0 +1,947 @@
+//! One configuration: the backend, the home, the fixed files (database,
+//! accounts, profile) and the root, resolved once, here, for `mcp-serve`,
+//! `tools`, `call`, `--print-config` and `sandbox run`, with one set of
+//! messages that name the option the owner gave.
+//!
+//! Two stages, because the backend's catalog can propose the fixed files:
+//! [`Owner::resolve`] checks what the owner gave (enough for
+//! `--print-config` and for reading the catalog), then [`Owner::with_catalog`]
+//! adds the catalog's proposals and gives the final [`Config`]. Every path
+//! that will be granted passes the one guard ([`crate::sandbox::guard`]), and
+//! every granted file and folder is pinned by device and inode so a run can
+//! be refused when one of them was replaced.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::catalog::CatalogPaths;
+use crate::cli::{Globals, SandboxMode};
+use crate::sandbox::guard::{canonical_or_parent, Guard};
+use crate::sandbox::SandboxOptions;
+
+/// The command served when `--backend` is not given.
+pub const DEFAULT_BACKEND: &str = "reachweaver";
+
+/// Who proposed a path: an option of the owner, the backend's catalog, or
+/// the current folder (the root's default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Source {
+    Option(&'static str),
+    Catalog(&'static str),
+    CurrentFolder,
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Option(o) => write!(f, "{o}"),
+            Source::Catalog(field) => write!(f, "the backend's catalog field paths.{field}"),
+            Source::CurrentFolder => write!(f, "the root (the current folder)"),
+        }
+    }
+}
+
+/// A configuration that cannot be used: who gave the path, the path, and
+/// what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub source: String,
+    pub path: Option<PathBuf>,
+    pub problem: String,
+}
+
+impl ConfigError {
+    fn new(source: impl ToString, path: Option<&Path>, problem: impl Into<String>) -> Self {
+        ConfigError {
+            source: source.to_string(),
+            path: path.map(Path::to_path_buf),
+            problem: problem.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.path {
+            Some(p) => write!(f, "{} {}: {}", self.source, p.display(), self.problem),
+            None => write!(f, "{}: {}", self.source, self.problem),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A granted file or folder as it was at start: if its device or inode
+/// changes, something replaced it and runs must be refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pinned {
+    pub path: PathBuf,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl Pinned {
+    /// Pin `path` as it is now, without following a final symlink.
+    pub fn now(path: &Path) -> std::io::Result<Pinned> {
+        let m = std::fs::symlink_metadata(path)?;
+        Ok(Pinned {
+            path: path.to_path_buf(),
+            dev: m.dev(),
+            ino: m.ino(),
+        })
+    }
+
+    /// Whether the path still names the same file (never through a symlink).
+    pub fn still_holds(&self) -> bool {
+        Pinned::now(&self.path).is_ok_and(|p| p == *self)
+    }
+}
+
+/// Every pinned grant, by role.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Pins {
+    pub root: Option<Pinned>,
+    pub home: Option<Pinned>,
+    pub db: Option<Pinned>,
+    /// The database's folder, which a `draft` run may write in.
+    pub db_folder: Option<Pinned>,
+    pub accounts: Option<Pinned>,
+    pub profile: Option<Pinned>,
+}
+
+impl Pins {
+    pub fn all(&self) -> impl Iterator<Item = (&'static str, &Pinned)> {
+        [
+            ("root", &self.root),
+            ("home", &self.home),
+            ("db", &self.db),
+            ("db folder", &self.db_folder),
+            ("accounts", &self.accounts),
+            ("profile", &self.profile),
+        ]
+        .into_iter()
+        .filter_map(|(role, p)| p.as_ref().map(|p| (role, p)))
+    }
+
+    /// The first pinned grant that changed since start, as a message.
+    pub fn changed(&self) -> Option<String> {
+        self.all().find(|(_, p)| !p.still_holds()).map(|(role, p)| {
+            format!(
+                "the {role} {} was replaced or removed after start; restart the server",
+                p.path.display()
+            )
+        })
+    }
+}
+
+/// A fixed path (home, database, accounts, profile) and who proposed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Fixed {
+    /// Canonical when it exists; else canonical through its folder.
+    pub path: PathBuf,
+    pub source: Source,
+    pub exists: bool,
+}
+
+/// What the owner gave, checked: enough to print a client entry and to read
+/// the catalog.
+#[derive(Debug, Clone)]
+pub struct Owner {
+    pub cwd: PathBuf,
+    /// The canonical backend executable.
+    pub backend: PathBuf,
+    pub home: Option<Fixed>,
+    pub db: Option<Fixed>,
+    pub accounts: Option<Fixed>,
+    pub profile: Option<Fixed>,
+    /// `--root`, canonical.
+    pub root: Option<PathBuf>,
+    /// `--allow-read`, canonical.
+    pub allow_read: Vec<PathBuf>,
+    guard: Guard,
+}
+
+/// The whole configuration of a server: the owner's options and the
+/// catalog's proposals, checked and pinned.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub backend: PathBuf,
+    pub home: Option<Fixed>,
+    pub db: Option<Fixed>,
+    pub accounts: Option<Fixed>,
+    pub profile: Option<Fixed>,
+    pub root: PathBuf,
+    pub root_source: Source,
+    pub allow_read: Vec<PathBuf>,
+    pub pins: Pins,
+}
+
+/// The options `Owner::resolve` reads, named by how the owner gave them.
+pub struct OwnerInput<'a> {
+    pub globals: &'a Globals,
+    /// The option that names the program (`--backend`, or `sandbox run`'s command).
+    pub backend_option: &'static str,
+    pub root: Option<&'a Path>,
+    pub allow_read: &'a [PathBuf],
+}
+
+impl Owner {
+    /// Resolve against this process's current folder, `PATH` and user.
+    pub fn resolve(input: &OwnerInput<'_>) -> Result<Owner, ConfigError> {
+        let cwd = std::env::current_dir().map_err(|e| {
+            ConfigError::new("the current folder", None, format!("cannot be read: {e}"))
+        })?;
+        let path_env = std::env::var_os("PATH");
+        Owner::resolve_in(input, &cwd, path_env.as_deref(), Guard::for_this_user())
+    }
+
+    /// [`Owner::resolve`] with the current folder, `PATH` and guard given.
+    pub fn resolve_in(
+        input: &OwnerInput<'_>,
+        cwd: &Path,
+        path_env: Option<&OsStr>,
+        guard: Guard,
+    ) -> Result<Owner, ConfigError> {
+        let g = input.globals;
+        let backend = resolve_backend(
+            input.backend_option,
+            g.backend.as_deref(),
+            cwd,
+            path_env,
+            &guard,
+        )?;
+        let home = match &g.home {
+            Some(h) => Some(folder(Source::Option("--home"), &cwd.join(h), &guard)?),
+            None => None,
+        };
+        let file =
+            |flag: &'static str, p: &Option<PathBuf>| -> Result<Option<Fixed>, ConfigError> {
+                p.as_ref()
+                    .map(|p| fixed_file(Source::Option(flag), &cwd.join(p), &guard))
+                    .transpose()
+            };
+        let db = file("--db", &g.db)?;
+        if let Some(db) = &db {
+            db_folder(db, &guard)?;
+        }
+        let accounts = file("--accounts", &g.accounts)?;
+        let profile = file("--profile", &g.profile)?;
+        let root = match input.root {
+            Some(r) => Some(folder(Source::Option("--root"), &cwd.join(r), &guard)?.path),
+            None => None,
+        };
+        let allow_read = input
+            .allow_read
+            .iter()
+            .map(|p| existing(Source::Option("--allow-read"), &cwd.join(p), &guard))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Owner {
+            cwd: cwd.to_path_buf(),
+            backend,
+            home,
+            db,
+            accounts,
+            profile,
+            root,
+            allow_read,
+            guard,
+        })
+    }
+
+    /// The owner's four globals in contract order, for the catalog run.
+    pub fn globals_argv(&self) -> Result<Vec<String>, ConfigError> {
+        globals_argv([&self.home, &self.db, &self.accounts, &self.profile])
+    }
+
+    /// The root before the catalog is known: `--root`, else `--home`, else
+    /// the current folder (which must pass the guard like any root).
+    pub fn provisional_root(&self) -> Result<(PathBuf, Source), ConfigError> {
+        if let Some(r) = &self.root {
+            return Ok((r.clone(), Source::Option("--root")));
+        }
+        if let Some(h) = &self.home {
+            return Ok((h.path.clone(), h.source));
+        }
+        let cwd =
+            folder(Source::CurrentFolder, &self.cwd, &self.guard).map_err(|e| ConfigError {
+                problem: format!("{}; pass --root or --home", e.problem),
+                ..e
+            })?;
+        Ok((cwd.path, Source::CurrentFolder))
+    }
+
+    /// The current folder as the root (`sandbox run`'s default), guarded.
+    pub fn current_folder_root(&self) -> Result<PathBuf, ConfigError> {
+        Ok(folder(Source::CurrentFolder, &self.cwd, &self.guard)?.path)
+    }
+
+    /// Sandbox options with only the owner's paths granted (the catalog run).
+    pub fn sandbox_options(
+        &self,
+        mode: SandboxMode,
+        pass_env: &[String],
+        helper: Option<PathBuf>,
+    ) -> Result<SandboxOptions, ConfigError> {
+        let (root, _) = self.provisional_root()?;
+        Ok(SandboxOptions {
+            mode,
+            backend: self.backend.clone(),
+            root,
+            read: read_grants([&self.home, &self.accounts, &self.profile, &self.db]),
+            db: self
+                .db
+                .as_ref()
+                .filter(|d| d.exists)
+                .map(|d| d.path.clone()),
+            allow_read: self.allow_read.clone(),
+            pass_env: pass_env.to_vec(),
+            helper,
+            home: self.home.as_ref().map(|h| h.path.clone()),
+            // Taken by `Sandbox::detect`, when the sandbox is set up.
+            pins: Vec::new(),
+            // Found by start-up once the protected list is known.
+            masks: Vec::new(),
+        })
+    }
+
+    /// Add the catalog's proposals for what the owner did not give. A
+    /// proposed home must be a folder the guard accepts; proposed files
+    /// must be regular files beneath the home.
+    pub fn with_catalog(self, paths: &CatalogPaths) -> Result<Config, ConfigError> {
+        let guard = &self.guard;
+        let home = match (&self.home, &paths.home) {
+            (Some(h), _) => Some(h.clone()),
+            (None, Some(p)) => Some(folder(Source::Catalog("home"), p, guard)?),
+            (None, None) => None,
+        };
+        let proposed = |field: &'static str,
+                        owner: &Option<Fixed>,
+                        proposal: &Option<PathBuf>|
+         -> Result<Option<Fixed>, ConfigError> {
+            if owner.is_some() {
+                return Ok(owner.clone());
+            }
+            let Some(p) = proposal else {
+                return Ok(None);
+            };
+            let source = Source::Catalog(field);
+            let f = fixed_file(source, p, guard)?;
+            match &home {
+                Some(h) if f.path.starts_with(&h.path) && f.path != h.path => Ok(Some(f)),
+                Some(h) => Err(ConfigError::new(
+                    source,
+                    Some(p),
+                    format!(
+                        "refused: a path the backend proposes must be a file inside its home {}",
+                        h.path.display()
+                    ),
+                )),
+                None => Err(ConfigError::new(
+                    source,
+                    Some(p),
+                    "refused: the backend names no home, so a path it proposes cannot be checked; pass --home",
+                )),
+            }
+        };
+        let db = proposed("db", &self.db, &paths.db)?;
+        if let (Some(d), None) = (&db, &self.db) {
+            db_folder(d, guard)?;
+        }
+        let accounts = proposed("accounts", &self.accounts, &paths.accounts)?;
+        let profile = proposed("profile", &self.profile, &paths.profile)?;
+
+        let (root, root_source) = match (&self.root, &home) {
+            (Some(r), _) => (r.clone(), Source::Option("--root")),
+            (None, Some(h)) => (h.path.clone(), h.source),
+            (None, None) => self.provisional_root()?,
+        };
+
+        let pin = |source: Source, p: &Path| -> Result<Pinned, ConfigError> {
+            Pinned::now(p)
+                .map_err(|e| ConfigError::new(source, Some(p), format!("cannot be read: {e}")))
+        };
+        let pin_fixed = |f: &Option<Fixed>| -> Result<Option<Pinned>, ConfigError> {
+            match f {
+                Some(f) if f.exists => pin(f.source, &f.path).map(Some),
+                _ => Ok(None),
+            }
+        };
+        let db_folder_pin = match &db {
+            Some(d) => match d.path.parent() {
+                Some(folder) if folder.is_dir() => Some(pin(d.source, folder)?),
+                _ => None,
+            },
+            None => None,
+        };
+        let pins = Pins {
+            root: Some(pin(root_source, &root)?),
+            home: pin_fixed(&home)?,
+            db: pin_fixed(&db)?,
+            db_folder: db_folder_pin,
+            accounts: pin_fixed(&accounts)?,
+            profile: pin_fixed(&profile)?,
+        };
+        Ok(Config {
+            backend: self.backend,
+            home,
+            db,
+            accounts,
+            profile,
+            root,
+            root_source,
+            allow_read: self.allow_read,
+            pins,
+        })
+    }
+}
+
+impl Config {
+    /// The four globals every run gets, in contract order.
+    pub fn globals_argv(&self) -> Result<Vec<String>, ConfigError> {
+        globals_argv([&self.home, &self.db, &self.accounts, &self.profile])
+    }
+
+    pub fn sandbox_options(
+        &self,
+        mode: SandboxMode,
+        pass_env: &[String],
+        helper: Option<PathBuf>,
+    ) -> SandboxOptions {
+        SandboxOptions {
+            mode,
+            backend: self.backend.clone(),
+            root: self.root.clone(),
+            read: read_grants([&self.home, &self.accounts, &self.profile, &self.db]),
+            // A database that does not exist yet still gives `draft` its
+            // folder (checked by the guard), so `draft` can create it.
+            db: self.db.as_ref().map(|d| d.path.clone()),
+            allow_read: self.allow_read.clone(),
+            pass_env: pass_env.to_vec(),
+            helper,
+            home: self.home.as_ref().map(|h| h.path.clone()),
+            // Taken by `Sandbox::detect`, when the sandbox is set up.
+            pins: Vec::new(),
+            // Found by start-up once the protected list is known.
+            masks: Vec::new(),
+        }
+    }
+
+    /// What the start-up line says is granted.
+    pub fn granted_line(&self, drafts: bool) -> String {
+        let mut parts = vec![format!("root {}", self.root.display())];
+        for (name, f) in [
+            ("home", &self.home),
+            ("db", &self.db),
+            ("accounts", &self.accounts),
+            ("profile", &self.profile),
+        ] {
+            if let Some(f) = f {
+                let note = if !f.exists {
+                    " (missing, not granted)"
+                } else if matches!(f.source, Source::Catalog(_)) {
+                    " (from the catalog)"
+                } else {
+                    ""
+                };
+                parts.push(format!("{name} {}{note}", f.path.display()));
+            }
+        }
+        if drafts {
+            if let Some(folder) = self.db.as_ref().and_then(|d| d.path.parent()) {
+                parts.push(format!("draft may write in {}", folder.display()));
+            }
+        }
+        for p in &self.allow_read {
+            parts.push(format!("allow-read {}", p.display()));
+        }
+        format!("granted: {}", parts.join(", "))
+    }
+}
+
+fn globals_argv(fixed: [&Option<Fixed>; 4]) -> Result<Vec<String>, ConfigError> {
+    let flags = ["--home", "--db", "--accounts", "--profile"];
+    let mut out = Vec::new();
+    for (flag, f) in flags.into_iter().zip(fixed) {
+        if let Some(f) = f {
+            let text = f
+                .path
+                .to_str()
+                .ok_or_else(|| ConfigError::new(f.source, Some(&f.path), "is not valid UTF-8"))?;
+            out.push(format!("{flag}={text}"));
+        }
+    }
+    Ok(out)
+}
+
+/// The fixed paths a run may read: the home folder and the files that exist.
+fn read_grants(fixed: [&Option<Fixed>; 4]) -> Vec<PathBuf> {
+    fixed
+        .into_iter()
+        .flatten()
+        .filter(|f| f.exists)
+        .map(|f| f.path.clone())
+        .collect()
+}
+
+/// `--backend` (or `sandbox run`'s command): a path with a `/` is taken
+/// against the current folder; a bare name is looked up on `PATH` (absolute
+/// entries only, so a `reachweaver` in the current folder is never picked
+/// by accident); none means `reachweaver` on `PATH`.
+pub fn resolve_backend(
+    option: &'static str,
+    given: Option<&Path>,
+    cwd: &Path,
+    path_env: Option<&OsStr>,
+    guard: &Guard,
+) -> Result<PathBuf, ConfigError> {
+    let candidate = match given {
+        Some(p) if p.as_os_str().as_bytes().contains(&b'/') => cwd.join(p),
+        other => {
+            let name = other.unwrap_or(Path::new(DEFAULT_BACKEND));
+            find_on_path(name, path_env).ok_or_else(|| {
+                let hint = if option.starts_with("--") {
+                    format!("install it or pass {option} /absolute/path")
+                } else {
+                    "give its absolute path".to_string()
+                };
+                ConfigError::new(
+                    option,
+                    None,
+                    format!("'{}' was not found on PATH; {hint}", name.display()),
+                )
+            })?
+        }
+    };
+    let shown = given.unwrap_or(&candidate);
+    let canonical = candidate.canonicalize().map_err(|e| {
+        let problem = if e.kind() == std::io::ErrorKind::NotFound {
+            "no such file".to_string()
+        } else {
+            format!("cannot be used: {e}")
+        };
+        ConfigError::new(option, Some(shown), problem)
+    })?;
+    if !is_executable_file(&canonical) {
+        return Err(ConfigError::new(
+            option,
+            Some(shown),
+            "not an executable file",
+        ));
+    }
+    if let Some(why) = guard.refusal(&canonical) {
+        return Err(ConfigError::new(
+            option,
+            Some(shown),
+            format!("refused: {why}"),
+        ));
+    }
+    Ok(canonical)
+}
+
+/// Look a program name up on `PATH`, absolute entries only.
+pub fn find_on_path(name: &Path, path_env: Option<&OsStr>) -> Option<PathBuf> {
+    std::env::split_paths(path_env?)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable_file(p))
+}
+
+fn is_executable_file(p: &Path) -> bool {
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// An existing folder the guard accepts, canonical.
+fn folder(source: Source, p: &Path, guard: &Guard) -> Result<Fixed, ConfigError> {
+    match std::fs::metadata(p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ConfigError::new(source, Some(p), "no such folder"))
+        }
+        Err(e) => {
+            return Err(ConfigError::new(
+                source,
+                Some(p),
+                format!("cannot be used: {e}"),
+            ))
+        }
+        Ok(m) if !m.is_dir() => return Err(ConfigError::new(source, Some(p), "not a folder")),
+        Ok(_) => {}
+    }
+    let path = guard
+        .check(p)
+        .map_err(|why| ConfigError::new(source, Some(p), format!("refused: {why}")))?;
+    Ok(Fixed {
+        path,
+        source,
+        exists: true,
+    })
+}
+
+/// A fixed file: when it exists, a regular file and never a symlink; in
+/// every case a path the guard accepts.
+fn fixed_file(source: Source, p: &Path, guard: &Guard) -> Result<Fixed, ConfigError> {
+    if !p.is_absolute() {
+        return Err(ConfigError::new(source, Some(p), "not an absolute path"));
+    }
+    // The guard first, so `/` or `/proc/...` is named as what it is.
+    if let Err(why) = guard.check(p) {
+        return Err(ConfigError::new(source, Some(p), format!("refused: {why}")));
+    }
+    let exists = match std::fs::symlink_metadata(p) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(ConfigError::new(
+                source,
+                Some(p),
+                "is a symbolic link; name the file it points to",
+            ))
+        }
+        Ok(m) if !m.is_file() => {
+            return Err(ConfigError::new(source, Some(p), "not a regular file"))
+        }
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => {
+            return Err(ConfigError::new(
+                source,
+                Some(p),
+                format!("cannot be used: {e}"),
+            ))
+        }
+    };
+    // Not a symlink itself, so only its folders are resolved here.
+    let path = canonical_or_parent(p);
+    if let Err(why) = guard.check(&path) {
+        return Err(ConfigError::new(source, Some(p), format!("refused: {why}")));
+    }
+    Ok(Fixed {
+        path,
+        source,
+        exists,
+    })
+}
+
+/// The database's folder, which `draft` may write in: it passes the guard
+/// like any grant (a folder that does not exist yet is checked by name).
+fn db_folder(db: &Fixed, guard: &Guard) -> Result<PathBuf, ConfigError> {
+    let folder = db.path.parent().unwrap_or(Path::new("/"));
+    guard.check(folder).map_err(|why| {
+        ConfigError::new(
+            db.source,
+            Some(&db.path),
+            format!(
+                "refused: its folder {} would be writable by `draft`, and {why}",
+                folder.display()
+            ),
+        )
+    })
+}
+
+/// Any existing path the guard accepts (`--allow-read`), canonical.
+fn existing(source: Source, p: &Path, guard: &Guard) -> Result<PathBuf, ConfigError> {
+    if !p.exists() {
+        return Err(ConfigError::new(source, Some(p), "no such file or folder"));
+    }
+    guard
+        .check(p)
+        .map_err(|why| ConfigError::new(source, Some(p), format!("refused: {why}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn exe(path: &Path) {
+        fs::write(path, "#!/bin/sh\n").unwrap();
+        fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn guard() -> Guard {
+        Guard::with_homes(vec![PathBuf::from("/home/nobody-here")])
+    }
+
+    fn owner(globals: &Globals, cwd: &Path, path_env: &OsStr) -> Result<Owner, ConfigError> {
+        Owner::resolve_in(
+            &OwnerInput {
+                globals,
+                backend_option: "--backend",
+                root: None,
+                allow_read: &[],
+            },
+            cwd,
+            Some(path_env),
+            guard(),
+        )
+    }
+
+    #[test]
+    fn a_bare_name_is_looked_up_on_path_never_in_the_current_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().join("cwd");
+        let bin = dir.path().join("bin");
+        fs::create_dir_all(&cwd).unwrap();
+        fs::create_dir_all(&bin).unwrap();
+        exe(&cwd.join("reachweaver"));
+        exe(&bin.join("reachweaver"));
+        let path_env = std::env::join_paths([Path::new("."), &bin]).unwrap();
+        let on_path = bin.join("reachweaver").canonicalize().unwrap();
+        for given in [None, Some(PathBuf::from("reachweaver"))] {
+            let g = Globals {
+                backend: given,
+                ..Globals::default()
+            };
+            assert_eq!(owner(&g, &cwd, &path_env).unwrap().backend, on_path);
+        }
+        let g = Globals {
+            backend: Some("./reachweaver".into()),
+            ..Globals::default()
+        };
+        assert_eq!(
+            owner(&g, &cwd, &path_env).unwrap().backend,
+            cwd.join("reachweaver").canonicalize().unwrap()
+        );
+    }
+
+    #[test]
+    fn backend_messages_name_the_option() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        fs::write(&plain, "").unwrap();
+        let empty = OsStr::new("/nonexistent-bin");
+        let e = owner(&Globals::default(), dir.path(), empty).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--backend: 'reachweaver' was not found on PATH; install it or pass --backend /absolute/path"
+        );
+        let g = Globals {
+            backend: Some("./plain".into()),
+            ..Globals::default()
+        };
+        let e = owner(&g, dir.path(), empty).unwrap_err();
+        assert!(
+            e.to_string().ends_with("plain: not an executable file"),
+            "{e}"
+        );
+        let g = Globals {
+            backend: Some("./missing".into()),
+            ..Globals::default()
+        };
+        let e = owner(&g, dir.path(), empty).unwrap_err();
+        assert_eq!(e.to_string(), "--backend ./missing: no such file");
+    }
+
+    fn with_backend(dir: &Path) -> Globals {
+        let b = dir.join("rw");
+        exe(&b);
+        Globals {
+            backend: Some(b),
+            ..Globals::default()
+        }
+    }
+
+    #[test]
+    fn a_missing_home_is_reported_as_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = Globals {
+            home: Some("/no/such/home".into()),
+            ..with_backend(dir.path())
+        };
+        let e = owner(&g, dir.path(), OsStr::new("")).unwrap_err();
+        assert_eq!(e.to_string(), "--home /no/such/home: no such folder");
+    }
+
+    #[test]
+    fn fixed_files_must_be_regular_files_not_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.db");
+        fs::write(&real, "").unwrap();
+        let link = dir.path().join("link.db");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let g = Globals {
+            db: Some(link.clone()),
+            ..with_backend(dir.path())
+        };
+        let e = owner(&g, dir.path(), OsStr::new("")).unwrap_err();
+        assert!(e.to_string().starts_with("--db "), "{e}");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        let g = Globals {
+            accounts: Some(dir.path().to_path_buf()),
+            ..with_backend(dir.path())
+        };
+        let e = owner(&g, dir.path(), OsStr::new("")).unwrap_err();
+        assert!(e.to_string().contains("--accounts"), "{e}");
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+    }
+
+    #[test]
+    fn a_database_in_a_guarded_folder_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = Globals {
+            db: Some("/tmp/x.db".into()),
+            ..with_backend(dir.path())
+        };
+        let e = owner(&g, dir.path(), OsStr::new("")).unwrap_err();
+        assert!(e.to_string().starts_with("--db /tmp/x.db: refused"), "{e}");
+    }
+
+    fn home_owner(dir: &Path) -> (PathBuf, Owner) {
+        let home = dir.join("home");
+        fs::create_dir_all(home.join("data")).unwrap();
+        let g = Globals {
+            home: Some(home.clone()),
+            ..with_backend(dir)
+        };
+        (
+            home.canonicalize().unwrap(),
+            owner(&g, dir, OsStr::new("")).unwrap(),
+        )
+    }
+
+    #[test]
+    fn catalog_paths_must_be_files_inside_the_home() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, o) = home_owner(dir.path());
+        fs::write(home.join("data/rw.db"), "").unwrap();
+        fs::write(home.join("accounts.yaml"), "").unwrap();
+        let outside = dir.path().join("elsewhere.yaml");
+        fs::write(&outside, "").unwrap();
+
+        let ok = o
+            .clone()
+            .with_catalog(&CatalogPaths {
+                db: Some(home.join("data/rw.db")),
+                accounts: Some(home.join("accounts.yaml")),
+                ..CatalogPaths::default()
+            })
+            .unwrap();
+        assert_eq!(ok.db.as_ref().unwrap().source, Source::Catalog("db"));
+        assert_eq!(ok.root, home);
+        assert!(ok.pins.db.as_ref().unwrap().still_holds());
+        assert!(ok.pins.db_folder.is_some() && ok.pins.home.is_some());
+
+        for (paths, field) in [
+            (
+                CatalogPaths {
+                    db: Some("/".into()),
+                    ..CatalogPaths::default()
+                },
+                "paths.db /",
+            ),
+            (
+                CatalogPaths {
+                    db: Some("/tmp/x.db".into()),
+                    ..CatalogPaths::default()
+                },
+                "paths.db /tmp/x.db",
+            ),
+            (
+                CatalogPaths {
+                    profile: Some("/etc/passwd".into()),
+                    ..CatalogPaths::default()
+                },
+                "paths.profile /etc/passwd",
+            ),
+            (
+                CatalogPaths {
+                    accounts: Some(outside.clone()),
+                    ..CatalogPaths::default()
+                },
+                "paths.accounts",
+            ),
+            (
+                CatalogPaths {
+                    db: Some(home.join("data")),
+                    ..CatalogPaths::default()
+                },
+                "paths.db",
+            ),
+        ] {
+            let e = o.clone().with_catalog(&paths).unwrap_err();
+            assert!(e.to_string().contains(field), "{field}: {e}");
+            assert!(
+                e.to_string().contains("refused") || e.to_string().contains("not a regular file"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_database_not_created_yet_is_passed_but_not_granted_or_pinned() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, o) = home_owner(dir.path());
+        let c = o
+            .with_catalog(&CatalogPaths {
+                db: Some(home.join("new/rw.db")),
+                ..CatalogPaths::default()
+            })
+            .unwrap();
+        let db = c.db.as_ref().unwrap();
+        assert!(!db.exists);
+        assert_eq!(
+            c.globals_argv().unwrap()[1],
+            format!("--db={}", home.join("new/rw.db").display())
+        );
+        assert!(c.pins.db.is_none() && c.pins.db_folder.is_none());
+        let opts = c.sandbox_options(SandboxMode::Require, &[], None);
+        assert_eq!(opts.read, vec![home.clone()]);
+        assert!(c.granted_line(false).contains("(missing, not granted)"));
+    }
+
+    #[test]
+    fn a_catalog_home_passes_the_guard() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = with_backend(dir.path());
+        let o = owner(&g, dir.path(), OsStr::new("")).unwrap();
+        for bad in ["/", "/proc/self", "/home/nobody-here", "/home"] {
+            let e = o
+                .clone()
+                .with_catalog(&CatalogPaths {
+                    home: Some(bad.into()),
+                    ..CatalogPaths::default()
+                })
+                .unwrap_err();
+            assert!(e.to_string().contains("paths.home"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_replaced_file_breaks_its_pin() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("rw.db");
+        fs::write(&f, "a").unwrap();
+        let pin = Pinned::now(&f).unwrap();
+        assert!(pin.still_holds());
+        // The old file stays alive elsewhere, so its inode cannot be reused.
+        fs::hard_link(&f, dir.path().join("kept")).unwrap();
+        fs::remove_file(&f).unwrap();
+        std::os::unix::fs::symlink("/", &f).unwrap();
+        assert!(!pin.still_holds());
+        let pins = Pins {
+            db: Some(pin),
+            ..Pins::default()
+        };
+        assert!(pins.changed().unwrap().contains("the db"));
+    }
+
+    #[test]
+    fn the_root_defaults_to_the_home_then_the_current_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, o) = home_owner(dir.path());
+        assert_eq!(o.provisional_root().unwrap().0, home);
+        let g = with_backend(dir.path());
+        let cwd = dir.path().canonicalize().unwrap();
+        let o = owner(&g, &cwd, OsStr::new("")).unwrap();
+        assert_eq!(
+            o.provisional_root().unwrap(),
+            (cwd.clone(), Source::CurrentFolder)
+        );
+        let c = o.with_catalog(&CatalogPaths::default()).unwrap();
+        assert_eq!(c.root, cwd);
+        let o = owner(&with_backend(dir.path()), Path::new("/"), OsStr::new("")).unwrap();
+        let e = o.provisional_root().unwrap_err();
+        assert!(e.to_string().contains("pass --root"), "{e}");
+    }
+}

@@ -1,0 +1,153 @@
+//! Token shapes: what a credential looks like whatever it is called.
+//!
+//! Each pattern's `secret` group (or the whole match) is replaced, so text
+//! around it, such as `Bearer ` or a URL's user and host, stays readable.
+//! Word boundaries are ASCII (`(?-u:\b)`), which keeps every pattern
+//! inside the regex crate's fast automata on text that is not ASCII.
+//! Shapes loose enough to hit ordinary words are marked `random`: the
+//! candidate must also contain a digit or a capital after its first
+//! character, as generated tokens do and words rarely do.
+
+pub(super) struct Shape {
+    /// A short, cheap pattern that every match contains: the prefilter
+    /// runs all hints in one pass, and a shape is applied only where its
+    /// hint is found. (Whole shapes in one set would make its automaton
+    /// track every counted repetition at once and fall back to a slow
+    /// engine on long text.)
+    pub hint: &'static str,
+    pub pattern: &'static str,
+    pub random: bool,
+}
+
+const fn strict(hint: &'static str, pattern: &'static str) -> Shape {
+    Shape {
+        hint,
+        pattern,
+        random: false,
+    }
+}
+
+const fn loose(hint: &'static str, pattern: &'static str) -> Shape {
+    Shape {
+        hint,
+        pattern,
+        random: true,
+    }
+}
+
+/// Index of the PEM shape, applied before the `key: value` pass so that a
+/// key's multi-line value is never cut after its first line.
+pub(super) const PEM: usize = 0;
+/// Index of the AWS access key id shape, which also arms [`AWS_SECRET`].
+pub(super) const AWS_ID: usize = 1;
+
+pub(super) const SHAPES: &[Shape] = &[
+    // PEM and PGP private-key blocks, also when cut off before the END line.
+    strict(
+        r"-----BEGIN ",
+        r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)",
+    ),
+    // AWS access key ids (long-term, temporary, and the older prefixes).
+    strict(
+        r"A(?:KIA|SIA|BIA|CCA|3T)",
+        r"(?-u:\b)(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?-u:\b)",
+    ),
+    // GitHub: personal, OAuth, user-to-server, server-to-server, refresh; fine-grained.
+    strict(r"gh[pousr]_", r"(?-u:\b)gh[pousr]_[A-Za-z0-9]{30,}"),
+    strict(r"github_pat_", r"(?-u:\b)github_pat_[A-Za-z0-9_]{20,}"),
+    // GitLab personal, deploy, runner, trigger, feed and other tokens.
+    strict(
+        r"gl[a-z]{1,4}-",
+        r"(?-u:\b)gl(?:pat|dt|rt|ptt|ft|soat|oas|cbt|imt)-[A-Za-z0-9_\-]{20,}",
+    ),
+    // Slack tokens and incoming webhooks.
+    strict(r"xox[a-z]-", r"(?-u:\b)xox[a-z]-[A-Za-z0-9\-]{10,}"),
+    strict(
+        r"hooks\.slack\.com/",
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9_/\-]{20,})",
+    ),
+    // Stripe secret and restricted keys, webhook secrets.
+    strict(
+        r"[sr]k_(?:live|test)_",
+        r"(?-u:\b)(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
+    ),
+    strict(r"whsec_", r"(?-u:\b)whsec_[A-Za-z0-9]{24,}"),
+    // Google API keys, OAuth client secrets and access tokens.
+    strict(r"AIza", r"(?-u:\b)AIza[0-9A-Za-z_\-]{35}"),
+    strict(r"GOCSPX-", r"(?-u:\b)GOCSPX-[A-Za-z0-9_\-]{20,}"),
+    loose(r"ya29\.", r"(?-u:\b)ya29\.[0-9A-Za-z_\-]{20,}"),
+    // Anthropic (`sk-ant-`) and OpenAI (`sk-`, `sk-proj-`, ...) keys.
+    loose(
+        r"(?-u:\b)sk-",
+        r"(?-u:\b)sk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
+    ),
+    // npm, PyPI and Hugging Face tokens.
+    loose(r"npm_", r"(?-u:\b)npm_[A-Za-z0-9]{36}"),
+    strict(r"pypi-", r"(?-u:\b)pypi-[A-Za-z0-9_\-]{50,}"),
+    loose(r"hf_", r"(?-u:\b)hf_[A-Za-z0-9]{30,}"),
+    // SendGrid API keys.
+    strict(
+        r"SG\.",
+        r"(?-u:\b)SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}",
+    ),
+    // Twilio API key SIDs.
+    strict(r"SK[0-9a-fA-F]{8}", r"(?-u:\b)SK[0-9a-fA-F]{32}(?-u:\b)"),
+    // Discord bot tokens and webhooks.
+    loose(
+        r"\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27}",
+        r"(?-u:\b)[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,40}",
+    ),
+    strict(
+        r"/api/webhooks/",
+        r"discord(?:app)?\.com/api/webhooks/(?P<secret>[0-9]{5,}/[A-Za-z0-9_\-]{30,})",
+    ),
+    // Telegram bot tokens: the bot's number, a colon, 35 characters (after `bot` in URLs).
+    strict(
+        r":AA",
+        r"(?-u:\b)(?:bot)?(?P<secret>[0-9]{5,16}:AA[A-Za-z0-9_\-]{33})",
+    ),
+    // Any `<word>_live_<20+ characters>` (live keys of many services).
+    loose(
+        r"_live_",
+        r"(?-u:\b)[A-Za-z][A-Za-z0-9]*_live_[A-Za-z0-9]{20,}",
+    ),
+    // JWTs: header and payload are base64url JSON objects.
+    strict(
+        r"eyJ",
+        r"(?-u:\b)eyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*",
+    ),
+    // Bearer tokens in headers and logs.
+    loose(
+        r"(?i:bearer)",
+        r"(?-u:\b)(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/=\-]{8,})",
+    ),
+    // Passwords in URLs: scheme://user:password@host.
+    strict(
+        r"://[^/\s:@]*:[^/\s@]*@",
+        r"(?-u:\b)[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:(?P<secret>[^/\s@]+)@",
+    ),
+];
+
+/// Where a `key: value`, `key = value` or `"key": "value"` pair may start:
+/// a secret-looking word followed by a separator. Only a hint for the
+/// prefilter; the key itself is judged by `names::is_secret_key`.
+pub(super) const KEY_VALUE_HINT: &str = r#"(?i:token|secret|pass|apikey|key|credential|auth|cookie|session|dsn|pat|bearer)[A-Za-z0-9_.\-]*["']?[ \t]*[:=]"#;
+
+/// A key and its separator inside text; the value is read by hand after it.
+pub(super) const KEY_VALUE: &str = r#"(?P<key>"[A-Za-z0-9_.\-]{1,64}"|'[A-Za-z0-9_.\-]{1,64}'|[A-Za-z_][A-Za-z0-9_.\-]{0,63})[ \t]*(?P<sep>[:=])[ \t]*"#;
+
+/// A 40-character AWS secret access key, looked for only in text that
+/// holds an access key id. The characters around it are part of the match
+/// (the regex crate has no look-around), so only `secret` is replaced.
+pub(super) const AWS_SECRET: &str =
+    r"(?:^|[^A-Za-z0-9/+=])(?P<secret>[A-Za-z0-9/+]{40})(?:$|[^A-Za-z0-9/+=])";
+
+/// A generated token, not a word: a digit, or a capital after the first character.
+pub(super) fn looks_random(s: &str) -> bool {
+    s.bytes().any(|b| b.is_ascii_digit()) || s.bytes().skip(1).any(|b| b.is_ascii_uppercase())
+}
+
+/// An AWS secret key mixes cases; a SHA-1 in hex (also 40 characters) does not.
+pub(super) fn looks_like_aws_secret(s: &str) -> bool {
+    s.bytes().any(|b| b.is_ascii_uppercase()) && s.bytes().any(|b| b.is_ascii_lowercase())
+}

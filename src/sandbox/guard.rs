@@ -1,0 +1,381 @@
+//! The one check every path passes before it enters a sandbox policy,
+//! whoever proposed it: an owner option, the backend's catalog, an install
+//! prefix, `--allow-read` or `--root`.
+//!
+//! Some folders must never be granted because granting them (or any folder
+//! that holds them) opens the user's files, other runs' temporary files,
+//! devices or process information: `/`, the user's home folder and its
+//! parents, `/proc`, `/sys`, `/dev`, `/tmp`, `/run` and `/etc`. Paths inside
+//! `/proc`, `/sys` and `/dev` are refused too, since each file there is a
+//! door to the kernel or to another process.
+//!
+//! Comparison is on canonical paths, and the home folder is known under
+//! every spelling: `HOME` as written, `HOME` with its symlinks resolved, and
+//! the password database's entry (used alone when `HOME` is unset).
+//! [`refusal`] is pure; [`Guard::check`] adds the file-system lookups.
+
+use std::ffi::{CStr, OsString};
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Component, Path, PathBuf};
+
+/// Folders that are refused, and refused as ancestors too.
+const GUARDED: &[&str] = &["/proc", "/sys", "/dev", "/tmp", "/run", "/etc"];
+/// Folders whose whole content is refused.
+const GUARDED_BENEATH: &[&str] = &["/proc", "/sys", "/dev"];
+
+/// Why a path may not be granted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// `/` itself.
+    FileSystemRoot,
+    /// The user's home folder itself.
+    Home(PathBuf),
+    /// A folder that holds the user's home folder.
+    HoldsHome(PathBuf),
+    /// A guarded system folder, or a folder that holds one.
+    System(&'static str),
+    /// A path inside `/proc`, `/sys` or `/dev`.
+    InsideSystem(&'static str),
+    /// Not an absolute path.
+    Relative,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::FileSystemRoot => write!(f, "/ would open every file on this machine"),
+            Refusal::Home(h) => write!(
+                f,
+                "it is your home folder {}, which holds every file of yours; name a folder inside it",
+                h.display()
+            ),
+            Refusal::HoldsHome(h) => {
+                write!(f, "it holds your home folder {}", h.display())
+            }
+            Refusal::System(s) => write!(f, "it is or holds {s}, which is never granted"),
+            Refusal::InsideSystem(s) => write!(f, "it is inside {s}, which is never granted"),
+            Refusal::Relative => write!(f, "it is not an absolute path"),
+        }
+    }
+}
+
+/// Whether `path` may enter a policy, given every spelling of the user's
+/// home. Pure: `path` is compared as written, so pass it canonical (and
+/// [`Guard::check`] also passes the spelling the owner used).
+pub fn refusal(path: &Path, homes: &[PathBuf]) -> Option<Refusal> {
+    if !path.is_absolute() {
+        return Some(Refusal::Relative);
+    }
+    let path = normalize(path);
+    if path == Path::new("/") {
+        return Some(Refusal::FileSystemRoot);
+    }
+    for home in homes {
+        let home = normalize(home);
+        if home == path {
+            return Some(Refusal::Home(home));
+        }
+        if home.starts_with(&path) {
+            return Some(Refusal::HoldsHome(home));
+        }
+    }
+    for g in GUARDED {
+        if Path::new(g).starts_with(&path) {
+            return Some(Refusal::System(g));
+        }
+    }
+    for g in GUARDED_BENEATH {
+        if path.starts_with(g) {
+            return Some(Refusal::InsideSystem(g));
+        }
+    }
+    None
+}
+
+/// `.` dropped and `..` applied by name (for the spelling as given; the
+/// canonical spelling is checked separately).
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// The guard with this user's home folder known under every spelling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guard {
+    homes: Vec<PathBuf>,
+}
+
+impl Guard {
+    /// The guard for the user running this process.
+    pub fn for_this_user() -> Guard {
+        Guard::from_home_env(std::env::var_os("HOME"))
+    }
+
+    /// `HOME` as given (`None`: unset), its canonical form, and the
+    /// password database's home with its canonical form.
+    pub fn from_home_env(home: Option<OsString>) -> Guard {
+        let mut homes = Vec::new();
+        let mut add = |p: PathBuf| {
+            if p.is_absolute() {
+                let canonical = p.canonicalize().ok();
+                for q in std::iter::once(normalize(&p)).chain(canonical) {
+                    if !homes.contains(&q) {
+                        homes.push(q);
+                    }
+                }
+            }
+        };
+        if let Some(h) = home.filter(|h| !h.is_empty()) {
+            add(PathBuf::from(h));
+        }
+        // The database is asked even when HOME is set: a HOME changed for
+        // one program must not hide where the user's files really are.
+        if let Some(h) = home_from_password_database() {
+            add(h);
+        }
+        Guard { homes }
+    }
+
+    /// A guard for explicit home spellings (tests, and callers that know better).
+    pub fn with_homes(homes: Vec<PathBuf>) -> Guard {
+        Guard { homes }
+    }
+
+    /// Every spelling of the home folder this guard refuses.
+    pub fn homes(&self) -> &[PathBuf] {
+        &self.homes
+    }
+
+    /// The canonical home folder (the first one that exists), for messages
+    /// and for "beneath the home" checks.
+    pub fn home(&self) -> Option<&Path> {
+        self.homes
+            .iter()
+            .find(|h| h.is_dir())
+            .or(self.homes.first())
+            .map(PathBuf::as_path)
+    }
+
+    /// Check `path` under both spellings (as given, and canonical); return
+    /// the canonical form. A path that does not exist yet is made canonical
+    /// through its parent, so a symlinked parent cannot slip past.
+    pub fn check(&self, path: &Path) -> Result<PathBuf, Refusal> {
+        if let Some(r) = refusal(path, &self.homes) {
+            return Err(r);
+        }
+        let canonical = canonical_or_parent(path);
+        match refusal(&canonical, &self.homes) {
+            Some(r) => Err(r),
+            None => Ok(canonical),
+        }
+    }
+
+    /// Pure form of [`Guard::check`] for a path already canonical.
+    pub fn refusal(&self, canonical: &Path) -> Option<Refusal> {
+        refusal(canonical, &self.homes)
+    }
+}
+
+/// `p` canonical; when it does not exist, its parent canonical joined with
+/// its name; when neither exists, `p` with `.` and `..` applied.
+pub fn canonical_or_parent(p: &Path) -> PathBuf {
+    if let Ok(c) = p.canonicalize() {
+        return c;
+    }
+    let normal = normalize(p);
+    match (normal.parent(), normal.file_name()) {
+        (Some(parent), Some(name)) => match parent.canonicalize() {
+            Ok(c) => c.join(name),
+            Err(_) => normal,
+        },
+        _ => normal,
+    }
+}
+
+/// This user's home folder from the password database (`getpwuid_r`).
+pub fn home_from_password_database() -> Option<PathBuf> {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let mut buf = vec![0u8; 4096];
+    loop {
+        // SAFETY: zeroed passwd is a valid out-parameter; buf outlives the call
+        // and its length is passed; result is checked before use.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        let rc = unsafe {
+            libc::getpwuid_r(
+                uid,
+                &mut pwd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut result,
+            )
+        };
+        if rc == libc::ERANGE && buf.len() < (1 << 20) {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if rc != 0 || result.is_null() || pwd.pw_dir.is_null() {
+            return None;
+        }
+        // SAFETY: pw_dir points into buf, NUL-terminated by getpwuid_r.
+        let dir = unsafe { CStr::from_ptr(pwd.pw_dir) };
+        let dir = PathBuf::from(OsString::from_vec(dir.to_bytes().to_vec()));
+        return dir.is_absolute().then_some(dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn homes() -> Vec<PathBuf> {
+        vec![PathBuf::from("/home/u")]
+    }
+
+    #[test]
+    fn the_file_system_root_is_refused() {
+        assert_eq!(
+            refusal(Path::new("/"), &homes()),
+            Some(Refusal::FileSystemRoot)
+        );
+        assert_eq!(
+            refusal(Path::new("/tmp/.."), &homes()),
+            Some(Refusal::FileSystemRoot)
+        );
+    }
+
+    #[test]
+    fn the_home_folder_and_its_parents_are_refused() {
+        assert_eq!(
+            refusal(Path::new("/home/u"), &homes()),
+            Some(Refusal::Home("/home/u".into()))
+        );
+        assert_eq!(
+            refusal(Path::new("/home/u/"), &homes()),
+            Some(Refusal::Home("/home/u".into()))
+        );
+        assert_eq!(
+            refusal(Path::new("/home"), &homes()),
+            Some(Refusal::HoldsHome("/home/u".into()))
+        );
+        assert_eq!(refusal(Path::new("/home/u/rw"), &homes()), None);
+        assert_eq!(refusal(Path::new("/home/other"), &homes()), None);
+    }
+
+    #[test]
+    fn system_folders_and_what_holds_them_are_refused() {
+        for (p, g) in [
+            ("/proc", "/proc"),
+            ("/sys", "/sys"),
+            ("/dev", "/dev"),
+            ("/tmp", "/tmp"),
+            ("/run", "/run"),
+            ("/etc", "/etc"),
+        ] {
+            assert_eq!(refusal(Path::new(p), &[]), Some(Refusal::System(g)), "{p}");
+        }
+        for (p, g) in [
+            ("/proc/self", "/proc"),
+            ("/proc/1/root", "/proc"),
+            ("/sys/kernel", "/sys"),
+            ("/dev/sda", "/dev"),
+        ] {
+            assert_eq!(
+                refusal(Path::new(p), &[]),
+                Some(Refusal::InsideSystem(g)),
+                "{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn paths_inside_tmp_and_etc_pass_the_guard_itself() {
+        // Catalog paths and the database folder have their own, stricter
+        // checks (beneath the home; the folder itself guarded).
+        assert_eq!(refusal(Path::new("/tmp/x.db"), &homes()), None);
+        assert_eq!(refusal(Path::new("/etc/passwd"), &homes()), None);
+        assert_eq!(refusal(Path::new("/srv/rw/data/rw.db"), &homes()), None);
+    }
+
+    #[test]
+    fn relative_paths_are_refused() {
+        assert_eq!(refusal(Path::new("x"), &homes()), Some(Refusal::Relative));
+    }
+
+    #[test]
+    fn a_home_spelled_through_a_symlink_is_refused_under_both_spellings() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap().join("real-home");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().canonicalize().unwrap().join("link-home");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let guard = Guard::from_home_env(Some(link.clone().into_os_string()));
+        assert!(guard.homes().contains(&link));
+        assert!(guard.homes().contains(&real));
+        assert_eq!(guard.check(&real), Err(Refusal::Home(real.clone())));
+        assert!(matches!(guard.check(&link), Err(Refusal::Home(_))));
+        // A path inside, through the link, comes back canonical.
+        std::fs::create_dir(real.join("rw")).unwrap();
+        assert_eq!(guard.check(&link.join("rw")), Ok(real.join("rw")));
+        // A path whose canonical form is the home is refused however spelled.
+        let sneaky = dir.path().join("sneaky");
+        std::os::unix::fs::symlink(&real, &sneaky).unwrap();
+        assert!(matches!(guard.check(&sneaky), Err(Refusal::Home(_))));
+    }
+
+    #[test]
+    fn an_unset_home_falls_back_to_the_password_database() {
+        let db_home = home_from_password_database().expect("this user has a passwd entry");
+        let guard = Guard::from_home_env(None);
+        assert!(
+            guard.homes().contains(&normalize(&db_home)),
+            "{:?}",
+            guard.homes()
+        );
+        assert!(guard.check(&db_home).is_err());
+        let empty = Guard::from_home_env(Some(OsString::new()));
+        assert!(empty.homes().contains(&normalize(&db_home)));
+    }
+
+    #[test]
+    fn a_fine_path_comes_back_canonical() {
+        let dir = tempfile::tempdir().unwrap();
+        let guard = Guard::with_homes(homes());
+        let inner = dir.path().join("a");
+        std::fs::create_dir(&inner).unwrap();
+        assert_eq!(
+            guard.check(&inner.join("./.")),
+            Ok(inner.canonicalize().unwrap())
+        );
+        // Not existing yet: canonical through its parent.
+        assert_eq!(
+            guard.check(&inner.join("new.db")),
+            Ok(inner.canonicalize().unwrap().join("new.db"))
+        );
+    }
+
+    #[test]
+    fn a_symlink_to_a_guarded_folder_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("to-proc");
+        std::os::unix::fs::symlink("/proc/self", &link).unwrap();
+        let guard = Guard::with_homes(homes());
+        assert!(matches!(
+            guard.check(&link),
+            Err(Refusal::InsideSystem("/proc"))
+        ));
+        let slash = dir.path().join("to-slash");
+        std::os::unix::fs::symlink("/", &slash).unwrap();
+        assert_eq!(guard.check(&slash), Err(Refusal::FileSystemRoot));
+    }
+}

@@ -1,0 +1,925 @@
+//! The server's side of the sandbox helper: the zygote it starts once per
+//! sandbox and talks to over a control socket, the run it gets back (a
+//! pidfd and a run channel), and the re-executed helper for runs without
+//! user and PID namespaces.
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+use serde::{Deserialize, Serialize};
+
+use super::wire::*;
+use super::zygote::ZYGOTE_ARG;
+use crate::sandbox::policy::{Layers, MountPlan, Policy};
+use crate::sandbox::{RunKind, SandboxError, SandboxedChild, TmpGuard};
+
+/// Whether runs with these layers can be forked by a zygote: each run needs
+/// its own user and PID namespaces (the PID namespace is what kills a run's
+/// whole tree); without them the re-exec helper serves.
+pub fn usable(layers: &Layers) -> bool {
+    layers.userns && layers.pidns
+}
+
+/// What the zygote is started with: the layers of every run it forks, and
+/// the minimal root of each kind of run, which its spares build ahead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Config {
+    pub(super) parent_pid: u32,
+    pub(super) layers: Layers,
+    pub(super) read_only: Option<MountPlan>,
+    pub(super) draft: Option<MountPlan>,
+}
+
+impl Config {
+    pub(crate) fn new(
+        layers: &Layers,
+        read_only: Option<MountPlan>,
+        draft: Option<MountPlan>,
+    ) -> Config {
+        Config {
+            parent_pid: std::process::id(),
+            layers: *layers,
+            read_only,
+            draft,
+        }
+    }
+
+    pub(super) fn plan(&self, kind: RunKind) -> Option<&MountPlan> {
+        match kind {
+            RunKind::ReadOnly => self.read_only.as_ref(),
+            RunKind::Draft => self.draft.as_ref(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Server side.
+
+/// The zygote of one sandbox, started on first use.
+#[derive(Default)]
+pub struct Slot(Mutex<Option<Arc<Zygote>>>);
+
+impl Slot {
+    /// The running zygote for these layers, started if there is none, it
+    /// died, or it was started for other layers.
+    fn get(&self, helper: &Path, config: &Config) -> Result<Arc<Zygote>, SandboxError> {
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(z) = slot.as_ref() {
+            if z.config == *config && z.alive() {
+                return Ok(Arc::clone(z));
+            }
+        }
+        *slot = None;
+        let z = Arc::new(Zygote::start(helper, config.clone())?);
+        *slot = Some(Arc::clone(&z));
+        Ok(z)
+    }
+
+    /// The running zygote's pid, if one runs.
+    pub fn pid(&self) -> Option<u32> {
+        let slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        slot.as_ref().map(|z| z.pid)
+    }
+
+    fn forget(&self, dead: &Arc<Zygote>) {
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.as_ref().is_some_and(|z| Arc::ptr_eq(z, dead)) {
+            *slot = None;
+        }
+    }
+}
+
+/// A running zygote: the server's end of the control socket, and the
+/// thread that spawned it (and reaps it).
+pub struct Zygote {
+    pub(super) control: Mutex<OwnedFd>,
+    /// The zygote's pid; it is the keeper thread's child until dropped.
+    pub(super) pid: u32,
+    pub(super) config: Config,
+    pub(super) stop: Option<mpsc::Sender<()>>,
+    pub(super) keeper: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Zygote {
+    fn start(helper: &Path, config: Config) -> Result<Zygote, SandboxError> {
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| SandboxError::Io(e.into()))?;
+        let json = serde_json::to_string(&config)
+            .map_err(|e| SandboxError::LayerFailed(format!("zygote config: {e}")))?;
+        let mut cmd = Command::new(helper);
+        cmd.arg0("reachweaver-mcp-sandbox")
+            .arg("__sandbox-helper")
+            .arg(ZYGOTE_ARG)
+            .env_clear()
+            .env(POLICY_ENV, json)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let fd = theirs.as_raw_fd();
+        // SAFETY: the closure only calls dup2/fcntl, which are async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                if fd == CONTROL_FD {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                } else if libc::dup2(fd, CONTROL_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        // The parent-death signal follows the thread that spawns, so a
+        // thread that lives as long as this zygote spawns it, then waits
+        // to be told to stop, kills it and reaps it.
+        let (started_tx, started_rx) = mpsc::channel();
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let keeper = std::thread::Builder::new()
+            .name("sandbox-zygote".into())
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                let mut child = match cmd.spawn() {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = started_tx.send(Err(e));
+                        return;
+                    }
+                };
+                drop(theirs);
+                let _ = started_tx.send(Ok(child.id()));
+                let _ = stop_rx.recv();
+                let _ = child.kill();
+                let _ = child.wait();
+            })
+            .map_err(SandboxError::Io)?;
+        let pid = match started_rx.recv() {
+            Ok(Ok(pid)) => pid,
+            Ok(Err(e)) => return Err(SandboxError::Io(e)),
+            Err(_) => {
+                return Err(SandboxError::LayerFailed(
+                    "the sandbox zygote's thread ended".into(),
+                ))
+            }
+        };
+        let mut z = Zygote {
+            control: Mutex::new(ours),
+            pid,
+            config,
+            stop: Some(stop_tx),
+            keeper: Some(keeper),
+        };
+        // The zygote answers `R` once its namespaces are set up, or a
+        // status message when they could not be.
+        let ready = {
+            let control = z.control.get_mut().unwrap_or_else(|e| e.into_inner());
+            read_ready(control, STATUS_TIMEOUT)
+        };
+        match ready {
+            Ok(None) => Ok(z),
+            Ok(Some(msg)) => Err(decode_status(&msg)),
+            Err(e) => Err(SandboxError::LayerFailed(format!(
+                "no word from the sandbox zygote: {e}"
+            ))),
+        }
+    }
+
+    /// Whether the zygote's end of the control socket is still open.
+    fn alive(&self) -> bool {
+        let control = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pfd = libc::pollfd {
+            fd: control.as_raw_fd(),
+            events: 0,
+            revents: 0,
+        };
+        // SAFETY: poll on one descriptor we own, without waiting.
+        let r = unsafe { libc::poll(&mut pfd, 1, 0) };
+        r == 0 || (r > 0 && pfd.revents & (libc::POLLHUP | libc::POLLERR) == 0)
+    }
+
+    /// Send one request: the policy, with the run's descriptors.
+    fn request(&self, policy: &[u8], fds: &[RawFd; PASSED]) -> std::io::Result<()> {
+        let control = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        send_request(&control, policy, fds)
+    }
+}
+
+impl Drop for Zygote {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(k) = self.keeper.take() {
+            let _ = k.join();
+        }
+    }
+}
+
+/// Wait for the zygote's first byte: `R` (ready), else a status message.
+pub(super) fn read_ready(fd: &OwnedFd, timeout: Duration) -> std::io::Result<Option<String>> {
+    if !wait_readable(fd, timeout)? {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "timed out",
+        ));
+    }
+    let mut byte = [0u8; 1];
+    // SAFETY: reading one byte into a buffer we own.
+    let n = unsafe { libc::read(fd.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+    match n {
+        1 if byte[0] == b'R' => Ok(None),
+        1 => {
+            // A failure message follows; the zygote exits after writing it.
+            let mut rest = Vec::new();
+            let mut f = std::fs::File::from(fd.try_clone()?);
+            let _ = (&mut f).take(64 * 1024).read_to_end(&mut rest);
+            let mut msg = vec![byte[0]];
+            msg.extend_from_slice(&rest);
+            Ok(Some(String::from_utf8_lossy(&msg).into_owned()))
+        }
+        _ => Ok(Some("Lthe sandbox zygote exited while starting".into())),
+    }
+}
+
+/// Spawn one run through the zygote. `policy` is complete; the caller made
+/// its temp folder, which `guard` removes unless the run takes it over.
+pub(crate) fn spawn(
+    slot: &Slot,
+    helper: &Path,
+    config: &Config,
+    policy: &Policy,
+    guard: TmpGuard,
+    stdin: Option<OwnedFd>,
+) -> Result<SandboxedChild, SandboxError> {
+    let json = serde_json::to_vec(policy)
+        .map_err(|e| SandboxError::LayerFailed(format!("policy: {e}")))?;
+    let stdin = match stdin {
+        Some(fd) => fd,
+        None => OwnedFd::from(std::fs::File::open("/dev/null").map_err(SandboxError::Io)?),
+    };
+    let (out_r, out_w) = pipe_cloexec().map_err(SandboxError::Io)?;
+    let (err_r, err_w) = pipe_cloexec().map_err(SandboxError::Io)?;
+    let (status_r, status_w) = pipe_cloexec().map_err(SandboxError::Io)?;
+    let (chan, chan_run) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| SandboxError::Io(e.into()))?;
+    let fds = [
+        stdin.as_raw_fd(),
+        out_w.as_raw_fd(),
+        err_w.as_raw_fd(),
+        status_w.as_raw_fd(),
+        chan_run.as_raw_fd(),
+    ];
+    // A zygote that died since its last run is replaced once.
+    let mut tries = 0;
+    loop {
+        let z = slot.get(helper, config)?;
+        match z.request(&json, &fds) {
+            Ok(()) => break,
+            Err(e) if tries == 0 && is_gone(&e) => {
+                slot.forget(&z);
+                tries += 1;
+            }
+            Err(e) => return Err(SandboxError::Io(e)),
+        }
+    }
+    // The zygote and the run hold their own copies now; the server keeps
+    // only the reading ends, so end of file means what it should.
+    drop((stdin, out_w, err_w, status_w, chan_run));
+
+    let status = match read_status(status_r, STATUS_TIMEOUT) {
+        Ok(s) => s,
+        // Dropping the channel makes the zygote kill a run it may still
+        // start or has started.
+        Err(e) => {
+            return Err(SandboxError::LayerFailed(format!(
+                "no word from the sandbox zygote: {e}"
+            )))
+        }
+    };
+    let mut child = match Run::from_channel(chan) {
+        Ok(run) => SandboxedChild {
+            attestation: None,
+            after: None,
+            child: crate::sandbox::Process::Forked(run),
+            stdout: Some(out_r.into()),
+            stderr: Some(err_r.into()),
+            tmpdir: None,
+            done: false,
+        },
+        Err(e) => {
+            // No run was made (or the zygote went away): the status pipe
+            // says why if anything does.
+            return Err(match status {
+                Some(msg) => decode_status(&msg),
+                None => SandboxError::LayerFailed(format!(
+                    "the sandbox zygote did not start the run: {e}"
+                )),
+            });
+        }
+    };
+    child.tmpdir = guard.release();
+    match status {
+        None => Ok(child),
+        Some(msg) => {
+            child.kill_tree();
+            let _ = child.wait();
+            Err(decode_status(&msg))
+        }
+    }
+}
+
+pub(super) fn is_gone(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EPIPE | libc::ECONNRESET | libc::ENOTCONN)
+    )
+}
+
+/// The server's handle on one forked run.
+pub struct Run {
+    pub(super) channel: OwnedFd,
+    pub(super) pidfd: OwnedFd,
+    pub(super) pid: u32,
+    /// The backend's wait status, as init reported it once the namespace
+    /// was empty.
+    pub(super) backend: Option<i32>,
+    /// Init's own wait status, as the zygote reported it: what the run
+    /// ended with when init was killed before it could report.
+    pub(super) init: Option<i32>,
+}
+
+impl Run {
+    /// Read the `P` message: the run's init exists. The zygote sends it
+    /// before the run can write to the status pipe, and closes the channel
+    /// right after the status pipe when it made no run, so once the status
+    /// pipe has spoken this never waits long.
+    fn from_channel(channel: OwnedFd) -> std::io::Result<Run> {
+        if !wait_readable(&channel, CHANNEL_TIMEOUT)? {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no word on the run channel",
+            ));
+        }
+        let (kind, value, fd) = recv_message(&channel, true)?.ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "no run was started")
+        })?;
+        match (kind, fd) {
+            (MSG_PID, Some(pidfd)) if value > 0 => Ok(Run {
+                channel,
+                pidfd,
+                pid: value as u32,
+                backend: None,
+                init: None,
+            }),
+            _ => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "unexpected message from the sandbox zygote",
+            )),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Kill the run's init, which makes the kernel kill everything in its
+    /// PID namespace. The pidfd can't name another process.
+    pub fn kill(&self) {
+        // SAFETY: pidfd_send_signal on a descriptor we own, no siginfo.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0u32,
+            );
+        }
+    }
+
+    /// The run is over when init reported the backend's status (it sends
+    /// it only once nothing else is left in the namespace) or when init
+    /// itself is gone.
+    fn status(&self) -> Option<i32> {
+        self.backend.or(self.init)
+    }
+
+    fn take(&mut self, block: bool) -> std::io::Result<Option<ExitStatus>> {
+        while self.status().is_none() {
+            match recv_message(&self.channel, block) {
+                Ok(Some((MSG_BACKEND, v, _))) => self.backend = Some(v),
+                Ok(Some((MSG_INIT, v, _))) => self.init = Some(v),
+                Ok(Some(_)) => {}
+                // The zygote is gone, and with it the run.
+                Ok(None) => self.init = Some(libc::SIGKILL),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(self.status().map(ExitStatus::from_raw))
+    }
+
+    pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        self.take(false)
+    }
+
+    pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        match self.take(true)? {
+            Some(s) => Ok(s),
+            None => Err(std::io::Error::other("the run's status went missing")),
+        }
+    }
+}
+
+/// One run through a freshly executed helper.
+pub(super) fn spawn_reexec(
+    helper: &Path,
+    policy: &Policy,
+    guard: TmpGuard,
+    stdin: Option<OwnedFd>,
+) -> Result<SandboxedChild, SandboxError> {
+    let json = serde_json::to_string(policy)
+        .map_err(|e| SandboxError::LayerFailed(format!("policy: {e}")))?;
+
+    let (status_r, status_w) = pipe_cloexec().map_err(SandboxError::Io)?;
+    let w = status_w.as_raw_fd();
+    let mut cmd = Command::new(helper);
+    cmd.arg0("reachweaver-mcp-sandbox")
+        .arg("__sandbox-helper")
+        .arg(POLICY_FROM_ENV)
+        .env_clear()
+        .env(POLICY_ENV, json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    match stdin {
+        Some(fd) => cmd.stdin(Stdio::from(fd)),
+        None => cmd.stdin(Stdio::null()),
+    };
+    // SAFETY: the closure only calls dup2/fcntl, which are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            if w == STATUS_FD {
+                if libc::fcntl(w, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(w, STATUS_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(SandboxError::Io)?;
+    drop(status_w);
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let mut sc = SandboxedChild {
+        attestation: None,
+        after: None,
+        child: child.into(),
+        stdout,
+        stderr,
+        tmpdir: None,
+        done: false,
+    };
+    // From here on the child owns the folder: its Drop removes it.
+    sc.tmpdir = guard.release();
+    match read_status(status_r, STATUS_TIMEOUT) {
+        Ok(None) => Ok(sc),
+        Ok(Some(msg)) => {
+            sc.kill_tree();
+            let _ = sc.wait();
+            Err(decode_status(&msg))
+        }
+        Err(e) => {
+            sc.kill_tree();
+            let _ = sc.wait();
+            Err(SandboxError::LayerFailed(format!(
+                "no word from the sandbox helper: {e}"
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::init::place_fds;
+    use super::*;
+    use std::time::Instant;
+
+    use crate::sandbox::SandboxMode;
+    use crate::sandbox::{Process, RunKind, Sandbox, SandboxOptions};
+    use std::path::PathBuf;
+
+    fn sandbox(backend: &str, root: &Path) -> Sandbox {
+        Sandbox::detect(&SandboxOptions {
+            mode: SandboxMode::Require,
+            backend: backend.into(),
+            root: root.to_path_buf(),
+            helper: Some(crate::sandbox::helper_next_to_test_binary()),
+            ..SandboxOptions::default()
+        })
+        .unwrap()
+    }
+
+    fn zygote_pid(sb: &Sandbox) -> Option<u32> {
+        sb.state.zygotes.pid()
+    }
+
+    fn output(child: &mut SandboxedChild) -> (String, ExitStatus) {
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        let status = child.wait().unwrap();
+        (out, status)
+    }
+
+    fn wait_until(mut cond: impl FnMut() -> bool) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if cond() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    fn alive(pid: u32) -> bool {
+        Path::new(&format!("/proc/{pid}")).exists()
+    }
+
+    fn state(pid: u32) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit(") ").next()?.chars().next()
+    }
+
+    fn py(code: &str) -> Vec<String> {
+        vec!["/usr/bin/python3".into(), "-c".into(), code.into()]
+    }
+
+    #[test]
+    fn a_forked_run_holds_no_descriptor_beyond_stdio() {
+        let root = tempfile::tempdir().unwrap();
+        let sb = sandbox("/usr/bin/python3", root.path());
+        let mut child = sb
+            .spawn(
+                RunKind::ReadOnly,
+                &py("import os\n\
+                     fds = []\n\
+                     for fd in range(3, 1024):\n    \
+                         try:\n        os.fstat(fd)\n        fds.append(fd)\n    \
+                         except OSError:\n        pass\n\
+                     print(os.getpid(), os.getppid(), fds)"),
+                root.path(),
+            )
+            .unwrap();
+        assert!(matches!(child.child, Process::Forked(_)));
+        let (out, status) = output(&mut child);
+        assert!(status.success(), "{status:?}");
+        // The backend is pid 2 under its own init, and holds nothing of the
+        // zygote's (its control socket, other runs' channels) nor its own
+        // status pipe or run channel.
+        assert_eq!(out.trim(), "2 1 []");
+    }
+
+    #[test]
+    fn concurrent_runs_have_their_own_pid_and_ipc_namespaces() {
+        // System V IPC itself is refused by seccomp, so the namespaces are
+        // compared by identity: each run's (read from its own proc) differs
+        // from the other run's and from the server's.
+        let root = tempfile::tempdir().unwrap();
+        let sb = sandbox("/usr/bin/python3", root.path());
+        let ns = "import os, sys, time\n\
+                  print(os.getpid(), os.readlink('/proc/self/ns/ipc'), os.readlink('/proc/self/ns/pid'), flush=True)\n";
+        let mut first = sb
+            .spawn(
+                RunKind::ReadOnly,
+                &py(&format!("{ns}time.sleep(3)")),
+                root.path(),
+            )
+            .unwrap();
+        let mut reader = std::io::BufReader::new(first.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
+        let mut second = sb.spawn(RunKind::ReadOnly, &py(ns), root.path()).unwrap();
+        assert_ne!(first.pid(), second.pid());
+        let mut err = String::new();
+        let _ = second.stderr.take().unwrap().read_to_string(&mut err);
+        let (out, status) = output(&mut second);
+        assert!(status.success(), "{status:?}: {err}");
+        let a: Vec<&str> = line.split_whitespace().collect();
+        let b: Vec<&str> = out.split_whitespace().collect();
+        assert_eq!(a.len(), 3, "{line}");
+        assert_eq!(b.len(), 3, "{out}");
+        // Each backend is pid 2 under its own init.
+        assert_eq!((a[0], b[0]), ("2", "2"));
+        let host_ipc = std::fs::read_link("/proc/self/ns/ipc").unwrap();
+        let host_pid = std::fs::read_link("/proc/self/ns/pid").unwrap();
+        for (i, host) in [(1, host_ipc), (2, host_pid)] {
+            assert_ne!(a[i], b[i], "the two runs share a namespace: {line} / {out}");
+            assert_ne!(Path::new(a[i]), host.as_path());
+            assert_ne!(Path::new(b[i]), host.as_path());
+        }
+        first.kill_tree();
+        first.wait().unwrap();
+    }
+
+    #[test]
+    fn protected_files_under_the_root_are_empty_in_the_run() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join(".env"), "API_TOKEN=do-not-leak\n").unwrap();
+        std::fs::create_dir(root.path().join(".ssh")).unwrap();
+        std::fs::write(root.path().join(".ssh/id_ed25519"), "PRIVATE\n").unwrap();
+        std::fs::write(root.path().join("notes.txt"), "visible\n").unwrap();
+        let sb = Sandbox::detect(&SandboxOptions {
+            mode: SandboxMode::Require,
+            backend: "/bin/sh".into(),
+            root: root.path().to_path_buf(),
+            helper: Some(crate::sandbox::helper_next_to_test_binary()),
+            masks: vec![root.path().join(".env"), root.path().join(".ssh")],
+            ..SandboxOptions::default()
+        })
+        .unwrap();
+        let mut child = sb
+            .spawn(
+                RunKind::ReadOnly,
+                &[
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    "cat .env; ls -A .ssh; cat notes.txt; echo end".into(),
+                ],
+                root.path(),
+            )
+            .unwrap();
+        let (out, status) = output(&mut child);
+        assert!(status.success(), "{status:?}");
+        // The masked file reads empty, the masked folder lists nothing, and
+        // the rest of the root is as it is.
+        assert_eq!(out, "visible\nend\n");
+        // On the host nothing changed.
+        assert_eq!(
+            std::fs::read_to_string(root.path().join(".env")).unwrap(),
+            "API_TOKEN=do-not-leak\n"
+        );
+    }
+
+    #[test]
+    fn many_runs_from_many_threads_each_get_their_own_output_and_status() {
+        let root = tempfile::tempdir().unwrap();
+        let sb = sandbox("/bin/sh", root.path());
+        std::thread::scope(|scope| {
+            for t in 0..8 {
+                let sb = &sb;
+                let root = root.path();
+                scope.spawn(move || {
+                    for i in 0..6 {
+                        let code = (t * 6 + i) % 7;
+                        let mut child = sb
+                            .spawn(
+                                RunKind::ReadOnly,
+                                &[
+                                    "/bin/sh".into(),
+                                    "-c".into(),
+                                    format!("echo run-{t}-{i}; exit {code}"),
+                                ],
+                                root,
+                            )
+                            .unwrap();
+                        let (out, status) = output(&mut child);
+                        assert_eq!(out, format!("run-{t}-{i}\n"));
+                        assert_eq!(status.code(), Some(code));
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn a_killed_run_stays_the_servers_until_waited_and_then_goes() {
+        let root = tempfile::tempdir().unwrap();
+        let sb = sandbox("/bin/sh", root.path());
+        let mut child = sb
+            .spawn(
+                RunKind::ReadOnly,
+                &[
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    "sleep 300 & sleep 300".into(),
+                ],
+                root.path(),
+            )
+            .unwrap();
+        let pid = child.pid();
+        assert_eq!(child.try_wait().unwrap(), None);
+        child.kill_tree();
+        // Dead, but not reaped: the pid can't be given to anyone else
+        // while the server may still signal it.
+        assert!(wait_until(|| state(pid) == Some('Z')), "{:?}", state(pid));
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        drop(child);
+        assert!(wait_until(|| !alive(pid)), "run {pid} was never reaped");
+    }
+
+    #[test]
+    fn runs_die_with_the_zygote_and_the_next_run_gets_a_new_one() {
+        let root = tempfile::tempdir().unwrap();
+        let sb = sandbox("/bin/sh", root.path());
+        let mut child = sb
+            .spawn(
+                RunKind::ReadOnly,
+                &["/bin/sh".into(), "-c".into(), "sleep 300".into()],
+                root.path(),
+            )
+            .unwrap();
+        let run = child.pid();
+        let zygote = zygote_pid(&sb).unwrap();
+        // SAFETY: killing the zygote this test's sandbox started.
+        unsafe { libc::kill(zygote as libc::pid_t, libc::SIGKILL) };
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        assert!(wait_until(|| !alive(run)), "run {run} outlived its zygote");
+
+        let mut next = sb
+            .spawn(
+                RunKind::ReadOnly,
+                &["/bin/sh".into(), "-c".into(), "echo again".into()],
+                root.path(),
+            )
+            .unwrap();
+        let (out, status) = output(&mut next);
+        assert!(status.success());
+        assert_eq!(out, "again\n");
+        assert_ne!(zygote_pid(&sb), Some(zygote));
+    }
+
+    #[test]
+    fn dropping_the_sandbox_stops_its_zygote() {
+        let root = tempfile::tempdir().unwrap();
+        let sb = sandbox("/bin/sh", root.path());
+        let mut child = sb
+            .spawn(
+                RunKind::ReadOnly,
+                &["/bin/sh".into(), "-c".into(), "exit 7".into()],
+                root.path(),
+            )
+            .unwrap();
+        assert_eq!(child.wait().unwrap().code(), Some(7));
+        let zygote = zygote_pid(&sb).unwrap();
+        drop(child);
+        drop(sb);
+        // The keeper thread reaped it before the drop returned.
+        assert!(!alive(zygote));
+    }
+
+    #[test]
+    fn a_step_that_fails_before_the_backend_fails_the_spawn() {
+        let root = tempfile::tempdir().unwrap();
+        let sb = sandbox("/bin/sh", root.path());
+        let missing = root.path().join("missing");
+        match sb.spawn(
+            RunKind::ReadOnly,
+            &["/bin/sh".into(), "-c".into(), "true".into()],
+            &missing,
+        ) {
+            Err(SandboxError::LayerFailed(m)) => assert!(m.contains("working folder"), "{m}"),
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("a run started without its working folder"),
+        }
+        match sb.spawn(RunKind::ReadOnly, &["/bin/sh".into()], root.path()) {
+            Ok(mut c) => {
+                // stdin is /dev/null: the shell reads nothing and exits.
+                assert!(c.wait().unwrap().success());
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn runs_without_a_pid_namespace_use_the_reexec_helper() {
+        let root = tempfile::tempdir().unwrap();
+        let opts = SandboxOptions {
+            mode: SandboxMode::Require,
+            backend: "/bin/sh".into(),
+            root: root.path().to_path_buf(),
+            helper: Some(crate::sandbox::helper_next_to_test_binary()),
+            ..SandboxOptions::default()
+        };
+        let mut layers = super::super::Detected::probe().layers(&[]);
+        layers.pidns = false;
+        layers.pid_max = None;
+        let slot = Slot::default();
+        let mut child = super::super::spawn(
+            &opts,
+            &[
+                PathBuf::from("/usr"),
+                PathBuf::from("/bin"),
+                PathBuf::from("/lib"),
+            ],
+            layers,
+            Some(&slot),
+            RunKind::ReadOnly,
+            &["/bin/sh".into(), "-c".into(), "echo $$".into()],
+            root.path(),
+            None,
+        )
+        .unwrap();
+        assert!(matches!(child.child, Process::Spawned(_)));
+        assert_eq!(slot.pid(), None);
+        let (out, status) = output(&mut child);
+        assert!(status.success());
+        assert_ne!(out.trim(), "2", "no PID namespace was asked for");
+    }
+
+    #[test]
+    fn zygotes_serve_only_runs_with_user_and_pid_namespaces() {
+        let all = Layers {
+            userns: true,
+            pidns: true,
+            ..Layers::default()
+        };
+        assert!(usable(&all));
+        assert!(!usable(&Layers {
+            pidns: false,
+            ..all
+        }));
+        assert!(!usable(&Layers {
+            userns: false,
+            ..all
+        }));
+    }
+
+    #[test]
+    fn descriptors_are_placed_even_when_their_numbers_cross() {
+        // A pipe's ends moved to 0 and 1, whatever their numbers, in a
+        // child so this process keeps its own table.
+        let r = super::super::detect::in_child(|| {
+            let mut a = [0; 2];
+            // SAFETY: test child; plain descriptor calls.
+            unsafe {
+                libc::pipe(a.as_mut_ptr());
+                let (rd, wr) = (a[0], a[1]);
+                // Place the write end at 0 and the read end at 1.
+                if place_fds(&[wr, rd], 0).is_err() {
+                    return 1;
+                }
+                if libc::write(0, b"x".as_ptr().cast(), 1) != 1 {
+                    return 2;
+                }
+                let mut b = [0u8; 1];
+                if libc::read(1, b.as_mut_ptr().cast(), 1) != 1 || b[0] != b'x' {
+                    return 3;
+                }
+            }
+            0
+        });
+        assert!(r.is_ok(), "{r:?}");
+    }
+
+    #[test]
+    fn run_channel_messages_round_trip_with_a_descriptor() {
+        let (a, b) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        let f = std::fs::File::open("/dev/null").unwrap();
+        assert!(send_message(
+            b.as_raw_fd(),
+            MSG_PID,
+            4242,
+            Some(f.as_raw_fd())
+        ));
+        assert!(send_message(b.as_raw_fd(), MSG_BACKEND, 1 << 8, None));
+        let (k, v, fd) = recv_message(&a, true).unwrap().unwrap();
+        assert_eq!((k, v), (MSG_PID, 4242));
+        assert!(fd.is_some());
+        let (k, v, fd) = recv_message(&a, false).unwrap().unwrap();
+        assert_eq!((k, v), (MSG_BACKEND, 256));
+        assert!(fd.is_none());
+        let e = recv_message(&a, false).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+        drop(b);
+        assert!(recv_message(&a, true).unwrap().is_none());
+    }
+}

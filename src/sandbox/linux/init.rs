@@ -1,0 +1,381 @@
+//! The run's init: pid 1 of the run's PID namespace. Forked ahead by the
+//! zygote as a spare (own id maps, `pid_max`, the minimal root, namespace
+//! counters), it applies the run's own layers once the request is known
+//! (rlimits, Landlock, capabilities, seccomp, in that order), forks the
+//! backend, reaps everything, and reports the backend's status.
+
+use std::convert::Infallible;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
+
+use super::wire::*;
+use super::zygote::ZygoteState;
+use super::{caps, landlock, mounts, namespaces, rlimits, seccomp};
+use crate::sandbox::policy::{Layers, Policy};
+use crate::sandbox::RunKind;
+
+impl ZygoteState {
+    /// The spare: set up what doesn't depend on the run, say so, wait for
+    /// the request, then become the run's init.
+    pub(super) fn spare(&self, socket: OwnedFd, kind: RunKind) -> ! {
+        // Only the spare's socket and the zygote's pidfd stay, at fixed
+        // numbers; the control socket and other runs' descriptors go.
+        let kept = [socket.as_raw_fd(), self.self_pidfd.as_raw_fd()];
+        // SAFETY: closing what the run must never inherit.
+        if place_fds(&kept, SPARE_SOCKET).is_err()
+            || unsafe { libc::close_range(ZYGOTE_PIDFD as u32 + 1, u32::MAX, 0) } != 0
+        {
+            // SAFETY: leaving without the zygote's destructors.
+            unsafe { libc::_exit(1) };
+        }
+        if let Err(f) = self.spare_setup(kind) {
+            let text = failure_text(&f);
+            // SAFETY: telling the zygote why, then leaving.
+            unsafe {
+                libc::write(SPARE_SOCKET, text.as_ptr().cast(), text.len());
+                libc::_exit(1);
+            }
+        }
+        // SAFETY: writing one byte to our socket.
+        if unsafe { libc::write(SPARE_SOCKET, b"R".as_ptr().cast(), 1) } != 1 {
+            // SAFETY: leaving without the zygote's destructors.
+            unsafe { libc::_exit(1) };
+        }
+        let Some((policy, fds)) = read_request(SPARE_SOCKET) else {
+            // The zygote is done with this spare.
+            // SAFETY: leaving without the zygote's destructors.
+            unsafe { libc::_exit(0) }
+        };
+        // From here on descriptors are moved around by number: none may be
+        // closed again by a destructor.
+        let fds: Vec<RawFd> = fds.into_iter().map(IntoRawFd::into_raw_fd).collect();
+        let Ok(fds) = <[RawFd; PASSED]>::try_from(fds) else {
+            // SAFETY: nothing to report on; leave.
+            unsafe { libc::_exit(1) }
+        };
+        let failure = match self.become_init(&policy, &fds, kind) {
+            Ok(never) => match never {},
+            Err(f) => f,
+        };
+        // A failure after the run's descriptors are in place: the status
+        // pipe is at its number.
+        report(&failure);
+        // SAFETY: leaving the child without running the zygote's destructors.
+        unsafe { libc::_exit(127) }
+    }
+
+    /// What a spare sets up before its run is known: own session, die with
+    /// the zygote, own id maps, and as the namespace's init its `pid_max`
+    /// and namespace counters.
+    pub(super) fn spare_setup(&self, kind: RunKind) -> Result<(), Failure> {
+        // SAFETY: integer-only process calls and a poll on our own descriptor.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            if libc::setsid() < 0 {
+                return Err(last_error("setsid"));
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(last_error("parent-death signal"));
+            }
+            // The zygote may have died before the signal was armed.
+            let mut pfd = libc::pollfd {
+                fd: ZYGOTE_PIDFD,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            if libc::poll(&mut pfd, 1, 0) != 0 {
+                libc::_exit(1);
+            }
+            libc::close(ZYGOTE_PIDFD);
+        }
+        // A non-dumpable process can't write its own id maps, so the
+        // zygote's setting is lifted for exactly that, then restored.
+        // SAFETY: integer-only prctl.
+        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
+            return Err(last_error("dumpable for the id maps"));
+        }
+        namespaces::map_to_themselves(self.uid, self.gid).map_err(Failure::Layer)?;
+        // SAFETY: integer-only prctl.
+        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+            return Err(last_error("not dumpable"));
+        }
+        init_namespace(&self.config.layers)?;
+        minimal_root_and_limits(&self.config.layers, self.config.plan(kind))
+    }
+
+    /// The request is here: descriptors in place, then the run's own
+    /// layers (rlimits, Landlock, capabilities, seccomp) and the backend.
+    pub(super) fn become_init(
+        &self,
+        policy: &[u8],
+        fds: &[RawFd; PASSED],
+        kind: RunKind,
+    ) -> Result<Infallible, Failure> {
+        if let Err(f) = place_fds(fds, 0) {
+            // The status pipe is not at its number yet.
+            report_to(fds[3], &f);
+            // SAFETY: leaving without the zygote's destructors.
+            unsafe { libc::_exit(127) };
+        }
+        // SAFETY: closing everything else (the spare's socket, the zygote's
+        // pidfd, the copies just placed); the status pipe and the run
+        // channel must not reach the backend.
+        unsafe {
+            if libc::close_range(PASSED as u32, u32::MAX, 0) != 0 {
+                return Err(last_error("close_range"));
+            }
+            for fd in [STATUS_FD, RUN_CHANNEL_FD] {
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+            }
+        }
+        let p: Policy =
+            serde_json::from_slice(policy).map_err(|e| Failure::Layer(format!("policy: {e}")))?;
+        if p.layers != self.config.layers {
+            return Err(Failure::Layer(
+                "the run's layers are not the ones its zygote was started for".into(),
+            ));
+        }
+        if p.kind != kind || p.mounts.as_ref() != self.config.plan(kind) {
+            return Err(Failure::Layer(
+                "the run's file system view is not the one its spare built".into(),
+            ));
+        }
+        let prepared = Prepared {
+            exec: ExecArgs::new(&p)?,
+            program: self.program.as_ref().filter(|_| p.layers.seccomp),
+            last_cap: self.last_cap,
+        };
+        std::env::set_current_dir(&p.cwd)
+            .map_err(|e| Failure::Layer(format!("working folder {}: {e}", p.cwd.display())))?;
+        run_as_init(&p, &prepared, RUN_CHANNEL_FD, Some(MSG_BACKEND))
+    }
+}
+
+/// What the helper computes before it changes anything.
+pub(super) struct Prepared<'a> {
+    pub(super) exec: ExecArgs,
+    pub(super) program: Option<&'a seccompiler::BpfProgram>,
+    pub(super) last_cap: u32,
+}
+
+/// Steps 4 to 7: rlimits, Landlock, capabilities, seccomp.
+pub(super) fn confine(p: &Policy, prep: &Prepared<'_>) -> Result<(), Failure> {
+    if p.layers.rlimits {
+        rlimits::apply(&p.rlimits).map_err(Failure::Layer)?;
+    }
+    if let Some(abi) = p.layers.landlock_abi {
+        landlock::apply(p, abi, p.layers.landlock_net, p.layers.landlock_scope)
+            .map_err(Failure::Layer)?;
+    }
+    if p.layers.caps {
+        caps::apply(prep.last_cap).map_err(Failure::Layer)?;
+    }
+    caps::set_no_new_privs().map_err(Failure::Layer)?;
+    if let Some(program) = prep.program {
+        seccomp::apply(program).map_err(Failure::Layer)?;
+    }
+    Ok(())
+}
+
+/// Step 8's arguments, built before any layer is applied.
+pub(super) struct ExecArgs {
+    pub(super) program: CString,
+    pub(super) argv: Vec<CString>,
+    pub(super) env: Vec<CString>,
+}
+
+impl ExecArgs {
+    pub(super) fn new(p: &Policy) -> Result<ExecArgs, Failure> {
+        let c = |s: &str| {
+            CString::new(s).map_err(|_| Failure::Layer("a NUL byte in the command line".into()))
+        };
+        let program = c(&p.program.to_string_lossy())?;
+        let argv = p.argv.iter().map(|a| c(a)).collect::<Result<Vec<_>, _>>()?;
+        let env = p
+            .env
+            .iter()
+            .map(|(k, v)| c(&format!("{k}={v}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        if argv.is_empty() {
+            return Err(Failure::Layer("empty command line".into()));
+        }
+        Ok(ExecArgs { program, argv, env })
+    }
+
+    /// Reset what our runtime changed, then execute. Returns only on failure.
+    pub(super) fn exec(&self) -> Failure {
+        // SAFETY: restoring default signal handling for the new program.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+        }
+        let mut argv: Vec<*const libc::c_char> = self.argv.iter().map(|a| a.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        let mut envp: Vec<*const libc::c_char> = self.env.iter().map(|a| a.as_ptr()).collect();
+        envp.push(std::ptr::null());
+        // SAFETY: NUL-terminated arrays of C strings that outlive the call.
+        unsafe { libc::execve(self.program.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        Failure::Exec(errno, format!("execute {}", self.program.to_string_lossy()))
+    }
+}
+
+/// What a PID namespace's init sets before anything else: the namespace's
+/// `pid_max` and executable memfds refused.
+pub(super) fn init_namespace(layers: &Layers) -> Result<(), Failure> {
+    // SAFETY: getpid can't fail.
+    if unsafe { libc::getpid() } != 1 {
+        return Err(Failure::Layer("pidns: not the namespace's init".into()));
+    }
+    if let Some(max) = layers.pid_max {
+        namespaces::set_pid_max(max).map_err(|e| Failure::Layer(format!("pid_max: {e}")))?;
+    }
+    namespaces::set_memfd_noexec().map_err(|e| Failure::Layer(format!("memfd_noexec: {e}")))?;
+    Ok(())
+}
+
+/// Build the minimal root (when asked for) between opening the namespace
+/// counters and setting them to 0: building it clones mount trees, which a
+/// zero counter refuses, and it hides `/proc/sys`.
+pub(super) fn minimal_root_and_limits(
+    layers: &Layers,
+    plan: Option<&super::policy::MountPlan>,
+) -> Result<(), Failure> {
+    let counters = if layers.ns_limits {
+        Some(
+            namespaces::open_ns_limits()
+                .map_err(|e| Failure::Layer(format!("nested namespaces: {e}")))?,
+        )
+    } else {
+        None
+    };
+    match (plan, layers.mountns) {
+        (Some(plan), true) => mounts::apply(plan).map_err(Failure::Layer)?,
+        (None, false) => {}
+        _ => {
+            return Err(Failure::Layer(
+                "mountns: the mount plan and the layers disagree".into(),
+            ))
+        }
+    }
+    if let Some(c) = counters {
+        namespaces::write_ns_limits(c)
+            .map_err(|e| Failure::Layer(format!("nested namespaces: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Init of the PID namespace, once `init_namespace` is done: finish
+/// confinement, start the backend, reap everything, report the backend's
+/// raw wait status on `sock` (prefixed with `tag` when there is one), exit.
+pub(super) fn run_as_init(
+    p: &Policy,
+    prep: &Prepared<'_>,
+    sock: RawFd,
+    tag: Option<u8>,
+) -> Result<Infallible, Failure> {
+    confine(p, prep)?;
+
+    // SAFETY: single-threaded process; the child only executes.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return Err(last_error("fork"));
+    }
+    if child == 0 {
+        let failure = prep.exec.exec();
+        report(&failure);
+        // SAFETY: leaving the child after a failed execve.
+        unsafe { libc::_exit(127) };
+    }
+    // SAFETY: init keeps no copy of the status pipe, nor of the run's
+    // stdio: end of file on the output means the run's processes are done
+    // with it.
+    unsafe {
+        for fd in [STATUS_FD, 0, 1, 2] {
+            libc::close(fd);
+        }
+    }
+    let mut status = 0;
+    loop {
+        let mut st = 0;
+        // SAFETY: reaping any child of init (orphans land here too).
+        let r = unsafe { libc::waitpid(-1, &mut st, 0) };
+        if r == child {
+            status = st;
+            break;
+        }
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            break;
+        }
+    }
+    // The backend is done: whatever it left behind goes now, and is reaped,
+    // so the status below also means the namespace is empty.
+    empty_namespace();
+    let mut msg = Vec::with_capacity(5);
+    msg.extend(tag);
+    msg.extend_from_slice(&status.to_le_bytes());
+    // SAFETY: writing our own buffer, then exiting without destructors.
+    unsafe {
+        libc::write(sock, msg.as_ptr().cast(), msg.len());
+        libc::_exit(if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            128 + libc::WTERMSIG(status)
+        });
+    }
+}
+
+/// As a PID namespace's init: kill every other process in the namespace
+/// and reap them all.
+pub(super) fn empty_namespace() {
+    loop {
+        // SAFETY: from init, -1 means every other process of the namespace.
+        unsafe { libc::kill(-1, libc::SIGKILL) };
+        loop {
+            let mut st = 0;
+            // SAFETY: reaping init's children.
+            let r = unsafe { libc::waitpid(-1, &mut st, 0) };
+            if r < 0 {
+                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                break;
+            }
+        }
+        // A process forked while the signal went out would be the only
+        // one left; none answering means none is.
+        // SAFETY: signal 0 only checks that some process would receive it.
+        if unsafe { libc::kill(-1, 0) } != 0 {
+            return;
+        }
+    }
+}
+
+/// Put `wanted[i]` at descriptor `first + i`, whatever numbers they have
+/// now. The copies left at higher numbers are close-on-exec.
+pub(super) fn place_fds(wanted: &[RawFd], first: RawFd) -> Result<(), Failure> {
+    // First out of the way (above every target), then down into place.
+    let above = first + wanted.len() as RawFd;
+    let mut high = Vec::with_capacity(wanted.len());
+    for &fd in wanted {
+        // SAFETY: duplicating a descriptor we hold.
+        let h = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, above) };
+        if h < 0 {
+            return Err(last_error("dup"));
+        }
+        high.push(h);
+    }
+    for (i, &h) in high.iter().enumerate() {
+        // SAFETY: dup2 onto a low descriptor number; dup2 clears close-on-exec.
+        if unsafe { libc::dup2(h, first + i as RawFd) } < 0 {
+            return Err(last_error("dup2"));
+        }
+    }
+    Ok(())
+}

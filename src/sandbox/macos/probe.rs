@@ -1,0 +1,868 @@
+//! `sandbox probe` and `sandbox status` on macOS.
+//!
+//! Each escape attempt runs as the server binary's hidden `__probe-attempt`
+//! command, once outside the sandbox as a positive control (it must work
+//! there, or the line says it proves nothing) and once inside, under the
+//! read-only policy a tool call gets. The probe checks what it can itself
+//! rather than take the attempt's word: its own loopback listeners count
+//! connections, and files that must not appear are looked for afterwards.
+//! Allowed attempts (read the root, write the temp folder, a sysctl from
+//! the allow-list) must succeed inside, so a profile that refuses
+//! everything can't pass for a tight one.
+//!
+//! An attempt exits 0 when the operation succeeded, 1 when it was refused,
+//! and prints one line saying what happened.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::sandbox::SandboxMode;
+use crate::sandbox::{RunKind, Sandbox, SandboxOptions, StatusReport};
+
+const LINE: &str = "sandbox-exec (deny-by-default profile, no network)";
+
+/// Whether sandbox-exec can apply a profile here at all (it can't inside
+/// another sandbox: "sandbox_apply: Operation not permitted").
+fn applies() -> Result<(), String> {
+    let out = Command::new(super::SANDBOX_EXEC)
+        .args([
+            "-p",
+            "(version 1)\n(allow default)\n",
+            "--",
+            "/usr/bin/true",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{}: {e}", super::SANDBOX_EXEC))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} cannot apply a profile here: {}",
+            super::SANDBOX_EXEC,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn os_version() -> String {
+    Command::new("/usr/bin/sw_vers")
+        .arg("-productVersion")
+        .output()
+        .ok()
+        .map(|o| format!("macOS {}", String::from_utf8_lossy(&o.stdout).trim()))
+        .unwrap_or_default()
+}
+
+pub fn status() -> StatusReport {
+    let mut layer = super::spawn::layer_status();
+    if layer.available {
+        if let Err(e) = applies() {
+            layer.available = false;
+            layer.detail = e;
+        }
+    }
+    let missing = if layer.available {
+        Vec::new()
+    } else {
+        vec![layer.detail.clone()]
+    };
+    StatusReport {
+        platform: "macos",
+        kernel: os_version(),
+        landlock_abi: None,
+        layers: vec![layer],
+        require_missing: missing,
+        require_layers: LINE.into(),
+        best_effort_layers: LINE.into(),
+    }
+}
+
+// ---------------------------------------------------------------------
+// Attempts (run as `__probe-attempt NAME ARGS...`).
+// ---------------------------------------------------------------------
+
+fn done(ok: bool, what: String) -> u8 {
+    println!("{what}");
+    u8::from(!ok)
+}
+
+fn io<T>(r: std::io::Result<T>, what: &str) -> u8 {
+    match r {
+        Ok(_) => done(true, format!("{what}: succeeded")),
+        Err(e) => done(false, format!("{what}: {e}")),
+    }
+}
+
+extern "C" {
+    static bootstrap_port: libc::mach_port_t;
+    fn bootstrap_look_up(
+        bp: libc::mach_port_t,
+        service_name: *const libc::c_char,
+        sp: *mut libc::mach_port_t,
+    ) -> libc::c_int;
+}
+
+/// Look a Mach service up: how a process reaches the keychain (securityd),
+/// Launch Services (what `open` asks) and the Apple Event manager.
+fn mach_lookup(name: &str) -> std::io::Result<()> {
+    let c = std::ffi::CString::new(name).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+    let mut port: libc::mach_port_t = 0;
+    // SAFETY: a valid C string and out pointer; bootstrap_port is set by libSystem.
+    let kr = unsafe { bootstrap_look_up(bootstrap_port, c.as_ptr(), &mut port) };
+    if kr == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!("bootstrap_look_up: {kr}")))
+    }
+}
+
+/// `sysctl kern.procargs2` for a pid: its argv and environment.
+fn procargs(pid: i32) -> std::io::Result<usize> {
+    let mut mib = [libc::CTL_KERN, libc::KERN_PROCARGS2, pid];
+    let mut buf = vec![0u8; 1 << 16];
+    let mut len = buf.len();
+    // SAFETY: valid mib and buffer of `len` bytes.
+    let r = unsafe {
+        libc::sysctl(
+            mib.as_mut_ptr(),
+            3,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if r == 0 {
+        Ok(len)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn sysctl_by_name(name: &str) -> std::io::Result<usize> {
+    let c = std::ffi::CString::new(name).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+    let mut buf = [0u8; 256];
+    let mut len = buf.len();
+    // SAFETY: a valid C string and buffer of `len` bytes.
+    let r = unsafe {
+        libc::sysctlbyname(
+            c.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if r == 0 {
+        Ok(len)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn proc_path(pid: i32) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: a buffer of the given size.
+    let n = unsafe { libc::proc_pidpath(pid, buf.as_mut_ptr().cast(), buf.len() as u32) };
+    if n > 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn arg(args: &[String], i: usize) -> &str {
+    args.get(i).map(String::as_str).unwrap_or("")
+}
+
+pub fn attempt(name: &str, args: &[String]) -> u8 {
+    let a0 = arg(args, 0);
+    let a1 = arg(args, 1);
+    match name {
+        "tcp" => io(std::net::TcpStream::connect(a0), "connect tcp"),
+        "udp" => io(
+            UdpSocket::bind("127.0.0.1:0").and_then(|s| s.send_to(b"probe", a0)),
+            "send udp",
+        ),
+        "unix" => io(std::os::unix::net::UnixStream::connect(a0), "connect unix"),
+        "socket" => {
+            // SAFETY: creating (and closing) a socket.
+            let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+            if fd >= 0 {
+                // SAFETY: closing the socket just made.
+                unsafe { libc::close(fd) };
+            }
+            io(
+                if fd >= 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                },
+                "socket(AF_INET)",
+            )
+        }
+        "read" => io(std::fs::read(a0), &format!("read {a0}")),
+        "list" => io(std::fs::read_dir(a0), &format!("list {a0}")),
+        "write" => io(std::fs::write(a0, b"probe"), &format!("write {a0}")),
+        "write-tmpdir" => {
+            let dir = std::env::var_os("TMPDIR")
+                .map(PathBuf::from)
+                .unwrap_or_default();
+            io(
+                std::fs::write(dir.join("probe"), b"x"),
+                "write $TMPDIR/probe",
+            )
+        }
+        "mkdir" => io(std::fs::create_dir_all(a0), &format!("mkdir -p {a0}")),
+        "hardlink" => {
+            // Link an outside file into the writable temp folder, then
+            // read it through the link.
+            let dir = std::env::var_os("TMPDIR")
+                .map(PathBuf::from)
+                .unwrap_or_default();
+            let link = if a1.is_empty() {
+                dir.join("hardlink")
+            } else {
+                PathBuf::from(a1)
+            };
+            io(
+                std::fs::hard_link(a0, &link).and_then(|()| std::fs::read(&link)),
+                &format!("link {a0} and read it"),
+            )
+        }
+        "exec-written" => {
+            // Write a script where the run may write, then run it.
+            use std::os::unix::fs::PermissionsExt;
+            let dir = if a0.is_empty() {
+                std::env::var_os("TMPDIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_default()
+            } else {
+                PathBuf::from(a0)
+            };
+            let script = dir.join("probe.sh");
+            let r = std::fs::write(&script, b"#!/bin/sh\nexit 0\n")
+                .and_then(|()| {
+                    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700))
+                })
+                .and_then(|()| Command::new(&script).status())
+                .and_then(|s| {
+                    if s.success() {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::other(format!("{s}")))
+                    }
+                });
+            io(r, "run a script written in a writable folder")
+        }
+        "procargs" => {
+            let pid: i32 = a0.parse().unwrap_or(0);
+            io(
+                procargs(pid),
+                &format!("sysctl kern.procargs2 of pid {pid}"),
+            )
+        }
+        "procinfo" => {
+            let pid: i32 = a0.parse().unwrap_or(0);
+            io(proc_path(pid), &format!("proc_pidpath of pid {pid}"))
+        }
+        "signal" => {
+            let pid: i32 = a0.parse().unwrap_or(0);
+            // SAFETY: signal 0 sends nothing; it only asks for permission.
+            let r = unsafe { libc::kill(pid, 0) };
+            io(
+                if r == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                },
+                &format!("kill({pid}, 0)"),
+            )
+        }
+        "sysctl" => io(sysctl_by_name(a0), &format!("sysctl {a0}")),
+        "mach" => io(mach_lookup(a0), &format!("look up {a0}")),
+        "exec" => io(
+            Command::new(a0)
+                .args(&args[1.min(args.len())..])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .and_then(|s| {
+                    if s.success() {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::other(format!("{s}")))
+                    }
+                }),
+            &format!("run {a0}"),
+        ),
+        "env" => {
+            let seen = std::env::var_os(a0).is_some();
+            done(
+                seen,
+                format!(
+                    "environment variable {a0} {}",
+                    if seen { "visible" } else { "absent" }
+                ),
+            )
+        }
+        _ => done(false, format!("unknown attempt {name}")),
+    }
+}
+
+// ---------------------------------------------------------------------
+// The probe.
+// ---------------------------------------------------------------------
+
+/// Should the attempt work inside (an allowed operation) or not (an escape)?
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Refused,
+    Allowed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// Only the attempt's own exit status.
+    Report,
+    /// This many connections must reach the counter.
+    Counter(usize),
+    /// This path must not exist afterwards.
+    Absent(usize),
+}
+
+struct Spec {
+    name: &'static str,
+    what: String,
+    attempt: &'static str,
+    args: Vec<String>,
+    /// Run a positive control outside the sandbox.
+    control: bool,
+    expect: Expect,
+    check: Check,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Line {
+    name: &'static str,
+    what: String,
+    /// "held", "escaped", "allowed", "wrongly refused".
+    result: &'static str,
+    /// "ok", "failed" (proves nothing here) or "none".
+    control: &'static str,
+    detail: String,
+}
+
+/// The fixture folder, removed when the probe ends.
+struct FixtureDir(PathBuf);
+
+impl Drop for FixtureDir {
+    fn drop(&mut self) {
+        crate::sandbox::remove_tree(&self.0);
+    }
+}
+
+struct Fixture {
+    _dir: FixtureDir,
+    root: PathBuf,
+    outside: PathBuf,
+    secret: PathBuf,
+    /// Paths that attempts must not create, by index.
+    absent: Vec<PathBuf>,
+    tcp: String,
+    udp: String,
+    unix: String,
+    tcp_hits: Arc<AtomicUsize>,
+    udp_hits: Arc<AtomicUsize>,
+    unix_hits: Arc<AtomicUsize>,
+}
+
+fn fixture() -> anyhow::Result<Fixture> {
+    // The fixture lives in the user's temp folder, outside every grant
+    // except the run's own private folder inside it.
+    use std::os::unix::fs::DirBuilderExt;
+    let made = std::env::temp_dir().join(format!(
+        "reachweaver-probe-{:016x}",
+        crate::sandbox::random_u64()
+    ));
+    std::fs::DirBuilder::new().mode(0o700).create(&made)?;
+    let dir = FixtureDir(made);
+    let base = std::fs::canonicalize(&dir.0)?;
+    let root = base.join("root");
+    let outside = base.join("outside");
+    std::fs::create_dir_all(&root)?;
+    std::fs::create_dir_all(&outside)?;
+    std::fs::write(root.join("allowed.txt"), b"readable")?;
+    let secret = outside.join("secret.txt");
+    std::fs::write(&secret, b"not for runs")?;
+
+    let tcp_hits = Arc::new(AtomicUsize::new(0));
+    let udp_hits = Arc::new(AtomicUsize::new(0));
+    let unix_hits = Arc::new(AtomicUsize::new(0));
+    let tcp = TcpListener::bind("127.0.0.1:0")?;
+    let tcp_addr = tcp.local_addr()?.to_string();
+    {
+        let hits = tcp_hits.clone();
+        std::thread::spawn(move || {
+            for c in tcp.incoming() {
+                if c.is_ok() {
+                    hits.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        });
+    }
+    let udp = UdpSocket::bind("127.0.0.1:0")?;
+    let udp_addr = udp.local_addr()?.to_string();
+    {
+        let hits = udp_hits.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 64];
+            while udp.recv(&mut buf).is_ok() {
+                hits.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+    }
+    let sock = outside.join("s.sock");
+    let unix = UnixListener::bind(&sock)?;
+    {
+        let hits = unix_hits.clone();
+        std::thread::spawn(move || {
+            for c in unix.incoming() {
+                if c.is_ok() {
+                    hits.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        });
+    }
+    Ok(Fixture {
+        _dir: dir,
+        root,
+        outside,
+        secret,
+        absent: Vec::new(),
+        tcp: tcp_addr,
+        udp: udp_addr,
+        unix: sock.display().to_string(),
+        tcp_hits,
+        udp_hits,
+        unix_hits,
+    })
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
+    let pid = server_pid.to_string();
+    let marker = format!("reachweaver-probe-{:016x}", crate::sandbox::random_u64());
+    let launch_agent = home
+        .join("Library/LaunchAgents")
+        .join(format!("{marker}.plist"));
+    let outside_write = fx.outside.join("written.txt");
+    let root_write = fx.root.join("written.txt");
+    fx.absent = vec![
+        launch_agent.clone(),
+        outside_write.clone(),
+        root_write.clone(),
+    ];
+    let spec = |name: &'static str,
+                what: &str,
+                attempt: &'static str,
+                args: Vec<String>,
+                control: bool| Spec {
+        name,
+        what: what.to_string(),
+        attempt,
+        args,
+        control,
+        expect: Expect::Refused,
+        check: Check::Report,
+    };
+    let mut v = vec![
+        // Network: nothing may leave, not even to loopback.
+        Spec {
+            check: Check::Counter(0),
+            ..spec(
+                "net-tcp",
+                "TCP connect to 127.0.0.1",
+                "tcp",
+                vec![fx.tcp.clone()],
+                true,
+            )
+        },
+        Spec {
+            check: Check::Counter(1),
+            ..spec(
+                "net-udp",
+                "UDP send to 127.0.0.1",
+                "udp",
+                vec![fx.udp.clone()],
+                true,
+            )
+        },
+        Spec {
+            check: Check::Counter(2),
+            ..spec(
+                "net-unix",
+                "connect to a unix socket outside the grants",
+                "unix",
+                vec![fx.unix.clone()],
+                true,
+            )
+        },
+        spec(
+            "net-socket",
+            "create an AF_INET socket",
+            "socket",
+            vec![],
+            true,
+        ),
+        // Files outside the grants.
+        spec(
+            "read-outside",
+            "read a file outside the grants",
+            "read",
+            vec![s(&fx.secret)],
+            true,
+        ),
+        spec(
+            "list-home",
+            "list the home folder",
+            "list",
+            vec![s(home)],
+            true,
+        ),
+        spec(
+            "read-keychains",
+            "list ~/Library/Keychains",
+            "list",
+            vec![s(&home.join("Library/Keychains"))],
+            true,
+        ),
+        Spec {
+            check: Check::Absent(1),
+            ..spec(
+                "write-outside",
+                "write a file outside the grants",
+                "write",
+                vec![s(&outside_write)],
+                true,
+            )
+        },
+        Spec {
+            check: Check::Absent(2),
+            ..spec(
+                "write-root",
+                "write in the read-only root",
+                "write",
+                vec![s(&root_write)],
+                false,
+            )
+        },
+        Spec {
+            check: Check::Absent(0),
+            ..spec(
+                "write-launchagents",
+                "write a LaunchAgent (runs at the next login)",
+                "write",
+                vec![s(&launch_agent)],
+                false,
+            )
+        },
+        spec(
+            "hardlink",
+            "hard-link an outside file into the temp folder and read it",
+            "hardlink",
+            vec![s(&fx.secret)],
+            false,
+        ),
+        spec(
+            "exec-tmpdir",
+            "run a script written in the temp folder",
+            "exec-written",
+            vec![],
+            false,
+        ),
+        // Other processes.
+        spec(
+            "procargs",
+            "read the server's argv and environment (sysctl kern.procargs2)",
+            "procargs",
+            vec![pid.clone()],
+            true,
+        ),
+        spec(
+            "procinfo",
+            "read the server's executable path (proc_pidpath)",
+            "procinfo",
+            vec![pid.clone()],
+            true,
+        ),
+        spec(
+            "signal",
+            "signal the server (kill 0)",
+            "signal",
+            vec![pid.clone()],
+            true,
+        ),
+        spec(
+            "env-secret",
+            "see a secret-named variable of the server",
+            "env",
+            vec!["REACHWEAVER_PROBE_API_TOKEN".into()],
+            true,
+        ),
+        // Services: the keychain, Launch Services (`open`), Apple Events.
+        spec(
+            "keychain",
+            "look up the keychain service (securityd)",
+            "mach",
+            vec!["com.apple.SecurityServer".into()],
+            true,
+        ),
+        spec(
+            "keychain-xpc",
+            "look up the keychain service (securityd.xpc)",
+            "mach",
+            vec!["com.apple.securityd.xpc".into()],
+            true,
+        ),
+        spec(
+            "open",
+            "look up Launch Services, as `open` does",
+            "mach",
+            vec!["com.apple.coreservices.launchservicesd".into()],
+            true,
+        ),
+        spec(
+            "appleevents",
+            "look up the Apple Event manager",
+            "mach",
+            vec!["com.apple.coreservices.appleevents".into()],
+            true,
+        ),
+        spec(
+            "open-tool",
+            "run /usr/bin/open on the root",
+            "exec",
+            vec!["/usr/bin/open".into(), "-g".into(), s(&fx.root)],
+            false,
+        ),
+    ];
+    // Positive checks: what a run must still be able to do.
+    for (name, what, attempt, args) in [
+        (
+            "allowed-read-root",
+            "read a file in the root",
+            "read",
+            vec![s(&fx.root.join("allowed.txt"))],
+        ),
+        (
+            "allowed-write-tmpdir",
+            "write in the private temp folder",
+            "write-tmpdir",
+            vec![],
+        ),
+        (
+            "allowed-sysctl",
+            "read hw.ncpu",
+            "sysctl",
+            vec!["hw.ncpu".to_string()],
+        ),
+        (
+            "allowed-exec-system",
+            "run /usr/bin/true",
+            "exec",
+            vec!["/usr/bin/true".to_string()],
+        ),
+        (
+            "allowed-userinfo",
+            "look up opendirectoryd (user lookups)",
+            "mach",
+            vec!["com.apple.system.opendirectoryd.libinfo".to_string()],
+        ),
+    ] {
+        v.push(Spec {
+            expect: Expect::Allowed,
+            ..spec(name, what, attempt, args, false)
+        });
+    }
+    v
+}
+
+fn run_attempt(cmd: &mut Command) -> (bool, String) {
+    match cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+    {
+        Ok(o) => {
+            let text = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            let err = String::from_utf8_lossy(&o.stderr).trim().to_string();
+            let detail = if text.is_empty() { err } else { text };
+            (o.status.success(), detail)
+        }
+        Err(e) => (false, e.to_string()),
+    }
+}
+
+fn run_inside(sb: &Sandbox, exe: &Path, cwd: &Path, sp: &Spec) -> (bool, String) {
+    let mut argv = vec![
+        s(exe),
+        "__probe-attempt".to_string(),
+        sp.attempt.to_string(),
+    ];
+    argv.extend(sp.args.iter().cloned());
+    let mut child = match sb.spawn(RunKind::ReadOnly, &argv, cwd) {
+        Ok(c) => c,
+        Err(e) => return (false, format!("could not start: {e}")),
+    };
+    let mut out = String::new();
+    let mut err = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_string(&mut out);
+    }
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let status = child.wait();
+    let ok = status.as_ref().map(|s| s.success()).unwrap_or(false);
+    let code = status.ok().and_then(|s| s.code()).unwrap_or(-1);
+    if let Some(refusal) = super::sandbox_exec_refusal(code, err.as_bytes()) {
+        return (false, format!("the sandbox refused to start it: {refusal}"));
+    }
+    let detail = if out.trim().is_empty() { err } else { out };
+    (ok, detail.trim().to_string())
+}
+
+pub fn run(json: bool) -> anyhow::Result<u8> {
+    // A secret-named variable in the server's environment that no run may
+    // see, set before any thread starts.
+    std::env::set_var("REACHWEAVER_PROBE_API_TOKEN", "probe-secret-value");
+    let exe = std::fs::canonicalize(std::env::current_exe()?)?;
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .ok_or_else(|| anyhow::anyhow!("HOME is not set"))?;
+    let mut fx = fixture()?;
+    let server_pid = std::process::id();
+    let specs = specs(&mut fx, server_pid, &home);
+    let opts = SandboxOptions {
+        mode: SandboxMode::Require,
+        backend: exe.clone(),
+        root: fx.root.clone(),
+        ..SandboxOptions::default()
+    };
+    let sb = Sandbox::detect(&opts)?;
+    let mut lines = Vec::new();
+    for sp in &specs {
+        let control = if sp.control {
+            let mut cmd = Command::new(&exe);
+            cmd.arg("__probe-attempt").arg(sp.attempt).args(&sp.args);
+            cmd.current_dir(&fx.root);
+            if sp.attempt == "hardlink" || sp.attempt == "exec-written" {
+                cmd.env("TMPDIR", &fx.outside);
+            }
+            let (ok, _) = run_attempt(&mut cmd);
+            if ok {
+                "ok"
+            } else {
+                "failed"
+            }
+        } else {
+            "none"
+        };
+        let before = (
+            fx.tcp_hits.load(Ordering::SeqCst),
+            fx.udp_hits.load(Ordering::SeqCst),
+            fx.unix_hits.load(Ordering::SeqCst),
+        );
+        let (ok, detail) = run_inside(&sb, &exe, &fx.root, sp);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let after = (
+            fx.tcp_hits.load(Ordering::SeqCst),
+            fx.udp_hits.load(Ordering::SeqCst),
+            fx.unix_hits.load(Ordering::SeqCst),
+        );
+        let mut escaped = ok;
+        match sp.check {
+            Check::Report => {}
+            Check::Counter(i) => {
+                let d = [after.0 - before.0, after.1 - before.1, after.2 - before.2];
+                escaped |= d.get(i).copied().unwrap_or(0) > 0;
+            }
+            Check::Absent(i) => {
+                if let Some(p) = fx.absent.get(i) {
+                    if p.exists() {
+                        escaped = true;
+                        let _ = std::fs::remove_file(p);
+                    }
+                }
+            }
+        }
+        let result = match (sp.expect, escaped) {
+            (Expect::Refused, false) => "held",
+            (Expect::Refused, true) => "escaped",
+            (Expect::Allowed, true) => "allowed",
+            (Expect::Allowed, false) => "wrongly refused",
+        };
+        lines.push(Line {
+            name: sp.name,
+            what: sp.what.clone(),
+            result,
+            control,
+            detail,
+        });
+        // The control's leftovers.
+        let _ = std::fs::remove_file(fx.outside.join("written.txt"));
+        let _ = std::fs::remove_file(fx.outside.join("hardlink"));
+        let _ = std::fs::remove_file(fx.outside.join("probe.sh"));
+    }
+    std::env::remove_var("REACHWEAVER_PROBE_API_TOKEN");
+    let escapes = lines.iter().filter(|l| l.result == "escaped").count();
+    let refused = lines
+        .iter()
+        .filter(|l| l.result == "wrongly refused")
+        .count();
+    let no_control = lines.iter().filter(|l| l.control == "failed").count();
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(
+            &mut out,
+            &serde_json::json!({
+                "platform": "macos",
+                "layers": LINE,
+                "attempts": lines,
+                "escapes": escapes,
+                "wrongly_refused": refused,
+                "controls_failed": no_control,
+            }),
+        )?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "sandbox probe ({}): {LINE}", os_version())?;
+        for l in &lines {
+            let control = match l.control {
+                "failed" => " (control failed outside: proves nothing here)",
+                _ => "",
+            };
+            writeln!(out, "  {:<16} {:<22} {}{control}", l.result, l.name, l.what)?;
+            writeln!(out, "  {:<16} {:<22}   {}", "", "", l.detail)?;
+        }
+        writeln!(
+            out,
+            "{} attempts: {escapes} escaped, {refused} wrongly refused, {no_control} without a working control",
+            lines.len()
+        )?;
+    }
+    Ok(u8::from(escapes > 0 || refused > 0))
+}

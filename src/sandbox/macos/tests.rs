@@ -1,0 +1,824 @@
+//! Golden files for the four kinds of backend, each described as the data
+//! discovery finds on a Mac (so they are made and checked on any system),
+//! and discovery itself on a fake layout of symlinks.
+
+use super::*;
+use crate::sandbox::policy::{build, BuildInput, Layers};
+use crate::sandbox::{RunKind, SandboxOptions};
+
+fn p(s: &str) -> PathBuf {
+    PathBuf::from(s)
+}
+
+fn ps(v: &[&str]) -> Vec<PathBuf> {
+    v.iter().map(|s| p(s)).collect()
+}
+
+const HOME: &str = "/Users/ann";
+const DB: &str = "/Users/ann/.reachweaver/db/reachweaver.db";
+
+fn policy_for(backend: &str, kind: RunKind) -> Policy {
+    let opts = SandboxOptions {
+        backend: p(backend),
+        root: p("/Users/ann/campaigns"),
+        read: ps(&[
+            "/Users/ann/.reachweaver",
+            "/Users/ann/.reachweaver/accounts.yaml",
+        ]),
+        db: Some(p(DB)),
+        ..SandboxOptions::default()
+    };
+    let argv = vec![
+        backend.to_string(),
+        "--home=/Users/ann/.reachweaver".to_string(),
+        "doctor".to_string(),
+        "--format=json".to_string(),
+    ];
+    build(&BuildInput {
+        opts: &opts,
+        kind,
+        // As spawn does: the chain carries the runtime, `--allow-read` the rest.
+        runtime: &[],
+        env: &[],
+        layers: Layers::default(),
+        tmpdir: Path::new(
+            "/var/folders/xy/abc/T/reachweaver-run-0011223344556677-8899aabbccddeeff",
+        ),
+        argv: &argv,
+        cwd: Path::new("/Users/ann/campaigns"),
+        parent_pid: 1,
+    })
+}
+
+/// A python.org installer's framework Python, the backend pip-installed
+/// into it (its `#!` names `bin/python3`, a link to `python3.12`).
+fn framework_python() -> (&'static str, ExecChain) {
+    let v = "/Library/Frameworks/Python.framework/Versions/3.12";
+    (
+        "/Library/Frameworks/Python.framework/Versions/3.12/bin/reachweaver",
+        ExecChain {
+            exec_trees: ps(&[v]),
+            exec_files: ps(&[
+                "/Library/Frameworks/Python.framework/Versions/3.12/bin/reachweaver",
+                "/Library/Frameworks/Python.framework/Versions/3.12/bin/python3.12",
+            ]),
+            hops: ps(&["/Library/Frameworks/Python.framework/Versions/3.12/bin/python3"]),
+            lib_trees: vec![],
+            launcher: vec![],
+        },
+    )
+}
+
+/// A venv in the home made from Homebrew's python@3.12 on Apple silicon.
+fn homebrew_venv() -> (&'static str, ExecChain) {
+    let fw = "/opt/homebrew/Cellar/python@3.12/3.12.7_1/Frameworks/Python.framework/Versions/3.12";
+    (
+        "/Users/ann/.venvs/rw/bin/reachweaver",
+        ExecChain {
+            exec_trees: vec![p("/Users/ann/.venvs/rw"), p(fw)],
+            exec_files: vec![
+                p("/Users/ann/.venvs/rw/bin/reachweaver"),
+                p(&format!("{fw}/bin/python3.12")),
+            ],
+            hops: ps(&[
+                "/Users/ann/.venvs/rw/bin/python3",
+                "/Users/ann/.venvs/rw/bin/python",
+                "/opt/homebrew/opt/python@3.12",
+                "/opt/homebrew/Cellar/python@3.12/3.12.7_1/bin/python3.12",
+                &format!("{fw}/lib/python3.12/site-packages"),
+                "/opt/homebrew/opt/openssl@3",
+                "/opt/homebrew/opt/sqlite",
+                "/opt/homebrew/opt/xz",
+                "/opt/homebrew/opt/mpdecimal",
+            ]),
+            lib_trees: ps(&[
+                "/opt/homebrew/lib/python3.12/site-packages",
+                "/opt/homebrew/Cellar/openssl@3/3.4.0/lib",
+                "/opt/homebrew/Cellar/sqlite/3.47.0/lib",
+                "/opt/homebrew/Cellar/xz/5.6.3/lib",
+                "/opt/homebrew/Cellar/mpdecimal/4.0.0/lib",
+            ]),
+            launcher: vec![],
+        },
+    )
+}
+
+/// `uv tool install`: the tool's venv under ~/.local/share/uv/tools, its
+/// python linking to a uv-managed CPython under ~/.local/share/uv/python
+/// through uv's versionless folder link (`cpython-3.12-…` →
+/// `cpython-3.12.7-…`), the hop a public report found denied when only the
+/// resolved installation was granted.
+fn uv_python() -> (&'static str, ExecChain) {
+    let tool = "/Users/ann/.local/share/uv/tools/reachweaver";
+    let py = "/Users/ann/.local/share/uv/python/cpython-3.12.7-macos-aarch64-none";
+    (
+        "/Users/ann/.local/share/uv/tools/reachweaver/bin/reachweaver",
+        ExecChain {
+            exec_trees: vec![p(tool), p(py)],
+            exec_files: vec![
+                p(&format!("{tool}/bin/reachweaver")),
+                p(&format!("{py}/bin/python3.12")),
+            ],
+            hops: vec![
+                p(&format!("{tool}/bin/python3")),
+                p(&format!("{tool}/bin/python")),
+                p("/Users/ann/.local/share/uv/python/cpython-3.12-macos-aarch64-none"),
+            ],
+            lib_trees: vec![],
+            launcher: vec![],
+        },
+    )
+}
+
+/// A compiled backend installed with `cargo install`: only the executable
+/// is granted, never `~/.cargo` (whose credentials.toml sits beside `bin`).
+fn compiled_in_cargo_home() -> (&'static str, ExecChain) {
+    (
+        "/Users/ann/.cargo/bin/reachweaver-reference",
+        ExecChain {
+            exec_files: ps(&["/Users/ann/.cargo/bin/reachweaver-reference"]),
+            ..ExecChain::default()
+        },
+    )
+}
+
+/// A script with `#!/usr/bin/env python3`, resolved at start on `PATH`.
+fn env_script() -> (&'static str, ExecChain) {
+    let (_, mut chain) = homebrew_venv();
+    chain.exec_files[0] = p("/Users/ann/bin-rw/reachweaver");
+    chain.launcher = vec!["/Users/ann/.venvs/rw/bin/python3".into(), "-I".into()];
+    ("/Users/ann/bin-rw/reachweaver", chain)
+}
+
+fn run(backend: &str, chain: &ExecChain, kind: RunKind) -> Vec<String> {
+    let policy = policy_for(backend, kind);
+    build_argv(&RunProfile {
+        policy: &policy,
+        chain,
+        db: Some(Path::new(DB)),
+        draft: kind == RunKind::Draft,
+    })
+}
+
+fn golden(name: &str, got: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/sandbox/macos/golden")
+        .join(name);
+    if std::env::var_os("REACHWEAVER_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (set REACHWEAVER_UPDATE_GOLDEN=1 to create)",
+            path.display()
+        )
+    });
+    assert_eq!(
+        got, want,
+        "golden {name} differs (REACHWEAVER_UPDATE_GOLDEN=1 refreshes)"
+    );
+}
+
+fn render(argv: &[String]) -> String {
+    // One element per line; the profile's own newlines are kept so the
+    // golden file reads like the profile.
+    argv.iter().map(|a| format!("{a}\n")).collect()
+}
+
+#[test]
+fn framework_python_matches_golden() {
+    let (b, c) = framework_python();
+    golden(
+        "framework_python.argv",
+        &render(&run(b, &c, RunKind::ReadOnly)),
+    );
+}
+
+#[test]
+fn homebrew_venv_matches_golden() {
+    let (b, c) = homebrew_venv();
+    golden(
+        "homebrew_venv.argv",
+        &render(&run(b, &c, RunKind::ReadOnly)),
+    );
+}
+
+#[test]
+fn homebrew_venv_draft_matches_golden() {
+    let (b, c) = homebrew_venv();
+    golden(
+        "homebrew_venv_draft.argv",
+        &render(&run(b, &c, RunKind::Draft)),
+    );
+}
+
+#[test]
+fn uv_python_matches_golden() {
+    let (b, c) = uv_python();
+    golden("uv_python.argv", &render(&run(b, &c, RunKind::ReadOnly)));
+}
+
+#[test]
+fn compiled_backend_matches_golden() {
+    let (b, c) = compiled_in_cargo_home();
+    golden(
+        "compiled_cargo.argv",
+        &render(&run(b, &c, RunKind::ReadOnly)),
+    );
+}
+
+#[test]
+fn env_script_runs_the_interpreter_found_at_start() {
+    let (b, c) = env_script();
+    let argv = run(b, &c, RunKind::ReadOnly);
+    golden("env_script.argv", &render(&argv));
+    let dash = argv.iter().position(|a| a == "--").unwrap();
+    assert_eq!(
+        &argv[dash + 1..dash + 4],
+        &[
+            "/Users/ann/.venvs/rw/bin/python3",
+            "-I",
+            "/Users/ann/bin-rw/reachweaver"
+        ]
+    );
+}
+
+fn params_of(argv: &[String]) -> Vec<(String, String)> {
+    let dash = argv.iter().position(|a| a == "--").unwrap();
+    argv[3..dash]
+        .chunks(2)
+        .map(|pair| {
+            assert_eq!(pair[0], "-D");
+            let (k, v) = pair[1].split_once('=').unwrap();
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+fn values(params: &[(String, String)], prefix: &str) -> Vec<String> {
+    params
+        .iter()
+        .filter(|(k, _)| k.strip_prefix(prefix).is_some_and(|r| r.starts_with('_')))
+        .map(|(_, v)| v.clone())
+        .collect()
+}
+
+#[test]
+fn every_kind_is_deny_by_default_with_strict_network_and_services() {
+    for (b, c) in [
+        framework_python(),
+        homebrew_venv(),
+        uv_python(),
+        compiled_in_cargo_home(),
+        env_script(),
+    ] {
+        for kind in [RunKind::ReadOnly, RunKind::Draft] {
+            let argv = run(b, &c, kind);
+            let text = &argv[2];
+            // The rules, without the comments that explain them.
+            let rules: String = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with(";;"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let full = &argv[2];
+            let text = &rules;
+            assert!(text.contains("(deny default)"));
+            assert!(!text.contains("(allow default"));
+            assert!(!text.contains("(allow network"), "{b}");
+            assert!(!text.contains("system-socket"));
+            assert!(!text.contains("(import"), "never import system profiles");
+            // The only service lookup.
+            assert_eq!(text.matches("mach-lookup").count(), 1);
+            assert!(text.contains("(global-name \"com.apple.system.opendirectoryd.libinfo\")"));
+            // No unfiltered sysctl read, nothing about other processes' argv.
+            assert!(!text.contains("(allow sysctl-read)"));
+            assert!(!text.contains("kern.proc"));
+            assert!(!text.contains("procargs"));
+            // Explicit denials, first the ones (deny default) may not cover…
+            let early = text
+                .find("(deny process-info* iokit-get-properties)")
+                .unwrap();
+            assert!(text.contains("(if (defined? 'nvram*) (deny nvram*))"));
+            assert!(early < text.find("(allow process-info* (target self))").unwrap());
+            // …and last the ones nothing may reopen.
+            let tail = text.trim_end();
+            assert!(
+                tail.ends_with("(deny file-link)\n(deny network*)"),
+                "{tail}"
+            );
+            // process-exec*, never the plain form that misses #! interpreters.
+            assert!(!text.contains("process-exec "));
+            assert!(!text.contains("process-exec\n"));
+            // Owner paths are parameters, never text.
+            let generated = &full[BASE_PROFILE.len()..];
+            assert!(!generated.contains("\"/"), "{generated}");
+            for (k, _) in params_of(&argv) {
+                assert!(full.contains(&format!("(param \"{k}\")")), "{k}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_base_profile_names_no_owner_location() {
+    for wide in [
+        "\"/usr\")",
+        "/usr/local",
+        "/opt",
+        "/Users",
+        "/Library/Frameworks",
+        "(subpath \"/private/var\")",
+        "(subpath \"/private/tmp\")",
+        "(subpath \"/private/etc\")",
+        "(subpath \"/Library\")",
+    ] {
+        let allowed_lines: Vec<&str> = BASE_PROFILE
+            .lines()
+            .filter(|l| !l.trim_start().starts_with(";;"))
+            .filter(|l| l.contains(wide))
+            .collect();
+        // "/usr" appears as a metadata literal only.
+        let ok = allowed_lines
+            .iter()
+            .all(|l| l.trim() == "(literal \"/usr\"))" || l.trim() == "(literal \"/usr\")");
+        assert!(ok, "{wide}: {allowed_lines:?}");
+    }
+    for needed in [
+        "/System/Volumes/Preboot/Cryptexes",
+        "/System/Cryptexes",
+        "/usr/libexec/rosetta",
+        "/Library/Apple/usr/libexec/oah",
+        "/private/var/db/oah",
+        "(subpath \"/dev/fd\")",
+        "/dev/dtracehelper",
+        "(allow ipc-posix-sem)",
+    ] {
+        assert!(BASE_PROFILE.contains(needed), "{needed}");
+    }
+}
+
+#[test]
+fn writes_are_the_temp_folder_and_for_drafts_the_database_files_only() {
+    let (b, c) = homebrew_venv();
+    let ro = params_of(&run(b, &c, RunKind::ReadOnly));
+    assert_eq!(
+        values(&ro, "TMP"),
+        vec!["/private/var/folders/xy/abc/T/reachweaver-run-0011223344556677-8899aabbccddeeff"]
+    );
+    assert!(values(&ro, "DB").is_empty());
+    // Companions are readable for SQLite's checks in every run.
+    assert_eq!(
+        values(&ro, "DBX"),
+        vec![
+            format!("{DB}-journal"),
+            format!("{DB}-wal"),
+            format!("{DB}-shm")
+        ]
+    );
+    let draft = params_of(&run(b, &c, RunKind::Draft));
+    assert_eq!(
+        values(&draft, "DB"),
+        vec![
+            DB.to_string(),
+            format!("{DB}-journal"),
+            format!("{DB}-wal"),
+            format!("{DB}-shm")
+        ]
+    );
+    // Never the database's folder or anything above it.
+    for (_, v) in draft
+        .iter()
+        .filter(|(k, _)| k.starts_with("DB_") || k.starts_with("TMP_"))
+    {
+        assert!(v != "/Users/ann/.reachweaver/db" && v != HOME, "{v}");
+    }
+    let text = &run(b, &c, RunKind::Draft)[2];
+    let db_rule = text.find("(literal (param \"DB_0\"))").unwrap();
+    let rule_head = text[..db_rule].rfind("(allow").unwrap();
+    assert_eq!(
+        &text[rule_head..text[rule_head..].find('\n').unwrap() + rule_head],
+        "(allow file-read* file-write*"
+    );
+}
+
+#[test]
+fn ancestors_of_every_grant_get_metadata_and_nothing_more() {
+    let (b, c) = homebrew_venv();
+    let params = params_of(&run(b, &c, RunKind::ReadOnly));
+    let meta = values(&params, "META");
+    for a in [
+        "/",
+        "/Users",
+        "/Users/ann",
+        "/Users/ann/.reachweaver",
+        "/Users/ann/.reachweaver/db",
+        "/opt",
+        "/opt/homebrew",
+        "/opt/homebrew/opt",
+        "/opt/homebrew/Cellar/python@3.12/3.12.7_1/Frameworks/Python.framework/Versions",
+        "/private/var/folders/xy/abc/T",
+    ] {
+        assert!(meta.iter().any(|m| m == a), "{a} missing from {meta:?}");
+    }
+    let text = &run(b, &c, RunKind::ReadOnly)[2];
+    let meta_rule_start = text
+        .find("(allow file-read-metadata\n  (literal (param \"META_0\"))")
+        .unwrap();
+    let meta_rule = &text[meta_rule_start..];
+    let meta_rule = &meta_rule[..meta_rule.find(")\n;;").unwrap()];
+    assert!(!meta_rule.contains("subpath"));
+    // The home itself is a metadata literal only, never a read grant.
+    for prefix in ["EXEC", "READ", "LIB", "TMP", "HOP"] {
+        assert!(
+            !values(&params, prefix).iter().any(|v| v == HOME),
+            "{prefix}"
+        );
+    }
+}
+
+#[test]
+fn hops_and_libraries_are_granted_as_discovered() {
+    let (b, c) = homebrew_venv();
+    let params = params_of(&run(b, &c, RunKind::ReadOnly));
+    assert_eq!(
+        values(&params, "HOP"),
+        c.hops
+            .iter()
+            .map(|h| h.display().to_string())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        values(&params, "LIB"),
+        c.lib_trees
+            .iter()
+            .map(|h| h.display().to_string())
+            .collect::<Vec<_>>()
+    );
+    let text = &run(b, &c, RunKind::ReadOnly)[2];
+    assert!(text.contains("(allow file-read* process-exec*\n  (literal (param \"HOP_0\"))"));
+    assert!(text.contains("(allow file-read* file-map-executable\n  (subpath (param \"LIB_0\"))"));
+    // No Homebrew etc or var, no whole prefix.
+    for (_, v) in &params {
+        assert!(!v.starts_with("/opt/homebrew/etc") && !v.starts_with("/opt/homebrew/var"));
+    }
+    assert!(!values(&params, "EXEC").iter().any(|v| v == "/opt/homebrew"));
+    assert!(!values(&params, "LIB").iter().any(|v| v == "/opt/homebrew"));
+}
+
+#[test]
+fn a_cargo_installed_backend_gets_its_file_not_cargo_home() {
+    let (b, c) = compiled_in_cargo_home();
+    let params = params_of(&run(b, &c, RunKind::ReadOnly));
+    let exec = values(&params, "EXEC");
+    assert_eq!(exec, vec!["/Users/ann/.cargo/bin/reachweaver-reference"]);
+    assert!(!params
+        .iter()
+        .any(|(k, v)| !k.starts_with("META") && v == "/Users/ann/.cargo"));
+}
+
+#[test]
+fn a_hostile_path_stays_a_parameter() {
+    let (b, c) = compiled_in_cargo_home();
+    let mut policy = policy_for(b, RunKind::ReadOnly);
+    policy.read.push(p("/Users/ann/x\") (allow network*) (\""));
+    let (text, params) = build_profile(&RunProfile {
+        policy: &policy,
+        chain: &c,
+        db: None,
+        draft: false,
+    });
+    assert!(!text.contains("allow network"));
+    assert!(params
+        .iter()
+        .any(|(_, v)| v.to_string_lossy().contains("allow network")));
+}
+
+#[test]
+fn paths_are_canonical_private_spellings() {
+    assert_eq!(canonical(Path::new("/tmp/x")), p("/private/tmp/x"));
+    assert_eq!(
+        canonical(Path::new("/var/folders/ab")),
+        p("/private/var/folders/ab")
+    );
+    assert_eq!(canonical(Path::new("/etc")), p("/private/etc"));
+    assert_eq!(canonical(Path::new("/tmpfoo")), p("/tmpfoo"));
+    assert_eq!(canonical(Path::new("/Users/a")), p("/Users/a"));
+}
+
+#[test]
+fn sandbox_exec_refusals_are_told_from_backend_exits() {
+    let r = sandbox_exec_refusal(
+        71,
+        b"sandbox-exec: sandbox_apply: Operation not permitted\n",
+    );
+    assert_eq!(
+        r.as_deref(),
+        Some("sandbox-exec: sandbox_apply: Operation not permitted")
+    );
+    assert!(sandbox_exec_refusal(
+        71,
+        b"sandbox-exec: execvp() of '/Users/ann/.venvs/rw/bin/reachweaver' failed: Operation not permitted\n"
+    )
+    .is_some());
+    assert!(sandbox_exec_refusal(65, b"\nsandbox-exec: unbound variable: foo\n").is_some());
+    // The backend's own failures stay the backend's.
+    assert_eq!(
+        sandbox_exec_refusal(1, b"sandbox-exec: looks the same\n"),
+        None
+    );
+    assert_eq!(sandbox_exec_refusal(2, b"sandbox-exec: x\n"), None);
+    assert_eq!(
+        sandbox_exec_refusal(71, b"Traceback (most recent call last):\n"),
+        None
+    );
+    assert_eq!(sandbox_exec_refusal(71, b""), None);
+}
+
+// ---------------------------------------------------------------------
+// Discovery on a fake layout (the same symlinks a Mac has, in a temp dir).
+// ---------------------------------------------------------------------
+
+fn symlink(target: &str, link: &Path) {
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(target, link).unwrap();
+}
+
+fn file(path: &Path, content: &[u8]) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, content).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn discovery_follows_a_homebrew_venv_hop_by_hop() {
+    let top = tempfile::tempdir().unwrap();
+    let t = std::fs::canonicalize(top.path()).unwrap();
+    let brew = t.join("opt/homebrew");
+    let keg = brew.join("Cellar/python@3.12/3.12.7_1");
+    let fw = keg.join("Frameworks/Python.framework/Versions/3.12");
+    file(&fw.join("bin/python3.12"), b"\xcf\xfa\xed\xfe");
+    std::fs::create_dir_all(fw.join("lib/python3.12")).unwrap();
+    std::fs::create_dir_all(brew.join("lib/python3.12/site-packages")).unwrap();
+    symlink(
+        "../../../../../../../../../lib/python3.12/site-packages",
+        &fw.join("lib/python3.12/site-packages"),
+    );
+    symlink(
+        "../Frameworks/Python.framework/Versions/3.12/bin/python3.12",
+        &keg.join("bin/python3.12"),
+    );
+    symlink(
+        "../Cellar/python@3.12/3.12.7_1",
+        &brew.join("opt/python@3.12"),
+    );
+    for (k, v) in [
+        ("openssl@3", "3.4.0"),
+        ("sqlite", "3.47.0"),
+        ("xz", "5.6.3"),
+    ] {
+        std::fs::create_dir_all(brew.join(format!("Cellar/{k}/{v}/lib"))).unwrap();
+        std::fs::create_dir_all(brew.join(format!("Cellar/{k}/{v}/etc"))).unwrap();
+        symlink(
+            &format!("../Cellar/{k}/{v}"),
+            &brew.join(format!("opt/{k}")),
+        );
+    }
+    let home = t.join("Users/ann");
+    let venv = home.join(".venvs/rw");
+    file(&venv.join("pyvenv.cfg"), b"home = x\n");
+    symlink(
+        &brew
+            .join("opt/python@3.12/bin/python3.12")
+            .display()
+            .to_string(),
+        &venv.join("bin/python"),
+    );
+    symlink("python", &venv.join("bin/python3"));
+    let backend = venv.join("bin/reachweaver");
+    file(
+        &backend,
+        format!("#!{}\nimport sys\n", venv.join("bin/python3").display()).as_bytes(),
+    );
+    // Credentials beside an unrelated prefix in the home must not appear.
+    file(&home.join(".cargo/credentials.toml"), b"token");
+
+    let chain = discover(&backend, Some(&home), Some("/usr/bin"));
+    assert_eq!(
+        chain.exec_files,
+        vec![backend.clone(), fw.join("bin/python3.12")]
+    );
+    assert_eq!(chain.exec_trees, vec![venv.clone(), fw.clone()]);
+    assert_eq!(
+        chain.hops,
+        vec![
+            venv.join("bin/python3"),
+            venv.join("bin/python"),
+            brew.join("opt/python@3.12"),
+            keg.join("bin/python3.12"),
+            fw.join("lib/python3.12/site-packages"),
+            brew.join("opt/openssl@3"),
+            brew.join("opt/sqlite"),
+            brew.join("opt/xz"),
+        ]
+    );
+    assert_eq!(
+        chain.lib_trees,
+        vec![
+            brew.join("lib/python3.12/site-packages"),
+            brew.join("Cellar/openssl@3/3.4.0/lib"),
+            brew.join("Cellar/sqlite/3.47.0/lib"),
+            brew.join("Cellar/xz/5.6.3/lib"),
+        ]
+    );
+    assert!(chain.launcher.is_empty());
+}
+
+#[test]
+fn discovery_resolves_env_shebangs_on_path_and_keeps_cargo_home_out() {
+    let top = tempfile::tempdir().unwrap();
+    let t = std::fs::canonicalize(top.path()).unwrap();
+    let home = t.join("Users/ann");
+    let py = home.join(".local/share/uv/python/cpython-3.12.7-macos-aarch64-none");
+    file(&py.join("bin/python3.12"), b"\xcf\xfa\xed\xfe");
+    std::fs::create_dir_all(py.join("lib/python3.12")).unwrap();
+    // uv's versionless folder link in front of the installation.
+    let versionless = home.join(".local/share/uv/python/cpython-3.12-macos-aarch64-none");
+    symlink("cpython-3.12.7-macos-aarch64-none", &versionless);
+    let bin = home.join("pybin");
+    symlink(
+        &versionless.join("bin/python3.12").display().to_string(),
+        &bin.join("python3"),
+    );
+    let script = home.join("tools/rw");
+    file(&script, b"#!/usr/bin/env -S python3 -I\n");
+    let path_env = format!("/nonexistent:{}", bin.display());
+    let chain = discover(&script, Some(&home), Some(&path_env));
+    assert_eq!(
+        chain.launcher,
+        vec![bin.join("python3").display().to_string(), "-I".to_string()]
+    );
+    assert_eq!(chain.hops, vec![bin.join("python3"), versionless.clone()]);
+    assert_eq!(chain.exec_trees, vec![py.clone()]);
+    assert_eq!(
+        chain.exec_files,
+        vec![script.clone(), py.join("bin/python3.12")]
+    );
+
+    // A compiled backend in ~/.cargo/bin: the file alone.
+    let cargo_bin = home.join(".cargo/bin/reachweaver-reference");
+    file(&cargo_bin, b"\xcf\xfa\xed\xfe");
+    file(&home.join(".cargo/credentials.toml"), b"token");
+    let chain = discover(&cargo_bin, Some(&home), None);
+    assert_eq!(chain.exec_files, vec![cargo_bin.clone()]);
+    assert!(chain.exec_trees.is_empty(), "{:?}", chain.exec_trees);
+}
+
+#[test]
+fn shared_prefixes_and_the_home_are_never_trees() {
+    let home = Some(Path::new("/Users/ann"));
+    for exe in [
+        "/usr/local/bin/rw",
+        "/opt/homebrew/bin/rw",
+        "/opt/local/bin/rw",
+        "/usr/bin/rw",
+        "/Users/ann/bin/rw",
+        "/Users/bin/rw",
+        "/bin/rw",
+        "/tmp/bin/rw",
+        "/opt/bin/rw",
+    ] {
+        assert_eq!(tree_for(Path::new(exe), home), None, "{exe}");
+    }
+    assert_eq!(
+        tree_for(Path::new("/opt/homebrew/Cellar/rw/1.0/bin/rw"), home),
+        Some(p("/opt/homebrew/Cellar/rw/1.0"))
+    );
+    assert_eq!(
+        tree_for(
+            Path::new("/Library/Frameworks/Python.framework/Versions/3.12/bin/python3.12"),
+            home
+        ),
+        Some(p("/Library/Frameworks/Python.framework/Versions/3.12"))
+    );
+}
+
+#[test]
+fn resolve_recording_refuses_loops_and_relative_paths() {
+    let top = tempfile::tempdir().unwrap();
+    let t = std::fs::canonicalize(top.path()).unwrap();
+    symlink("b", &t.join("a"));
+    symlink("a", &t.join("b"));
+    assert!(resolve_recording(&t.join("a")).is_err());
+    assert!(resolve_recording(Path::new("relative/x")).is_err());
+    file(&t.join("d/f"), b"");
+    symlink("d", &t.join("dl"));
+    let (r, hops) = resolve_recording(&t.join("dl/../d/f")).unwrap();
+    assert_eq!(r, t.join("d/f"));
+    assert_eq!(hops, vec![t.join("dl")]);
+}
+
+/// No Mac compiles the profile here, so at least its shape is checked: the
+/// parentheses balance outside strings and comments, and every top-level
+/// form is one Seatbelt knows.
+#[test]
+fn every_profile_is_well_formed() {
+    for (b, c) in [
+        framework_python(),
+        homebrew_venv(),
+        uv_python(),
+        compiled_in_cargo_home(),
+        env_script(),
+    ] {
+        for kind in [RunKind::ReadOnly, RunKind::Draft] {
+            let text = &run(b, &c, kind)[2];
+            let mut depth: i32 = 0;
+            let mut in_string = false;
+            let mut forms: Vec<String> = Vec::new();
+            let mut current = String::new();
+            for line in text.lines() {
+                let mut chars = line.chars().peekable();
+                while let Some(ch) = chars.next() {
+                    if in_string {
+                        if ch == '\\' {
+                            chars.next();
+                        } else if ch == '"' {
+                            in_string = false;
+                        }
+                        if depth > 0 {
+                            current.push(ch);
+                        }
+                        continue;
+                    }
+                    match ch {
+                        ';' => break,
+                        '"' => in_string = true,
+                        '(' => depth += 1,
+                        ')' => depth -= 1,
+                        _ => {}
+                    }
+                    assert!(depth >= 0, "{b}: unbalanced ')' in {line}");
+                    if depth > 0 || ch == ')' {
+                        current.push(ch);
+                    }
+                    if depth == 0 && ch == ')' {
+                        forms.push(std::mem::take(&mut current));
+                    }
+                }
+                if depth > 0 {
+                    current.push(' ');
+                }
+            }
+            assert_eq!(depth, 0, "{b}: unbalanced '('");
+            assert!(!in_string, "{b}: unterminated string");
+            assert_eq!(forms.first().map(String::as_str), Some("(version 1)"));
+            for f in &forms {
+                assert!(
+                    ["(version ", "(deny ", "(allow ", "(if "]
+                        .iter()
+                        .any(|head| f.starts_with(head)),
+                    "{b}: unexpected top-level form {f}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn no_allowed_sysctl_reaches_other_processes() {
+    let block = &BASE_PROFILE[BASE_PROFILE.find("(allow sysctl-read").unwrap()..];
+    let block = &block[..block.find("))\n").unwrap()];
+    let allowed: Vec<&str> = block
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("(sysctl-name-prefix \""))
+        .filter_map(|l| l.split('"').next())
+        .collect();
+    assert!(allowed.len() > 10, "{allowed:?}");
+    assert!(
+        !block.contains("(sysctl-name \""),
+        "exact names may miss calls by number"
+    );
+    for secret in [
+        "kern.procargs2",
+        "kern.procargs",
+        "kern.proc.pid.1",
+        "kern.proc.all",
+        "kern.proc.uid.501",
+        "kern.bootargs",
+        "security.mac.sandbox.sentinel",
+    ] {
+        for p in &allowed {
+            assert!(!secret.starts_with(p), "{p} admits {secret}");
+        }
+    }
+    for needed in [
+        "hw.pagesize",
+        "hw.ncpu",
+        "kern.ostype",
+        "kern.osrelease",
+        "sysctl.proc_translated",
+    ] {
+        assert!(allowed.iter().any(|p| needed.starts_with(p)), "{needed}");
+    }
+}

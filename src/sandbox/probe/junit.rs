@@ -1,0 +1,190 @@
+//! The probe's report as JUnit XML, so a CI system shows one test per
+//! attempt: a failure for an attempt that got through or a sanity check
+//! that broke, an error for one that proved nothing or never ran.
+
+use std::fmt::Write;
+
+use super::Report;
+
+/// Text made safe for XML content and attribute values. Characters XML 1.0
+/// cannot carry at all (most control characters) become U+FFFD.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => {
+                let _ = write!(out, "&#{};", c as u32);
+            }
+            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// What a line becomes: `None` for a pass, else (element, type, message).
+fn outcome(verdict: &str) -> Option<(&'static str, &'static str, &'static str)> {
+    match verdict {
+        "blocked" | "allowed" => None,
+        "ESCAPED" => Some(("failure", "escaped", "got through")),
+        "BROKEN" => Some((
+            "failure",
+            "broken",
+            "a sanity check failed inside the sandbox",
+        )),
+        "unproven" => Some((
+            "error",
+            "unproven",
+            "proved nothing: the attempt failed outside the sandbox too",
+        )),
+        _ => Some(("error", "not-run", "the sandbox refused to start the run")),
+    }
+}
+
+/// The whole document. Pure.
+pub fn render(r: &Report) -> String {
+    let mut failures = 0;
+    let mut errors = 0;
+    for l in &r.attempts {
+        match outcome(l.verdict) {
+            Some(("failure", ..)) => failures += 1,
+            Some(_) => errors += 1,
+            None => {}
+        }
+    }
+    let suite = match r.without {
+        Some(l) => format!("sandbox probe --without {l}"),
+        None => "sandbox probe".to_string(),
+    };
+    let mut x = String::new();
+    x.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        x,
+        "<testsuites name=\"reachweaver-mcp\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\">",
+        r.attempts.len()
+    );
+    let _ = writeln!(
+        x,
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"0\">",
+        escape(&suite),
+        r.attempts.len()
+    );
+    x.push_str("    <properties>\n");
+    for (k, v) in [
+        ("layers", r.layers.clone()),
+        ("uid", r.uid.to_string()),
+        (
+            "landlock_abi",
+            r.landlock_abi.map(|a| a.to_string()).unwrap_or_default(),
+        ),
+    ] {
+        let _ = writeln!(x, "      <property name=\"{k}\" value=\"{}\"/>", escape(&v));
+    }
+    x.push_str("    </properties>\n");
+    for l in &r.attempts {
+        let _ = write!(
+            x,
+            "    <testcase classname=\"sandbox.probe\" name=\"{}\" time=\"0\"",
+            escape(&l.name)
+        );
+        let holders: Vec<String> = l
+            .holders
+            .iter()
+            .map(|h| format!("{h:?}").to_lowercase())
+            .collect();
+        let details = format!(
+            "verdict: {}\ninside: {}\nexpected: {}\ncontrol (outside the sandbox): {}\nheld by: {}\npredicted: {}",
+            l.verdict,
+            l.inside,
+            l.expected,
+            l.control,
+            holders.join(", "),
+            l.predicted
+        );
+        match outcome(l.verdict) {
+            None => {
+                let _ = writeln!(
+                    x,
+                    ">\n      <system-out>{}</system-out>\n    </testcase>",
+                    escape(&details)
+                );
+            }
+            Some((element, ty, message)) => {
+                let _ = writeln!(
+                    x,
+                    ">\n      <{element} type=\"{ty}\" message=\"{}: {}\">{}</{element}>\n    </testcase>",
+                    message,
+                    escape(&l.inside),
+                    escape(&details)
+                );
+            }
+        }
+    }
+    x.push_str("  </testsuite>\n</testsuites>\n");
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::probe::{Holder, Line};
+
+    #[test]
+    fn markup_quotes_and_control_characters_are_escaped() {
+        assert_eq!(
+            escape(r#"<a href="x">&'</a>"#),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&apos;&lt;/a&gt;"
+        );
+        assert_eq!(escape("a\tb\nc\rd"), "a&#9;b&#10;c&#13;d");
+        assert_eq!(escape("nul\0bell\u{7}"), "nul\u{fffd}bell\u{fffd}");
+        assert_eq!(escape("tcp-connect-::1 é"), "tcp-connect-::1 é");
+    }
+
+    fn line(name: &str, verdict: &'static str, inside: &str) -> Line {
+        Line {
+            name: name.into(),
+            verdict,
+            inside: inside.into(),
+            expected: "EPERM".into(),
+            expected_matches: false,
+            control: "ok".into(),
+            control_ok: true,
+            holders: vec![Holder::Seccomp],
+            predicted: "blocked",
+        }
+    }
+
+    #[test]
+    fn one_testcase_per_attempt_with_failures_and_errors_counted() {
+        let r = Report {
+            layers: "seccomp & <all>".into(),
+            without: None,
+            uid: 0,
+            landlock_abi: Some(7),
+            attempts: vec![
+                line("a", "blocked", "EPERM"),
+                line("b<\"x\">", "ESCAPED", "read 3 bytes & more"),
+                line("c", "unproven", "ENOSYS"),
+                line("d", "BROKEN", "EACCES"),
+                line("e", "FAILED", "sandbox: no"),
+            ],
+            escaped: 1,
+            broken: 2,
+        };
+        let x = render(&r);
+        assert_eq!(x.matches("<testcase ").count(), 5);
+        assert_eq!(x.matches("</testcase>").count(), 5);
+        assert_eq!(x.matches("<failure ").count(), 2);
+        assert_eq!(x.matches("<error ").count(), 2);
+        assert!(x.contains("tests=\"5\" failures=\"2\" errors=\"2\""), "{x}");
+        assert!(x.contains("name=\"b&lt;&quot;x&quot;&gt;\""), "{x}");
+        assert!(x.contains("read 3 bytes &amp; more"), "{x}");
+        assert!(x.contains("value=\"seccomp &amp; &lt;all&gt;\""), "{x}");
+        assert!(!x.contains("b<\""), "{x}");
+    }
+}

@@ -1,0 +1,344 @@
+//! Start-up: resolve the configuration, read the backend's catalog in the
+//! sandbox, build the tools, once.
+//!
+//! Start-up does everything that can fail slowly or be misconfigured before
+//! a client is served, so a running server only ever takes the short, fixed
+//! path of [`App::call`](crate::call); `tools` and `call` go through the very
+//! same code so an owner can see and try exactly what a client would get.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use serde_json::Value;
+
+use crate::argv::Invocation;
+use crate::cancel::Cancel;
+use crate::catalog::{self, Program};
+use crate::cli::{Globals, ServeArgs};
+use crate::config::{Config, Owner, OwnerInput};
+use crate::confine::Root;
+use crate::limits::{RateLimiter, CATALOG_MAX_BYTES, CATALOG_TIMEOUT};
+use crate::protect::{self, Protected};
+use crate::redact::Redactor;
+use crate::run::{self, Bounds, RunEnd};
+use crate::sandbox::policy::is_loader_or_interpreter_hook;
+use crate::sandbox::{RunKind, Sandbox};
+use crate::tools::{self, Report, ToolKind, ToolSet};
+
+pub const SERVER_NAME: &str = "reachweaver-mcp";
+pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+const INSTRUCTIONS: &str = "Read-only tools for the ReachWeaver command line. \
+Each tool runs the ReachWeaver command of the same name once, in a sandbox with no network \
+that can read only the shared root folder; file arguments are paths inside that folder. \
+Every result is a JSON envelope {\"exit_code\": N, \"output\": ...}: exit_code 0 means done \
+with nothing to report, 1 means done with findings (a normal answer), and 2 means an error, \
+with output {\"error\": {\"code\": \"...\", \"message\": \"...\"}} saying what to change.";
+
+/// Lines and bytes of a failed backend's error output shown at start.
+const STDERR_TAIL_LINES: usize = 20;
+const STDERR_TAIL_BYTES: usize = 4096;
+
+/// A started server: the tools, and everything a call needs, fixed.
+pub struct App {
+    pub tools: ToolSet,
+    pub instructions: String,
+    pub max_concurrent: usize,
+    /// The resolved configuration, with every granted path pinned.
+    pub config: Config,
+    pub(crate) report: Report,
+    pub(crate) program: Program,
+    pub(crate) invocation: Invocation,
+    pub(crate) root: Root,
+    /// What no path argument may name.
+    pub(crate) protected: Protected,
+    pub(crate) sandbox: Sandbox,
+    pub(crate) limiter: RateLimiter,
+    pub(crate) redactor: Redactor,
+    pub(crate) bounds: Bounds,
+}
+
+impl App {
+    pub fn start(globals: &Globals, serve: &ServeArgs) -> anyhow::Result<App> {
+        Self::start_with_helper(globals, serve, None)
+    }
+
+    /// `start`, with the program re-run as the sandbox helper named (for
+    /// code whose own process is not the server, such as tests).
+    pub fn start_with_helper(
+        globals: &Globals,
+        serve: &ServeArgs,
+        helper: Option<PathBuf>,
+    ) -> anyhow::Result<App> {
+        let owner = Owner::resolve(&OwnerInput {
+            globals,
+            backend_option: "--backend",
+            root: serve.start.root.as_deref(),
+            allow_read: &serve.start.allow_read,
+        })?;
+        warn_dropped_env(&serve.start.pass_env);
+        let backend_str = owner
+            .backend
+            .to_str()
+            .ok_or_else(|| anyhow!("--backend {}: is not valid UTF-8", owner.backend.display()))?
+            .to_string();
+
+        // The catalog is read with the owner's globals only, in a sandbox
+        // whose root is the best guess available before the catalog is known.
+        let options =
+            owner.sandbox_options(serve.start.sandbox, &serve.start.pass_env, helper.clone())?;
+        let sandbox = Sandbox::detect(&options)?;
+        let redactor = Redactor::from_env();
+        let catalog = read_catalog(
+            &sandbox,
+            &backend_str,
+            &owner.globals_argv()?,
+            &options.root,
+            &redactor,
+        )?;
+
+        let config = owner.with_catalog(&catalog.paths)?;
+        let root = Root::new(&config.root)?;
+        let protected = Protected::new(
+            &serve.start.protect,
+            &[
+                config
+                    .accounts
+                    .as_ref()
+                    .map(|f| ("accounts", f.path.as_path())),
+                config
+                    .profile
+                    .as_ref()
+                    .map(|f| ("profile", f.path.as_path())),
+                config.db.as_ref().map(|f| ("database", f.path.as_path())),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>(),
+        )?;
+        let mut options =
+            config.sandbox_options(serve.start.sandbox, &serve.start.pass_env, helper);
+        // Files under the root (and the home) that match a protected pattern
+        // are hidden in every run's minimal root too, so a backend that walks
+        // the folder can't read them either. Found once, here.
+        let mut masks = protect::protected_under(&config.root, &protected);
+        if let Some(home) = config.home.as_ref().filter(|h| h.path != config.root) {
+            for m in protect::protected_under(&home.path, &protected) {
+                if !masks.contains(&m) {
+                    masks.push(m);
+                }
+            }
+        }
+        options.masks = masks;
+        let sandbox = Sandbox::detect(&options)?;
+
+        let (tool_set, report) = tools::build(&catalog, serve.start.allow_drafts);
+        let invocation = Invocation::new(
+            backend_str,
+            config.globals_argv()?,
+            catalog.format_flag.clone(),
+            catalog.end_of_options,
+        );
+
+        let mut line = format!(
+            "{SERVER_NAME}: serving {} ({} {}): {} tool{}; sandbox: {}; {}",
+            config.backend.display(),
+            catalog.program.name,
+            catalog.program.version,
+            tool_set.len(),
+            if tool_set.len() == 1 { "" } else { "s" },
+            sandbox.layers_line(),
+            config.granted_line(serve.start.allow_drafts),
+        );
+        for note in catalog.notes() {
+            line.push_str(&format!("; note: {note}"));
+        }
+        if tool_set.is_empty() {
+            line.push_str("; warning: the backend's catalog has no command that can be offered (`tools` says why)");
+        }
+        if serve.start.allow_drafts && !tool_set.iter().any(|t| t.kind == ToolKind::Draft) {
+            line.push_str(
+                "; warning: --allow-drafts given, but the backend has no eligible `draft` command",
+            );
+        }
+        eprintln!("{line}");
+
+        let max_concurrent = match serve.max_concurrent_calls {
+            Some(n) => n as usize,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        Ok(App {
+            tools: tool_set,
+            instructions: INSTRUCTIONS.to_string(),
+            max_concurrent,
+            config,
+            report,
+            program: catalog.program.clone(),
+            invocation,
+            root,
+            protected,
+            sandbox,
+            limiter: RateLimiter::new(serve.max_calls_per_minute),
+            redactor,
+            bounds: Bounds {
+                max_stdout: usize::try_from(serve.limits.max_output_bytes).unwrap_or(usize::MAX),
+                timeout: (serve.limits.call_timeout > 0)
+                    .then(|| Duration::from_secs(serve.limits.call_timeout)),
+            },
+        })
+    }
+
+    /// What was offered and withheld, and every catalog finding.
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
+    /// The longest a call may run (`None`: no limit).
+    pub fn call_timeout(&self) -> Option<Duration> {
+        self.bounds.timeout
+    }
+}
+
+/// `--pass-env` names a run never gets, because they make a loader or an
+/// interpreter run code the backend did not choose: say so at start rather
+/// than drop them silently.
+pub fn dropped_env_names(pass: &[String]) -> Vec<&str> {
+    pass.iter()
+        .map(String::as_str)
+        .filter(|n| *n == "TMPDIR" || is_loader_or_interpreter_hook(n))
+        .collect()
+}
+
+fn warn_dropped_env(pass: &[String]) {
+    let dropped = dropped_env_names(pass);
+    if !dropped.is_empty() {
+        eprintln!(
+            "{SERVER_NAME}: warning: --pass-env {} ignored: a run never gets variables that change how a loader or an interpreter starts (TMPDIR is always the run's own)",
+            dropped.join(", ")
+        );
+    }
+}
+
+/// Run `describe --format=json` once and check what it printed.
+fn read_catalog(
+    sandbox: &Sandbox,
+    backend: &str,
+    owner_globals: &[String],
+    cwd: &std::path::Path,
+    redactor: &Redactor,
+) -> anyhow::Result<catalog::Catalog> {
+    let argv = Invocation::describe(backend, owner_globals);
+    let what = format!("`{backend} describe --format=json`");
+    let bounds = Bounds {
+        max_stdout: CATALOG_MAX_BYTES,
+        timeout: Some(CATALOG_TIMEOUT),
+    };
+    let end = run::run_once(
+        sandbox,
+        RunKind::ReadOnly,
+        &argv,
+        cwd,
+        bounds,
+        &Cancel::new(),
+    )
+    .with_context(|| format!("could not run {what}"))?;
+    let finished = match end {
+        RunEnd::Finished(f) => f,
+        RunEnd::TooLarge => bail!("{what} printed more than {} MiB", CATALOG_MAX_BYTES >> 20),
+        RunEnd::TimedOut => bail!(
+            "{what} did not finish within {} seconds",
+            CATALOG_TIMEOUT.as_secs()
+        ),
+        RunEnd::HeldOpen(_) => bail!("{what} left a process running that kept its output open"),
+        RunEnd::Cancelled => bail!("{what} was cancelled"),
+    };
+    if finished.exit != run::Exit::Code(0) {
+        let detail = serde_json::from_slice::<Value>(&finished.stdout)
+            .ok()
+            .and_then(|d| d["error"]["message"].as_str().map(str::to_string))
+            .or_else(|| run::first_line(&finished.stderr))
+            .unwrap_or_else(|| "no message".to_string());
+        let how = match finished.exit {
+            run::Exit::Code(c) => format!("exit code {c}"),
+            run::Exit::Signal(s) => format!("signal {s}"),
+        };
+        let mut message = format!(
+            "{what} failed ({how}): {}",
+            redactor.redact_str(&catalog::one_line(&detail))
+        );
+        if let Some(tail) = stderr_tail(&finished.stderr, redactor) {
+            message.push_str("\nthe last lines of its error output:\n");
+            message.push_str(&tail);
+        }
+        bail!(message);
+    }
+    // Kept typed: `tools --check` reads every finding off the error.
+    catalog::parse(&finished.stdout).map_err(anyhow::Error::new)
+}
+
+/// The end of a backend's error output, bounded in lines and bytes,
+/// control characters replaced, secrets redacted, each line indented.
+pub fn stderr_tail(stderr: &[u8], redactor: &Redactor) -> Option<String> {
+    let start = stderr.len().saturating_sub(STDERR_TAIL_BYTES);
+    let text = String::from_utf8_lossy(&stderr[start..]);
+    let lines: Vec<&str> = text
+        .lines()
+        // A cut in the middle of a line would show half a line: drop it.
+        .skip(usize::from(start > 0))
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let shown = &lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..];
+    let cleaned: Vec<String> = shown
+        .iter()
+        .map(|l| {
+            let clean: String = l
+                .chars()
+                .map(|c| if c.is_control() && c != '\t' { ' ' } else { c })
+                .collect();
+            format!("  | {}", redactor.redact_str(&clean))
+        })
+        .collect();
+    Some(cleaned.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stderr_tail_is_bounded_and_redacted() {
+        let r = Redactor::new([("API_TOKEN".to_string(), "s3cr3t-value-123".to_string())]);
+        let mut err = String::new();
+        for i in 0..100 {
+            err.push_str(&format!("line {i}\n"));
+        }
+        err.push_str("ValueError: token s3cr3t-value-123 refused\n");
+        let tail = stderr_tail(err.as_bytes(), &r).unwrap();
+        assert_eq!(tail.lines().count(), STDERR_TAIL_LINES, "{tail}");
+        assert!(tail.lines().next().unwrap().contains("line 81"), "{tail}");
+        assert!(!tail.contains("s3cr3t-value-123"), "{tail}");
+        assert!(tail.ends_with("refused"), "{tail}");
+
+        let huge = "x".repeat(10_000) + "\nlast\n";
+        let tail = stderr_tail(huge.as_bytes(), &r).unwrap();
+        assert!(tail.len() <= STDERR_TAIL_BYTES + 16, "{}", tail.len());
+        assert!(tail.ends_with("last"));
+        assert_eq!(stderr_tail(b"\n \n", &r), None);
+    }
+
+    #[test]
+    fn loader_and_interpreter_hooks_are_named_when_dropped() {
+        let pass: Vec<String> = ["LANG", "PYTHONPATH", "LD_PRELOAD", "MY_VAR", "TMPDIR"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            dropped_env_names(&pass),
+            vec!["PYTHONPATH", "LD_PRELOAD", "TMPDIR"]
+        );
+    }
+}
