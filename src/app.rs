@@ -25,7 +25,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             crate::serve::serve(std::sync::Arc::new(app));
             Ok(0)
         }
-        Command::Sandbox(cmd) => crate::sandbox::cli(&cli.globals, cmd),
+        Command::Sandbox(cmd) => crate::sandbox_cli::cli(&cli.globals, cmd),
         Command::SandboxHelper { policy } => crate::sandbox::helper_main(&policy),
         Command::ProbeAttempt { name, args } => Ok(crate::sandbox::probe_attempt(&name, &args)),
         Command::Tools { json, check, start } => {

@@ -13,7 +13,7 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -75,69 +75,6 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// A granted file or folder as it was at start: if its device or inode
-/// changes, something replaced it and runs must be refused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Pinned {
-    pub path: PathBuf,
-    pub dev: u64,
-    pub ino: u64,
-}
-
-impl Pinned {
-    /// Pin `path` as it is now, without following a final symlink.
-    pub fn now(path: &Path) -> std::io::Result<Pinned> {
-        let m = std::fs::symlink_metadata(path)?;
-        Ok(Pinned {
-            path: path.to_path_buf(),
-            dev: m.dev(),
-            ino: m.ino(),
-        })
-    }
-
-    /// Whether the path still names the same file (never through a symlink).
-    pub fn still_holds(&self) -> bool {
-        Pinned::now(&self.path).is_ok_and(|p| p == *self)
-    }
-}
-
-/// Every pinned grant, by role.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Pins {
-    pub root: Option<Pinned>,
-    pub home: Option<Pinned>,
-    pub db: Option<Pinned>,
-    /// The database's folder, which a `draft` run may write in.
-    pub db_folder: Option<Pinned>,
-    pub accounts: Option<Pinned>,
-    pub profile: Option<Pinned>,
-}
-
-impl Pins {
-    pub fn all(&self) -> impl Iterator<Item = (&'static str, &Pinned)> {
-        [
-            ("root", &self.root),
-            ("home", &self.home),
-            ("db", &self.db),
-            ("db folder", &self.db_folder),
-            ("accounts", &self.accounts),
-            ("profile", &self.profile),
-        ]
-        .into_iter()
-        .filter_map(|(role, p)| p.as_ref().map(|p| (role, p)))
-    }
-
-    /// The first pinned grant that changed since start, as a message.
-    pub fn changed(&self) -> Option<String> {
-        self.all().find(|(_, p)| !p.still_holds()).map(|(role, p)| {
-            format!(
-                "the {role} {} was replaced or removed after start; restart the server",
-                p.path.display()
-            )
-        })
-    }
-}
-
 /// A fixed path (home, database, accounts, profile) and who proposed it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Fixed {
@@ -177,7 +114,6 @@ pub struct Config {
     pub root: PathBuf,
     pub root_source: Source,
     pub allow_read: Vec<PathBuf>,
-    pub pins: Pins,
 }
 
 /// The options `Owner::resolve` reads, named by how the owner gave them.
@@ -360,31 +296,20 @@ impl Owner {
             (None, None) => self.provisional_root()?,
         };
 
-        let pin = |source: Source, p: &Path| -> Result<Pinned, ConfigError> {
-            Pinned::now(p)
+        // Every grant must be there to look at now; the sandbox pins each
+        // (device and inode) when it is set up and refuses runs once one
+        // names another file.
+        let look = |source: Source, p: &Path| -> Result<(), ConfigError> {
+            std::fs::symlink_metadata(p)
+                .map(drop)
                 .map_err(|e| ConfigError::new(source, Some(p), format!("cannot be read: {e}")))
         };
-        let pin_fixed = |f: &Option<Fixed>| -> Result<Option<Pinned>, ConfigError> {
-            match f {
-                Some(f) if f.exists => pin(f.source, &f.path).map(Some),
-                _ => Ok(None),
+        look(root_source, &root)?;
+        for f in [&home, &db, &accounts, &profile].into_iter().flatten() {
+            if f.exists {
+                look(f.source, &f.path)?;
             }
-        };
-        let db_folder_pin = match &db {
-            Some(d) => match d.path.parent() {
-                Some(folder) if folder.is_dir() => Some(pin(d.source, folder)?),
-                _ => None,
-            },
-            None => None,
-        };
-        let pins = Pins {
-            root: Some(pin(root_source, &root)?),
-            home: pin_fixed(&home)?,
-            db: pin_fixed(&db)?,
-            db_folder: db_folder_pin,
-            accounts: pin_fixed(&accounts)?,
-            profile: pin_fixed(&profile)?,
-        };
+        }
         Ok(Config {
             backend: self.backend,
             home,
@@ -394,7 +319,6 @@ impl Owner {
             root,
             root_source,
             allow_read: self.allow_read,
-            pins,
         })
     }
 }
@@ -819,8 +743,6 @@ mod tests {
             .unwrap();
         assert_eq!(ok.db.as_ref().unwrap().source, Source::Catalog("db"));
         assert_eq!(ok.root, home);
-        assert!(ok.pins.db.as_ref().unwrap().still_holds());
-        assert!(ok.pins.db_folder.is_some() && ok.pins.home.is_some());
 
         for (paths, field) in [
             (
@@ -884,7 +806,6 @@ mod tests {
             c.globals_argv().unwrap()[1],
             format!("--db={}", home.join("new/rw.db").display())
         );
-        assert!(c.pins.db.is_none() && c.pins.db_folder.is_none());
         let opts = c.sandbox_options(SandboxMode::Require, &[], None);
         assert_eq!(opts.read, vec![home.clone()]);
         assert!(c.granted_line(false).contains("(missing, not granted)"));
@@ -905,25 +826,6 @@ mod tests {
                 .unwrap_err();
             assert!(e.to_string().contains("paths.home"), "{e}");
         }
-    }
-
-    #[test]
-    fn a_replaced_file_breaks_its_pin() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("rw.db");
-        fs::write(&f, "a").unwrap();
-        let pin = Pinned::now(&f).unwrap();
-        assert!(pin.still_holds());
-        // The old file stays alive elsewhere, so its inode cannot be reused.
-        fs::hard_link(&f, dir.path().join("kept")).unwrap();
-        fs::remove_file(&f).unwrap();
-        std::os::unix::fs::symlink("/", &f).unwrap();
-        assert!(!pin.still_holds());
-        let pins = Pins {
-            db: Some(pin),
-            ..Pins::default()
-        };
-        assert!(pins.changed().unwrap().contains("the db"));
     }
 
     #[test]

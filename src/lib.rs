@@ -26,6 +26,7 @@ pub mod protect;
 pub mod redact;
 pub mod run;
 pub mod sandbox;
+pub mod sandbox_cli;
 pub mod serve;
 pub mod startup;
 pub mod tools;

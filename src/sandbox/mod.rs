@@ -23,7 +23,6 @@
 //! `sandbox/LAYERS.md`; `policy.rs` decides what a run may touch; the
 //! platform modules enforce it.
 
-mod commands;
 pub mod guard;
 // Built on every platform so its golden tests run everywhere; only macOS
 // starts processes with it.
@@ -61,7 +60,6 @@ pub enum SandboxMode {
     BestEffort,
 }
 
-pub use commands::cli;
 pub(crate) use tmpdir::{
     make_private_tmpdir, random_u64, remove_tree, sweep_stale_tmpdirs, TmpGuard,
 };
@@ -204,6 +202,20 @@ pub fn helper_main(policy: &str) -> anyhow::Result<u8> {
 }
 
 /// One escape attempt of the probe suite, run inside the sandbox.
+/// What this machine's kernel gives, for `sandbox status`.
+pub fn status() -> StatusReport {
+    platform::status()
+}
+
+/// Every escape attempt in the sandbox, for `sandbox probe`; the exit code.
+pub fn probe(
+    json: bool,
+    without: Option<Layer>,
+    junit: Option<&std::path::Path>,
+) -> anyhow::Result<u8> {
+    platform::probe(json, without, junit)
+}
+
 pub fn probe_attempt(name: &str, args: &[String]) -> u8 {
     platform::probe_attempt(name, args)
 }

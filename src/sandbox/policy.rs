@@ -67,6 +67,9 @@ pub struct Layers {
     /// (read-only binds), a minimal `/dev` and a capped `noexec` tmpfs.
     #[serde(default)]
     pub mountns: bool,
+    /// A cgroup v2 per run (memory and process count of the whole run).
+    #[serde(default)]
+    pub cgroup: bool,
 }
 
 impl Layers {
@@ -80,6 +83,7 @@ impl Layers {
             (self.pidns, "pidns"),
             (self.pid_max.is_some(), "pid_max"),
             (self.mountns, "mountns"),
+            (self.cgroup, "cgroup"),
             (self.rlimits, "rlimits"),
             (self.landlock_abi.is_some(), "landlock"),
             (self.landlock_net, "landlock_tcp"),
@@ -160,6 +164,9 @@ pub struct DraftDb {
     pub folder: PathBuf,
     pub db: PathBuf,
     pub pin: Option<Pin>,
+    /// The folder as it was at start: a draft writes in no other.
+    #[serde(default)]
+    pub folder_pin: Option<Pin>,
 }
 
 impl DraftDb {
@@ -366,6 +373,7 @@ pub fn mount_plan(opts: &SandboxOptions, runtime: &[PathBuf], kind: RunKind) -> 
             folder: folder.to_path_buf(),
             db: db.to_path_buf(),
             pin: pin_of(db),
+            folder_pin: pin_of(folder),
         }),
         _ => None,
     };
@@ -417,6 +425,10 @@ pub fn pin_fixed_paths(opts: &SandboxOptions) -> Result<Vec<(PathBuf, Pin)>, Str
     }
     if let Some(db) = &opts.db {
         paths.push((db, true));
+        // The folder a draft may write in, so it can't be swapped for another.
+        if let Some(folder) = db.parent() {
+            paths.push((folder, false));
+        }
     }
     for (p, must_be_file) in paths {
         let meta = match std::fs::symlink_metadata(p) {
@@ -545,15 +557,49 @@ pub fn install_prefix(exe: &Path, home: Option<&Path>) -> PathBuf {
 }
 
 /// [`install_prefix`] against every spelling of the home folder.
+///
+/// Inside the home a `bin` folder's parent is granted only when it is an
+/// interpreter's own tree (a Python virtual environment or installation):
+/// `~/.cargo/bin/rw` must not expose `~/.cargo/credentials.toml`, nor
+/// `~/.local/bin/rw` the rest of `~/.local`.
 pub fn install_prefix_guarded(exe: &Path, homes: &[PathBuf]) -> PathBuf {
     let prefix = exe
         .parent()
         .filter(|dir| dir.file_name().is_some_and(|n| n == "bin"))
         .and_then(Path::parent);
     match prefix {
-        Some(p) if !forbidden_prefix(p, homes) => p.to_path_buf(),
+        Some(p)
+            if !forbidden_prefix(p, homes)
+                && (!inside_a_home(p, homes) || is_interpreter_tree(p)) =>
+        {
+            p.to_path_buf()
+        }
         _ => exe.to_path_buf(),
     }
+}
+
+fn inside_a_home(p: &Path, homes: &[PathBuf]) -> bool {
+    let canonical = std::fs::canonicalize(p).ok();
+    homes
+        .iter()
+        .any(|h| p.starts_with(h) || canonical.as_deref().is_some_and(|c| c.starts_with(h)))
+}
+
+/// A Python virtual environment (`pyvenv.cfg`) or installation
+/// (`lib/python3.X/os.py`): what the interpreter reads to start, and
+/// nothing an owner keeps secrets in.
+pub fn is_interpreter_tree(prefix: &Path) -> bool {
+    if prefix.join("pyvenv.cfg").is_file() {
+        return true;
+    }
+    std::fs::read_dir(prefix.join("lib"))
+        .map(|entries| {
+            entries.flatten().any(|e| {
+                e.file_name().to_string_lossy().starts_with("python3")
+                    && e.path().join("os.py").is_file()
+            })
+        })
+        .unwrap_or(false)
 }
 
 /// The interpreter named by a `#!` line, and its first argument.
@@ -624,7 +670,13 @@ pub fn runtime_paths(
     homes.extend(super::guard::Guard::for_this_user().homes().iter().cloned());
     let mut out: Vec<PathBuf> = Vec::new();
     push_unique(&mut out, &install_prefix_guarded(backend, &homes));
-    if let Some(interp) = interpreter_of(backend, path_env) {
+    if let Some((literal, interp)) = interpreter_of(backend, path_env) {
+        // The path the `#!` line names is what the kernel opens inside the
+        // run: a virtual environment's `bin/python` link, say, whose tree
+        // (`pyvenv.cfg`, site-packages) the interpreter reads next.
+        if let Some(literal) = literal.filter(|l| *l != interp) {
+            push_unique(&mut out, &install_prefix_guarded(&literal, &homes));
+        }
         push_unique(&mut out, &install_prefix_guarded(&interp, &homes));
         push_unique(&mut out, &interp);
     }
@@ -640,7 +692,10 @@ pub fn runtime_paths(
     out
 }
 
-fn interpreter_of(script: &Path, path_env: Option<&str>) -> Option<PathBuf> {
+/// A script's interpreter: the path its `#!` line names (with the folder
+/// spelled canonically, the last component as written, so a link stays a
+/// link) and the canonical program behind it.
+fn interpreter_of(script: &Path, path_env: Option<&str>) -> Option<(Option<PathBuf>, PathBuf)> {
     use std::io::Read;
     let mut head = [0u8; 256];
     let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
@@ -651,7 +706,12 @@ fn interpreter_of(script: &Path, path_env: Option<&str>) -> Option<PathBuf> {
         Some(name) => find_on_path(&name, path_env?)?,
         None => shebang.interpreter,
     };
-    std::fs::canonicalize(target).ok()
+    let literal = target
+        .parent()
+        .and_then(|d| std::fs::canonicalize(d).ok())
+        .zip(target.file_name())
+        .map(|(d, n)| d.join(n));
+    Some((literal, std::fs::canonicalize(&target).ok()?))
 }
 
 /// Look a program name up on a `PATH` value, like a shell would.
@@ -906,7 +966,9 @@ mod tests {
             ..SandboxOptions::default()
         };
         let pins = pin_fixed_paths(&o).unwrap();
-        assert_eq!(pins.len(), 2);
+        // The root, the database and the folder a draft writes in.
+        assert_eq!(pins.len(), 3);
+        assert!(pins.iter().any(|(p, _)| p == dir.path()), "{pins:?}");
         check_pins(&pins).unwrap();
         // Replaced by another file (what a run swapping it for a link does
         // first); the old one is kept, so its inode can't be reused.
@@ -922,7 +984,7 @@ mod tests {
         // A database that doesn't exist yet has nothing to pin.
         std::fs::remove_file(&db).unwrap();
         o.db = Some(db);
-        assert_eq!(pin_fixed_paths(&o).unwrap().len(), 1);
+        assert_eq!(pin_fixed_paths(&o).unwrap().len(), 2);
     }
 
     #[test]
@@ -1080,12 +1142,51 @@ mod tests {
             PathBuf::from("/opt/rw")
         );
         assert_eq!(
-            install_prefix(Path::new("/home/u/venvs/rw/bin/reachweaver"), home),
-            PathBuf::from("/home/u/venvs/rw")
-        );
-        assert_eq!(
             install_prefix(Path::new("/usr/bin/python3.11"), home),
             PathBuf::from("/usr")
+        );
+    }
+
+    #[test]
+    fn inside_the_home_only_an_interpreter_tree_is_a_prefix() {
+        let home = tempfile::tempdir().unwrap();
+        let h = std::fs::canonicalize(home.path()).unwrap();
+        let mk = |rel: &str| {
+            let p = h.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, b"x").unwrap();
+            p
+        };
+        // cargo install: the executable alone, never ~/.cargo.
+        mk(".cargo/credentials.toml");
+        let cargo_bin = mk(".cargo/bin/reachweaver");
+        assert_eq!(install_prefix(&cargo_bin, Some(&h)), cargo_bin);
+        // ~/.local/bin: the executable alone.
+        let local = mk(".local/bin/reachweaver");
+        assert_eq!(install_prefix(&local, Some(&h)), local);
+        // A virtual environment: the whole environment.
+        mk("venvs/rw/pyvenv.cfg");
+        let venv = mk("venvs/rw/bin/reachweaver");
+        assert_eq!(install_prefix(&venv, Some(&h)), h.join("venvs/rw"));
+        // A Python installation (pyenv, uv): its tree.
+        mk(".pyenv/versions/3.11.7/lib/python3.11/os.py");
+        let py = mk(".pyenv/versions/3.11.7/bin/python3.11");
+        assert_eq!(
+            install_prefix(&py, Some(&h)),
+            h.join(".pyenv/versions/3.11.7")
+        );
+        // A folder named like one but without os.py is not.
+        mk("fake/lib/python3.11/README");
+        let fake = mk("fake/bin/python3");
+        assert_eq!(install_prefix(&fake, Some(&h)), fake);
+        // Outside the home the bin folder's parent is the prefix as before.
+        let elsewhere = tempfile::tempdir().unwrap();
+        let opt = std::fs::canonicalize(elsewhere.path())
+            .unwrap()
+            .join("bin/rw");
+        assert_eq!(
+            install_prefix(&opt, Some(&h)),
+            opt.parent().unwrap().parent().unwrap()
         );
     }
 
@@ -1146,6 +1247,36 @@ mod tests {
         let head = b"#!/bin/sh\n";
         let sb = parse_shebang(head).unwrap();
         assert_eq!(env_target(&sb, head), None);
+    }
+
+    #[test]
+    fn runtime_paths_keep_the_virtual_environment_a_shebang_names() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = tempfile::tempdir().unwrap();
+        let h = std::fs::canonicalize(home.path()).unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let py_bin = std::fs::canonicalize(elsewhere.path())
+            .unwrap()
+            .join("py/bin");
+        std::fs::create_dir_all(&py_bin).unwrap();
+        let real = py_bin.join("python3.11");
+        std::fs::write(&real, b"\x7fELF").unwrap();
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir_all(h.join("venv/bin")).unwrap();
+        std::fs::write(h.join("venv/pyvenv.cfg"), b"home = x\n").unwrap();
+        std::os::unix::fs::symlink(&real, h.join("venv/bin/python")).unwrap();
+        std::fs::create_dir_all(h.join("bin")).unwrap();
+        let script = h.join("bin/rw");
+        std::fs::write(
+            &script,
+            format!("#!{}\n", h.join("venv/bin/python").display()),
+        )
+        .unwrap();
+        let got = runtime_paths(&script, Some(&h), None, &[]);
+        assert_eq!(got[0], script, "inside the home: the script alone");
+        assert!(got.contains(&h.join("venv")), "{got:?}");
+        assert!(got.contains(&real), "{got:?}");
+        assert!(!got.iter().any(|p| p == &h), "{got:?}");
     }
 
     #[test]

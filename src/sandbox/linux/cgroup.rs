@@ -1,20 +1,30 @@
-//! The cgroup layer: what would bound a run's memory (memfds and tmpfs
-//! pages included, which `RLIMIT_AS` does not see) and process count as a
-//! whole, and why it is not applied on this machine.
+//! The cgroup layer: a cgroup v2 per run, so a run's memory (memfds and
+//! tmpfs pages included, which `RLIMIT_AS` does not see) and process count
+//! are bounded as a whole, not per process.
 //!
 //! A per-run cgroup needs a cgroup v2 hierarchy with the `memory` and `pids`
-//! controllers that the server's user may manage (root, or a subtree
-//! systemd delegates to the user). Many machines have none: cgroup v1, a
-//! v2 hierarchy without those controllers, or one the server may not write.
-//! This module only looks (it never creates or changes a cgroup) and says
-//! which case this machine is; the limits a run would get are built as
-//! plain data. This version does not apply per-run cgroups: on every
-//! machine the run's memory is bounded by `RLIMIT_AS` per process, its
-//! `/tmp` by the tmpfs size, memfds are refused by seccomp and
-//! `vm.memfd_noexec`, and its process count by the PID namespace's
+//! controllers that the server may manage: a cgroup of the server's own
+//! that is delegated to its user (a systemd unit or scope with
+//! `Delegate=yes`) and holds no other process, or root with both
+//! controllers enabled at the hierarchy's root. Many machines have neither
+//! (cgroup v1, a v2 hierarchy without those controllers, a cgroup shared
+//! with the shell or the MCP client): there the layer is reported as
+//! unavailable with the reason, and a run's memory is bounded by
+//! `RLIMIT_AS` per process, its `/tmp` by the tmpfs size, memfds are
+//! refused by seccomp, and its process count by the PID namespace's
 //! `pid_max` and `RLIMIT_NPROC`.
+//!
+//! What is done to the hierarchy is planned as plain data ([`assess`],
+//! [`RunCgroup::plan`]) and carried out by one small function each. The run
+//! enters its cgroup itself: the server opens the run cgroup's
+//! `cgroup.procs` and passes the descriptor with the request; the run's
+//! init writes `0` to it before any other layer, so the backend and all it
+//! starts are inside from their first instruction.
 
+use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// `statfs` magic of a cgroup v2 file system.
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
@@ -27,9 +37,12 @@ pub struct CgroupLimits {
 }
 
 impl Default for CgroupLimits {
+    /// The whole run gets what one process may map (`RLIMIT_AS`) and as
+    /// many processes as `RLIMIT_NPROC` allows one user: a single process is
+    /// never held tighter than before, and many cannot add up past it.
     fn default() -> Self {
         CgroupLimits {
-            memory_max: 1 << 30,
+            memory_max: 4 << 30,
             pids_max: 256,
         }
     }
@@ -61,10 +74,38 @@ pub struct Facts {
     pub own_controllers: Option<String>,
     /// Whether the server may create a cgroup beneath its own.
     pub own_writable: bool,
+    /// The processes in the server's own cgroup (`cgroup.procs`).
+    pub own_procs: Vec<u32>,
+    /// The server's pid.
+    pub self_pid: u32,
+    /// The server runs as root.
+    pub root: bool,
+    /// `cgroup.subtree_control` of the hierarchy's root.
+    pub root_subtree: Option<String>,
 }
 
-/// Why this machine gives no per-run cgroup. Pure.
-pub fn assess(f: &Facts) -> Result<PathBuf, String> {
+/// One change to the cgroup hierarchy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Mkdir(PathBuf),
+    /// Write a value to a control file.
+    Write(PathBuf, String),
+}
+
+/// Where runs' cgroups go, and how that place is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentPlan {
+    pub dir: PathBuf,
+    pub setup: Vec<Step>,
+    /// The folder was made for this server, and goes when it ends.
+    pub owned: bool,
+}
+
+const MOUNT: &str = "/sys/fs/cgroup";
+
+/// Where this machine's runs get their cgroups, or why they get none.
+/// `token` makes a folder of the server's own unique. Pure.
+pub fn assess(f: &Facts, token: &str) -> Result<ParentPlan, String> {
     let has = |list: &str, c: &str| list.split_whitespace().any(|w| w == c);
     if !f.unified_at_root {
         return Err(match &f.hybrid_controllers {
@@ -81,13 +122,51 @@ pub fn assess(f: &Facts) -> Result<PathBuf, String> {
             "the server's own cgroup v2 is unknown (/proc/self/cgroup has no 0:: line)".into(),
         );
     };
+    let mount = Path::new(MOUNT);
+    let own_dir = mount.join(own.trim().trim_start_matches('/'));
     let controllers = f.own_controllers.as_deref().unwrap_or("");
-    for c in ["memory", "pids"] {
-        if !has(controllers, c) {
-            return Err(format!(
-                "the {c} controller is not enabled for the server's cgroup {own}"
-            ));
-        }
+    let missing = ["memory", "pids"]
+        .into_iter()
+        .find(|c| !has(controllers, c));
+    let alone = f.own_procs == [f.self_pid];
+    // A delegated cgroup the server has to itself: the server moves into a
+    // leaf of its own (a cgroup with processes can't hand controllers to
+    // children), then runs are its siblings.
+    if f.own_writable && alone && missing.is_none() && own.trim() != "/" {
+        let server = own_dir.join("reachweaver-server");
+        return Ok(ParentPlan {
+            setup: vec![
+                Step::Mkdir(server.clone()),
+                Step::Write(server.join("cgroup.procs"), f.self_pid.to_string()),
+                Step::Write(
+                    own_dir.join("cgroup.subtree_control"),
+                    "+memory +pids".into(),
+                ),
+            ],
+            dir: own_dir,
+            owned: false,
+        });
+    }
+    // Root, with both controllers at the hierarchy's root: a folder there.
+    let root_has_both = f
+        .root_subtree
+        .as_deref()
+        .is_some_and(|t| has(t, "memory") && has(t, "pids"));
+    if f.root && root_has_both {
+        let dir = mount.join(format!("reachweaver-mcp.{token}"));
+        return Ok(ParentPlan {
+            setup: vec![
+                Step::Mkdir(dir.clone()),
+                Step::Write(dir.join("cgroup.subtree_control"), "+memory +pids".into()),
+            ],
+            dir,
+            owned: true,
+        });
+    }
+    if let Some(c) = missing {
+        return Err(format!(
+            "the {c} controller is not enabled for the server's cgroup {own}"
+        ));
     }
     if !f.own_writable {
         return Err(format!(
@@ -95,7 +174,8 @@ pub fn assess(f: &Facts) -> Result<PathBuf, String> {
         ));
     }
     Err(format!(
-        "a delegated cgroup v2 is available at {own}, but this version does not apply per-run cgroups"
+        "the server's cgroup {own} holds other processes ({} in all); start the server in a cgroup of its own (a systemd scope or unit with Delegate=yes)",
+        f.own_procs.len()
     ))
 }
 
@@ -132,18 +212,151 @@ pub fn facts() -> Facts {
                 // SAFETY: access() reads a path string we own.
                 .is_ok_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
         });
+    let own_procs = own_dir
+        .as_ref()
+        .filter(|_| unified_at_root)
+        .and_then(|d| std::fs::read_to_string(d.join("cgroup.procs")).ok())
+        .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    let root_subtree = unified_at_root
+        .then(|| std::fs::read_to_string(root.join("cgroup.subtree_control")).ok())
+        .flatten();
     Facts {
         unified_at_root,
         hybrid_controllers,
         own,
         own_controllers,
         own_writable,
+        own_procs,
+        self_pid: std::process::id(),
+        // SAFETY: geteuid can't fail.
+        root: unsafe { libc::geteuid() } == 0,
+        root_subtree,
     }
 }
 
-/// `Ok` with the folder runs' cgroups would go in, or why there is none.
-pub fn available() -> Result<PathBuf, String> {
-    assess(&facts())
+/// Whether runs can get cgroups here, and why not. Looks only.
+pub fn available() -> Result<(), String> {
+    assess(&facts(), "check").map(|_| ())
+}
+
+fn write_file(path: &Path, value: &str) -> Result<(), String> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(value.as_bytes()))
+        .map_err(|e| format!("cgroup: writing {value:?} to {}: {e}", path.display()))
+}
+
+fn apply_steps(steps: &[Step]) -> Result<(), String> {
+    for step in steps {
+        match step {
+            Step::Mkdir(p) => std::fs::create_dir(p)
+                .map_err(|e| format!("cgroup: creating {}: {e}", p.display()))?,
+            Step::Write(p, v) => write_file(p, v)?,
+        }
+    }
+    Ok(())
+}
+
+/// The folder runs' cgroups are made in, set up once per server.
+#[derive(Debug)]
+pub struct Parent {
+    dir: PathBuf,
+    owned: bool,
+    next: AtomicU64,
+    limits: CgroupLimits,
+}
+
+impl Parent {
+    /// Carry out the plan. Fails (and the sandbox with it) if any step does.
+    pub fn set_up(plan: &ParentPlan, limits: CgroupLimits) -> Result<Parent, String> {
+        apply_steps(&plan.setup)?;
+        let parent = Parent {
+            dir: plan.dir.clone(),
+            owned: plan.owned,
+            next: AtomicU64::new(0),
+            limits,
+        };
+        // One run's cgroup made and removed at start: a control file this
+        // kernel lacks (`memory.swap.max` without swap accounting) fails
+        // here, once, rather than every call.
+        drop(parent.run()?);
+        Ok(parent)
+    }
+
+    /// A fresh cgroup for one run, with its limits written, and its
+    /// `cgroup.procs` open for the run's init to enter.
+    pub fn run(&self) -> Result<RunCgroup, String> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let (dir, steps) = RunCgroup::plan(&self.dir, n, &self.limits);
+        // Removed again by its drop should a later step fail.
+        let mut made = RunCgroup { dir, procs: None };
+        apply_steps(&steps)?;
+        let procs = std::fs::OpenOptions::new()
+            .write(true)
+            .open(made.dir.join("cgroup.procs"))
+            .map_err(|e| format!("cgroup: opening {}/cgroup.procs: {e}", made.dir.display()))?;
+        made.procs = Some(procs.into());
+        Ok(made)
+    }
+}
+
+impl Drop for Parent {
+    fn drop(&mut self) {
+        if let Ok(entries) = std::fs::read_dir(&self.dir) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().starts_with("run-") {
+                    remove_cgroup(&e.path());
+                }
+            }
+        }
+        if self.owned {
+            remove_cgroup(&self.dir);
+        }
+    }
+}
+
+/// One run's cgroup; removed when dropped (once the run is over).
+#[derive(Debug)]
+pub struct RunCgroup {
+    dir: PathBuf,
+    procs: Option<OwnedFd>,
+}
+
+impl RunCgroup {
+    /// The folder of run `n` and the steps that make it. Pure.
+    pub fn plan(parent: &Path, n: u64, limits: &CgroupLimits) -> (PathBuf, Vec<Step>) {
+        let dir = parent.join(format!("run-{n}"));
+        let mut steps = vec![Step::Mkdir(dir.clone())];
+        for (file, value) in limits.writes() {
+            steps.push(Step::Write(dir.join(file), value));
+        }
+        (dir, steps)
+    }
+
+    /// The open `cgroup.procs`, handed to the run's init.
+    pub fn take_procs(&mut self) -> Option<OwnedFd> {
+        self.procs.take()
+    }
+}
+
+impl Drop for RunCgroup {
+    fn drop(&mut self) {
+        remove_cgroup(&self.dir);
+    }
+}
+
+/// `rmdir` of a cgroup, retried briefly: the last process of a run may
+/// still be on its way out when the run is reported over.
+fn remove_cgroup(dir: &Path) {
+    for _ in 0..20 {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -169,46 +382,125 @@ mod tests {
 
     #[test]
     fn a_v1_machine_with_a_bare_unified_hierarchy_is_named_as_such() {
-        let e = assess(&Facts {
-            hybrid_controllers: Some("hugetlb\n".into()),
-            ..Facts::default()
-        })
+        let e = assess(
+            &Facts {
+                hybrid_controllers: Some("hugetlb\n".into()),
+                ..Facts::default()
+            },
+            "t",
+        )
         .unwrap_err();
         assert!(e.contains("cgroup v1") && e.contains("'hugetlb'"), "{e}");
-        let e = assess(&Facts::default()).unwrap_err();
+        let e = assess(&Facts::default(), "t").unwrap_err();
         assert!(e.contains("no cgroup v2"), "{e}");
+    }
+
+    fn v2(own: &str) -> Facts {
+        Facts {
+            unified_at_root: true,
+            own: Some(own.into()),
+            own_controllers: Some("cpu io memory pids".into()),
+            own_writable: false,
+            own_procs: vec![42, 43],
+            self_pid: 42,
+            root: false,
+            root_subtree: Some("cpu io memory pids".into()),
+            ..Facts::default()
+        }
     }
 
     #[test]
     fn v2_needs_both_controllers_and_delegation() {
-        let base = Facts {
-            unified_at_root: true,
-            own: Some("/user.slice/app.scope".into()),
-            own_controllers: Some("cpu io memory pids".into()),
-            own_writable: false,
-            ..Facts::default()
-        };
-        assert!(assess(&base).unwrap_err().contains("not delegated"));
+        let base = v2("/user.slice/app.scope");
+        assert!(assess(&base, "t").unwrap_err().contains("not delegated"));
         let no_pids = Facts {
             own_controllers: Some("cpu memory".into()),
             ..base.clone()
         };
-        assert!(assess(&no_pids).unwrap_err().contains("pids controller"));
-        let delegated = Facts {
+        assert!(assess(&no_pids, "t")
+            .unwrap_err()
+            .contains("pids controller"));
+        let shared = Facts {
             own_writable: true,
             ..base
         };
-        // Found, and said plainly that it is not used.
-        assert!(assess(&delegated)
+        let e = assess(&shared, "t").unwrap_err();
+        assert!(e.contains("holds other processes (2 in all)"), "{e}");
+    }
+
+    #[test]
+    fn a_delegated_cgroup_of_its_own_moves_the_server_to_a_leaf() {
+        let f = Facts {
+            own_writable: true,
+            own_procs: vec![42],
+            ..v2("/user.slice/user-1000.slice/user@1000.service/app.slice/rw.scope")
+        };
+        let own = PathBuf::from(
+            "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/rw.scope",
+        );
+        let plan = assess(&f, "t").unwrap();
+        assert_eq!(plan.dir, own);
+        assert!(!plan.owned);
+        assert_eq!(
+            plan.setup,
+            [
+                Step::Mkdir(own.join("reachweaver-server")),
+                Step::Write(own.join("reachweaver-server/cgroup.procs"), "42".into()),
+                Step::Write(own.join("cgroup.subtree_control"), "+memory +pids".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn root_gets_a_folder_of_its_own_at_the_hierarchy_root() {
+        let f = Facts {
+            root: true,
+            own_writable: true,
+            ..v2("/user.slice/session-3.scope")
+        };
+        let plan = assess(&f, "abc").unwrap();
+        let dir = PathBuf::from("/sys/fs/cgroup/reachweaver-mcp.abc");
+        assert_eq!(plan.dir, dir);
+        assert!(plan.owned);
+        assert_eq!(
+            plan.setup,
+            [
+                Step::Mkdir(dir.clone()),
+                Step::Write(dir.join("cgroup.subtree_control"), "+memory +pids".into()),
+            ]
+        );
+        // Without both controllers at the root, root is told why too.
+        let bare = Facts {
+            root_subtree: Some("cpu".into()),
+            own_controllers: Some("cpu".into()),
+            ..f
+        };
+        assert!(assess(&bare, "abc")
             .unwrap_err()
-            .contains("does not apply per-run cgroups"));
+            .contains("memory controller"));
+    }
+
+    #[test]
+    fn a_run_cgroup_is_made_then_limited() {
+        let (dir, steps) =
+            RunCgroup::plan(Path::new("/sys/fs/cgroup/p"), 7, &CgroupLimits::default());
+        assert_eq!(dir, PathBuf::from("/sys/fs/cgroup/p/run-7"));
+        assert_eq!(
+            steps,
+            [
+                Step::Mkdir(dir.clone()),
+                Step::Write(dir.join("memory.max"), (4u64 << 30).to_string()),
+                Step::Write(dir.join("memory.swap.max"), "0".into()),
+                Step::Write(dir.join("pids.max"), "256".into()),
+            ]
+        );
     }
 
     #[test]
     fn a_machine_without_cgroup_v2_at_the_root_says_so() {
         let f = facts();
         if !f.unified_at_root {
-            let e = assess(&f).unwrap_err();
+            let e = assess(&f, "t").unwrap_err();
             assert!(e.contains("v1") || e.contains("no cgroup v2"), "{e}");
         } else {
             assert!(f.own.is_some(), "{f:?}");

@@ -157,6 +157,8 @@ impl Detected {
             caps: !off(Layer::Caps),
             rlimits: true,
             mountns: pidns && self.mountns.is_ok() && !off(Layer::Mountns),
+            // Entered by the run's init, which only the zygote shape has.
+            cgroup: pidns && self.cgroup.is_ok(),
         }
     }
 
@@ -195,6 +197,7 @@ pub fn layers_line(d: &Detected, layers: &Layers, mode: SandboxMode, without: &[
         (layers.ipcns, "ipcns"),
         (layers.pidns, pidns.as_str()),
         (layers.mountns, "mountns"),
+        (layers.cgroup, "cgroup"),
     ] {
         if on {
             ns.push(name.to_string());

@@ -103,19 +103,48 @@ impl DraftSweep {
                 changed,
             ) {
                 let path = self.folder.join(Path::new(&name));
-                // remove_dir_all never follows a link inside what it removes.
+                // The iterative remover never follows a link inside what it
+                // removes and keeps two descriptors however deep a chain is.
                 let gone = if meta.is_dir() {
-                    std::fs::remove_dir_all(&path)
+                    crate::sandbox::tmpdir::try_remove_tree(&path)
                 } else {
                     std::fs::remove_file(&path)
                 };
                 if gone.is_ok() {
                     removed += 1;
                 }
+            } else if self.keep.iter().any(|k| k.as_bytes() == name.as_bytes()) {
+                let path = self.folder.join(Path::new(&name));
+                if companion_needs_removal(meta.file_type().is_file(), ours, changed) {
+                    // A companion must be a plain file; a link, folder or
+                    // pipe under its name is the run's doing.
+                    let gone = if meta.is_dir() {
+                        crate::sandbox::tmpdir::try_remove_tree(&path)
+                    } else {
+                        std::fs::remove_file(&path)
+                    };
+                    if gone.is_ok() {
+                        removed += 1;
+                    }
+                } else if meta.is_file() && ours && meta.mode() & 0o111 != 0 {
+                    // The database and its companions are data: whatever
+                    // asked for an execute bit, none is left on the host.
+                    use std::os::unix::fs::PermissionsExt;
+                    let _ = std::fs::set_permissions(
+                        &path,
+                        std::fs::Permissions::from_mode(meta.mode() & 0o7666),
+                    );
+                }
             }
         }
         removed
     }
+}
+
+/// Whether an entry under a companion's (or the database's) name is to be
+/// removed: only something the run made that is not a regular file. Pure.
+pub fn companion_needs_removal(is_regular: bool, ours: bool, changed_since_start: bool) -> bool {
+    !is_regular && ours && changed_since_start
 }
 
 #[cfg(test)]
@@ -127,6 +156,7 @@ mod tests {
             folder: folder.to_path_buf(),
             db: folder.join("rw.db"),
             pin: None,
+            folder_pin: None,
         }
     }
 
@@ -175,5 +205,71 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, ["accounts.yaml", "rw.db", "rw.db-journal"]);
+    }
+
+    #[test]
+    fn companions_are_plain_files_without_execute_bits_afterwards() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = db(dir.path());
+        std::fs::write(&d.db, b"db").unwrap();
+        let sweep = DraftSweep::before(&d).unwrap();
+        let wal = dir.path().join("rw.db-wal");
+        std::fs::write(&wal, b"w").unwrap();
+        std::fs::set_permissions(&wal, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&d.db, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::symlink("/", dir.path().join("rw.db-shm")).unwrap();
+        std::fs::create_dir(dir.path().join("rw.db-journal")).unwrap();
+        assert_eq!(sweep.after(), 2, "the link and the folder");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&wal), 0o644);
+        assert_eq!(mode(&d.db), 0o600);
+        assert!(std::fs::symlink_metadata(dir.path().join("rw.db-shm")).is_err());
+        assert!(!dir.path().join("rw.db-journal").exists());
+    }
+
+    #[test]
+    fn a_deep_folder_chain_left_in_the_database_folder_is_removed_safely() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = db(dir.path());
+        std::fs::write(&d.db, b"db").unwrap();
+        let sweep = DraftSweep::before(&d).unwrap();
+        let p = dir.path().join("chain");
+        std::fs::create_dir(&p).unwrap();
+        // Deeper than PATH_MAX allows in one path: built step by step.
+        let mut fd = std::fs::File::open(&p).unwrap();
+        for _ in 0..1500 {
+            use std::os::fd::AsRawFd;
+            let name = std::ffi::CString::new("d").unwrap();
+            // SAFETY: mkdirat/openat on a descriptor and C string we own.
+            unsafe {
+                assert_eq!(libc::mkdirat(fd.as_raw_fd(), name.as_ptr(), 0o700), 0);
+                let next = libc::openat(
+                    fd.as_raw_fd(),
+                    name.as_ptr(),
+                    libc::O_RDONLY | libc::O_DIRECTORY,
+                );
+                assert!(next >= 0);
+                use std::os::fd::FromRawFd;
+                fd = std::fs::File::from_raw_fd(next);
+            }
+        }
+        drop(fd);
+        assert_eq!(sweep.after(), 1);
+        assert!(!dir.path().join("chain").exists());
+    }
+
+    #[test]
+    fn only_what_the_run_made_under_a_companion_name_goes() {
+        assert!(companion_needs_removal(false, true, true));
+        assert!(
+            !companion_needs_removal(true, true, true),
+            "a plain file stays"
+        );
+        assert!(!companion_needs_removal(false, false, true), "not ours");
+        assert!(
+            !companion_needs_removal(false, true, false),
+            "older than the run"
+        );
     }
 }

@@ -259,6 +259,7 @@ pub(crate) fn spawn(
     policy: &Policy,
     guard: TmpGuard,
     stdin: Option<OwnedFd>,
+    cgroup_procs: Option<OwnedFd>,
 ) -> Result<SandboxedChild, SandboxError> {
     let json = serde_json::to_vec(policy)
         .map_err(|e| SandboxError::LayerFailed(format!("policy: {e}")))?;
@@ -276,12 +277,17 @@ pub(crate) fn spawn(
         SockFlag::SOCK_CLOEXEC,
     )
     .map_err(|e| SandboxError::Io(e.into()))?;
+    let cgroup_procs = match cgroup_procs {
+        Some(fd) => fd,
+        None => OwnedFd::from(std::fs::File::open("/dev/null").map_err(SandboxError::Io)?),
+    };
     let fds = [
         stdin.as_raw_fd(),
         out_w.as_raw_fd(),
         err_w.as_raw_fd(),
         status_w.as_raw_fd(),
         chan_run.as_raw_fd(),
+        cgroup_procs.as_raw_fd(),
     ];
     // A zygote that died since its last run is replaced once.
     let mut tries = 0;
@@ -298,7 +304,7 @@ pub(crate) fn spawn(
     }
     // The zygote and the run hold their own copies now; the server keeps
     // only the reading ends, so end of file means what it should.
-    drop((stdin, out_w, err_w, status_w, chan_run));
+    drop((stdin, out_w, err_w, status_w, chan_run, cgroup_procs));
 
     let status = match read_status(status_r, STATUS_TIMEOUT) {
         Ok(s) => s,
@@ -836,6 +842,7 @@ mod tests {
             ],
             layers,
             Some(&slot),
+            None,
             RunKind::ReadOnly,
             &["/bin/sh".into(), "-c".into(), "echo $$".into()],
             root.path(),

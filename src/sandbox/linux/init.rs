@@ -132,6 +132,16 @@ impl ZygoteState {
         }
         let p: Policy =
             serde_json::from_slice(policy).map_err(|e| Failure::Layer(format!("policy: {e}")))?;
+        // Into the run's cgroup before anything else, so all the run starts
+        // is counted there; then the descriptor goes.
+        let entered = if p.layers.cgroup {
+            enter_cgroup(CGROUP_FD)
+        } else {
+            Ok(())
+        };
+        // SAFETY: closing a descriptor this process owns.
+        unsafe { libc::close(CGROUP_FD) };
+        entered?;
         if p.layers != self.config.layers {
             return Err(Failure::Layer(
                 "the run's layers are not the ones its zygote was started for".into(),
@@ -150,6 +160,17 @@ impl ZygoteState {
         std::env::set_current_dir(&p.cwd)
             .map_err(|e| Failure::Layer(format!("working folder {}: {e}", p.cwd.display())))?;
         run_as_init(&p, &prepared, RUN_CHANNEL_FD, Some(MSG_BACKEND))
+    }
+}
+
+/// Write `0` (this process) to the run cgroup's `cgroup.procs`.
+fn enter_cgroup(fd: RawFd) -> Result<(), Failure> {
+    // SAFETY: writing a buffer we own to a descriptor we hold.
+    let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+    if n == 1 {
+        Ok(())
+    } else {
+        Err(last_error("entering the run's cgroup"))
     }
 }
 

@@ -83,6 +83,7 @@ pub fn spawn(
     runtime: &[PathBuf],
     layers: Layers,
     zygotes: Option<&Slot>,
+    cgroups: Option<&cgroup::Parent>,
     kind: RunKind,
     argv: &[String],
     cwd: &Path,
@@ -128,6 +129,7 @@ pub fn spawn(
                     folder: folder.to_path_buf(),
                     db: db.clone(),
                     pin: None,
+                    folder_pin: None,
                 })
                 .map_err(SandboxError::Io)?,
             ),
@@ -139,19 +141,39 @@ pub fn spawn(
         &layers.names(),
         &serde_json::to_vec(&policy).unwrap_or_default(),
     );
+    // The run's cgroup lives as long as the run; a layer in force that
+    // cannot be set up fails the run.
+    let mut run_cgroup = match (layers.cgroup, cgroups) {
+        (false, _) => None,
+        (true, Some(parent)) => Some(parent.run().map_err(SandboxError::LayerFailed)?),
+        (true, None) => {
+            return Err(SandboxError::LayerFailed(
+                "cgroup: the layer is on but no cgroup was set up".into(),
+            ))
+        }
+    };
     let mut child = match zygotes {
         Some(slot) if usable(&layers) => {
             let plan = |k| layers.mountns.then(|| policy::mount_plan(opts, runtime, k));
             let config = Config::new(&layers, plan(RunKind::ReadOnly), plan(RunKind::Draft));
-            handle::spawn(slot, helper, &config, &policy, guard, stdin)
+            let procs = run_cgroup.as_mut().and_then(cgroup::RunCgroup::take_procs);
+            handle::spawn(slot, helper, &config, &policy, guard, stdin, procs)
+        }
+        _ if layers.cgroup => {
+            return Err(SandboxError::LayerFailed(
+                "cgroup: runs without their own PID namespace cannot enter a cgroup".into(),
+            ))
         }
         _ => handle::spawn_reexec(helper, &policy, guard, stdin),
     }?;
     child.attestation = Some(attestation);
-    child.after = sweep.map(|s| {
-        Box::new(move || {
-            s.after();
-        }) as Box<dyn FnOnce() + Send>
-    });
+    if sweep.is_some() || run_cgroup.is_some() {
+        child.after = Some(Box::new(move || {
+            if let Some(s) = sweep {
+                s.after();
+            }
+            drop(run_cgroup);
+        }) as Box<dyn FnOnce() + Send>);
+    }
     Ok(child)
 }

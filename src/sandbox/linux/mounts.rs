@@ -340,9 +340,11 @@ fn apply_draft(d: &DraftDb) -> Result<(), String> {
     let src = under("/oldroot", &d.folder);
     let dst = under("/newroot", &d.folder);
     let fd = open_nofollow(&src)?;
-    if kind(&fstat(&fd)?) != libc::S_IFDIR {
+    let st = fstat(&fd)?;
+    if kind(&st) != libc::S_IFDIR {
         return Err(format!("{} is not a folder", d.folder.display()));
     }
+    check_pin(&d.folder, &st, d.folder_pin)?;
     if std::fs::symlink_metadata(&dst).is_err() {
         mkdir_all(&dst)?;
     }
@@ -625,6 +627,7 @@ mod tests {
             folder: PathBuf::from("/h"),
             db: PathBuf::from("/h/rw.db"),
             pin: None,
+            folder_pin: None,
         };
         let names: Vec<Vec<u8>> = [
             ".",

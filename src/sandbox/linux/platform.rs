@@ -19,6 +19,8 @@ pub struct State {
     without: Vec<Layer>,
     /// Forks the runs; started on the first one.
     pub(super) zygotes: super::Slot,
+    /// Where runs' cgroups are made, when the machine gives them.
+    cgroups: Option<super::cgroup::Parent>,
 }
 
 impl State {
@@ -41,13 +43,33 @@ impl State {
             path_env.as_deref(),
             &opts.allow_read,
         );
+        let mut layers = detected.layers(&[]);
+        let cgroups = if layers.cgroup {
+            match set_up_cgroups() {
+                Ok(parent) => Some(parent),
+                // Found but not usable: fail closed where every available
+                // layer is required, else run without and say so.
+                Err(e) if opts.mode == SandboxMode::Require => {
+                    return Err(SandboxError::Unavailable(format!(
+                        "{e} (use --sandbox best-effort to run without per-run cgroups)"
+                    )))
+                }
+                Err(_) => {
+                    layers.cgroup = false;
+                    None
+                }
+            }
+        } else {
+            None
+        };
         Ok(State {
-            layers: detected.layers(&[]),
+            layers,
             detected,
             runtime,
             mode: opts.mode,
             without: Vec::new(),
             zygotes: super::Slot::default(),
+            cgroups,
         })
     }
 
@@ -80,12 +102,24 @@ impl State {
             &self.runtime,
             self.layers,
             Some(&self.zygotes),
+            self.cgroups.as_ref(),
             kind,
             argv,
             cwd,
             stdin,
         )
     }
+}
+
+fn set_up_cgroups() -> Result<super::cgroup::Parent, String> {
+    use super::cgroup;
+    let token = format!(
+        "{}.{:x}",
+        std::process::id(),
+        crate::sandbox::tmpdir::random_u64()
+    );
+    let plan = cgroup::assess(&cgroup::facts(), &token)?;
+    cgroup::Parent::set_up(&plan, cgroup::CgroupLimits::default())
 }
 
 /// `sandbox status`.

@@ -25,8 +25,10 @@ pub(super) const STATUS_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The zygote's end of the control socket.
 pub(super) const CONTROL_FD: RawFd = 3;
-/// Descriptors passed with every request, in this order.
-pub(super) const PASSED: usize = 5;
+/// Descriptors passed with every request, in this order: stdin, stdout,
+/// stderr, the status pipe, the run channel, and the run cgroup's
+/// `cgroup.procs` (`/dev/null` when runs get no cgroup).
+pub(super) const PASSED: usize = 6;
 /// How long the server waits on a run channel once the status pipe has
 /// spoken, and the zygote on a spare that is setting itself up.
 pub(super) const CHANNEL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,6 +42,8 @@ pub(super) const MSG_INIT: u8 = b'Z';
 
 /// Where init keeps its end of the run channel.
 pub(super) const RUN_CHANNEL_FD: RawFd = 4;
+/// Where init finds its cgroup's `cgroup.procs` until it has entered.
+pub(super) const CGROUP_FD: RawFd = 5;
 /// Where a spare keeps its socket to the zygote, and the zygote's pidfd
 /// until it has checked the zygote is alive.
 pub(super) const SPARE_SOCKET: RawFd = 3;

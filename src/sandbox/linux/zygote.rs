@@ -324,8 +324,8 @@ impl ZygoteState {
         }
         // The zygote's copies go before the next spare is forked, which
         // would otherwise hold the run's pipes open until it closes them.
-        let [stdin, stdout, stderr, status, channel] = fds;
-        drop((stdin, stdout, stderr, status, socket));
+        let [stdin, stdout, stderr, status, channel, cgroup] = fds;
+        drop((stdin, stdout, stderr, status, cgroup, socket));
         self.runs.insert(
             pid,
             Forked {

@@ -92,6 +92,7 @@ pub fn attempt(name: &str, args: &[String]) -> Option<Outcome> {
             .map_err(io),
         "replace" => replace(arg_or!(args, 0)),
         "create-exec" => create_exec(arg_or!(args, 0)),
+        "mknod-exec" => mknod_exec(arg_or!(args, 0)),
         "stat" => std::fs::metadata(arg_or!(args, 0))
             .map(|m| {
                 format!(
@@ -178,6 +179,23 @@ fn create_exec(path: &str) -> Outcome {
         Ok(format!("created with mode {mode:o}"))
     } else {
         Err(format!("created without execute bits (mode {mode:o})"))
+    }
+}
+
+/// The same through `mknod`, whose mode is a second place to ask for
+/// execute bits: a regular file made this way under a database companion's
+/// name would otherwise be kept by the draft sweep.
+fn mknod_exec(path: &str) -> Outcome {
+    let p = cstr(path)?;
+    // SAFETY: umask takes an integer.
+    unsafe { libc::umask(0) };
+    // SAFETY: mknod of a regular file on a C string we own.
+    check(unsafe { libc::mknod(p.as_ptr(), libc::S_IFREG | 0o755, 0) } as _)?;
+    let mode = std::fs::symlink_metadata(path).map_err(io)?.mode() & 0o7777;
+    if mode & 0o111 != 0 {
+        Ok(format!("made with mode {mode:o}"))
+    } else {
+        Err(format!("made without execute bits (mode {mode:o})"))
     }
 }
 
@@ -281,10 +299,8 @@ fn fill_inodes(count: &str) -> Outcome {
     let mut made = 0;
     let mut stopped = None;
     for i in 0..count {
-        let p = cstr(&dir.join(i.to_string()).to_string_lossy())?;
-        // SAFETY: mknod of a regular file on a C string we own.
-        if unsafe { libc::mknod(p.as_ptr(), libc::S_IFREG | 0o600, 0) } != 0 {
-            stopped = Some(os_err());
+        if let Err(e) = std::fs::File::create_new(dir.join(i.to_string())) {
+            stopped = Some(io(e));
             break;
         }
         made += 1;

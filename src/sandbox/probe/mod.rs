@@ -746,12 +746,18 @@ impl Fixture {
                         // The read-only bind answers first (or, outside
                         // every grant, there is nothing there); Landlock
                         // behind it.
-                        if place == "outside" {
-                            "ENOENT|EACCES"
-                        } else {
-                            "EROFS|EACCES"
+                        match (place == "outside", op == "mknod") {
+                            (true, false) => "ENOENT|EACCES",
+                            (false, false) => "EROFS|EACCES",
+                            // Seccomp refuses mknod before any path is looked at.
+                            (true, true) => "EPERM|ENOENT|EACCES",
+                            (false, true) => "EPERM|EROFS|EACCES",
                         },
-                        &[Landlock, Mountns],
+                        if op == "mknod" {
+                            &[Seccomp, Landlock, Mountns]
+                        } else {
+                            &[Landlock, Mountns]
+                        },
                     )
                     .truth(Truth::Files),
                 );
@@ -936,8 +942,8 @@ impl Fixture {
                 "draft-fifo-in-db-folder",
                 "mknod",
                 vec![s(&db_dir.join("fifo"))],
-                "EACCES|nothing left",
-                &[Landlock, Helper],
+                "EPERM|EACCES|nothing left",
+                &[Seccomp, Landlock, Helper],
             )
             .truth(Truth::FilesAfter)
             .draft(),
@@ -985,6 +991,15 @@ impl Fixture {
                 &[Seccomp, Helper],
             )
             .truth(Truth::ExecBits(db_dir.join("tool")))
+            .draft(),
+            spec(
+                "draft-mknod-exec-companion",
+                "mknod-exec",
+                vec![format!("{db}-wal")],
+                "EPERM|no executable left",
+                &[Seccomp, Helper],
+            )
+            .truth(Truth::ExecBits(PathBuf::from(format!("{db}-wal"))))
             .draft(),
             // A later read-only run must not follow what was planted.
             spec("allowed-read-beside-db", "read", vec![beside], "", &[]).allowed(),

@@ -1,16 +1,18 @@
 //! `sandbox status|run|probe`: let owners and CI jobs see, on their own
 //! machine, which layers the kernel gives and that they hold, with the same
 //! policy a tool call gets.
+//!
+//! This is the command line's side; the sandbox itself never sees the
+//! command line.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::{platform, RunKind, Sandbox, SandboxOptions};
 use crate::cli::{Globals, SandboxCommand};
 use crate::config::{Owner, OwnerInput};
-use crate::sandbox::SandboxMode;
+use crate::sandbox::{self, Layer, RunKind, Sandbox, SandboxMode, SandboxOptions};
 
 /// `sandbox status|run|probe`.
 pub fn cli(globals: &Globals, cmd: SandboxCommand) -> anyhow::Result<u8> {
@@ -30,7 +32,7 @@ pub fn cli(globals: &Globals, cmd: SandboxCommand) -> anyhow::Result<u8> {
 }
 
 fn status(json: bool) -> anyhow::Result<u8> {
-    let report = platform::status();
+    let report = sandbox::status();
     let mut out = std::io::stdout().lock();
     if json {
         serde_json::to_writer_pretty(&mut out, &report)?;
@@ -154,6 +156,6 @@ pub fn exit_code(status: std::process::ExitStatus) -> u8 {
     }
 }
 
-fn probe(json: bool, without: Option<super::Layer>, junit: Option<&Path>) -> anyhow::Result<u8> {
-    platform::probe(json, without, junit)
+fn probe(json: bool, without: Option<Layer>, junit: Option<&Path>) -> anyhow::Result<u8> {
+    sandbox::probe(json, without, junit)
 }
