@@ -47,7 +47,7 @@ pub const LAYERS: &[LayerInfo] = &[
     LayerInfo {
         name: "cgroup",
         code: 'G',
-        holds: "a cgroup v2 bounding the run's memory and processes",
+        holds: "a cgroup v2 per run bounding its memory (swap included) and process count as a whole",
     },
     LayerInfo {
         name: "rlimits",
@@ -166,6 +166,23 @@ mod tests {
             a.to_json(),
             serde_json::json!({"layers": ["userns", "landlock", "seccomp"], "policy_sha256": a.policy_sha256})
         );
+    }
+
+    #[test]
+    fn the_documented_table_lists_every_layer_with_its_letter() {
+        let doc = include_str!("../../sandbox/LAYERS.md");
+        for l in LAYERS {
+            let row = format!("| `{}` | {} |", l.name, l.code);
+            assert!(doc.contains(&row), "sandbox/LAYERS.md lacks the row {row}");
+        }
+    }
+
+    #[test]
+    fn every_layer_that_can_be_switched_off_is_listed() {
+        use clap::ValueEnum;
+        for l in crate::sandbox::Layer::value_variants() {
+            assert!(info(l.name()).is_some(), "{l:?}");
+        }
     }
 
     #[test]

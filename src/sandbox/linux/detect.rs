@@ -91,40 +91,29 @@ impl Detected {
                 format!("needs Landlock ABI {min}, kernel has {abi}")
             },
         };
+        // What a layer holds is said once, in the layer list.
+        let held = |name: &'static str, res: &Result<(), String>| {
+            let holds = crate::sandbox::layers::info(name).map_or("", |i| i.holds);
+            r(name, res, holds)
+        };
         let mut out = vec![
-            r("userns", &self.userns, "user namespace"),
-            r("netns", &self.netns, "empty network namespace"),
-            r("ipcns", &self.ipcns, "private IPC namespace"),
-            r(
-                "pidns",
-                &self.pidns,
-                "PID namespace; the run's tree dies with it",
-            ),
-            r(
-                "pid_max",
-                &self.pid_max,
-                "process count bounded in the PID namespace",
-            ),
-            r(
-                "mountns",
-                &self.mountns,
-                "minimal root: only granted paths, minimal /dev, the run's own proc, capped noexec /tmp",
-            ),
-            r("cgroup", &self.cgroup, "memory and processes bounded per run"),
+            held("userns", &self.userns),
+            held("netns", &self.netns),
+            held("ipcns", &self.ipcns),
+            held("pidns", &self.pidns),
+            held("pid_max", &self.pid_max),
+            held("mountns", &self.mountns),
+            held("cgroup", &self.cgroup),
             ll("landlock", 1, "file system rules"),
-            ll("landlock_tcp", 4, "TCP bind/connect denied"),
-            ll("landlock_scope", 6, "abstract sockets and signals scoped"),
-            r("seccomp", &self.seccomp, "system call filter"),
-            r(
-                "caps",
-                &Ok(()),
-                "every capability dropped, securebits locked, no_new_privs",
+            ll("landlock_tcp", 4, "TCP bind and connect denied"),
+            ll(
+                "landlock_scope",
+                6,
+                "abstract unix sockets and signals scoped to the run",
             ),
-            r(
-                "rlimits",
-                &Ok(()),
-                "core 0, address space, file size, files, processes",
-            ),
+            held("seccomp", &self.seccomp),
+            held("caps", &Ok(())),
+            held("rlimits", &Ok(())),
         ];
         // The order of the one layer list, which the attestation uses too.
         out.sort_by_key(|l| {

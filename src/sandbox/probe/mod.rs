@@ -78,23 +78,33 @@ pub enum Holder {
 }
 
 impl Holder {
+    /// The entry of the one layer list this holder is part of; `None` for
+    /// what the server does whatever the layers.
+    fn layer(self) -> Option<&'static str> {
+        Some(match self {
+            Holder::Seccomp => "seccomp",
+            Holder::Landlock | Holder::LandlockUnix => "landlock",
+            Holder::LandlockTcp => "landlock_tcp",
+            Holder::LandlockScope => "landlock_scope",
+            Holder::Netns => "netns",
+            Holder::Caps => "caps",
+            Holder::Userns | Holder::NsLimits => "userns",
+            Holder::Pidns => "pidns",
+            Holder::PidMax => "pid_max",
+            Holder::Nproc | Holder::Rlimits => "rlimits",
+            Holder::Mountns | Holder::Tmpfs | Holder::Noexec => "mountns",
+            Holder::Helper => return None,
+        })
+    }
+
     fn active(self, l: &Layers, uid: u32) -> bool {
         match self {
-            Holder::Seccomp => l.seccomp,
-            Holder::Landlock => l.landlock_abi.is_some(),
-            Holder::LandlockTcp => l.landlock_net,
-            Holder::LandlockScope => l.landlock_scope,
-            Holder::LandlockUnix => l.landlock_abi.is_some_and(|a| a >= 9),
-            Holder::Netns => l.netns,
-            Holder::Caps => l.caps,
-            Holder::Userns => l.userns,
-            Holder::NsLimits => l.ns_limits,
-            Holder::Pidns => l.pidns,
-            Holder::PidMax => l.pid_max.is_some(),
-            Holder::Nproc => l.rlimits && uid != 0,
-            Holder::Rlimits => l.rlimits,
             Holder::Helper => true,
-            Holder::Mountns | Holder::Tmpfs | Holder::Noexec => l.mountns,
+            // Parts of a layer that are there only with more of it.
+            Holder::LandlockUnix => l.landlock_abi.is_some_and(|a| a >= 9),
+            Holder::NsLimits => l.ns_limits,
+            Holder::Nproc => l.rlimits && uid != 0,
+            other => other.layer().is_some_and(|name| l.names().contains(&name)),
         }
     }
 }
@@ -2389,5 +2399,46 @@ fn outlive_inside(fx: &Fixture) -> Outcome {
         Outcome::Ok(format!(
             "the run outlived the killed server (pids {left:?})"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_holder_is_part_of_a_listed_layer() {
+        use Holder::*;
+        for h in [
+            Seccomp,
+            Landlock,
+            LandlockTcp,
+            LandlockScope,
+            LandlockUnix,
+            Netns,
+            Caps,
+            Userns,
+            NsLimits,
+            Pidns,
+            PidMax,
+            Nproc,
+            Rlimits,
+            Mountns,
+            Tmpfs,
+            Noexec,
+        ] {
+            let name = h.layer().unwrap_or_else(|| panic!("{h:?} names no layer"));
+            assert!(
+                crate::sandbox::layers::info(name).is_some(),
+                "{h:?}: {name}"
+            );
+        }
+        assert_eq!(Helper.layer(), None);
+        // Switched on exactly when its layer is.
+        let on = Layers {
+            mountns: true,
+            ..Layers::default()
+        };
+        assert!(Noexec.active(&on, 0) && !Seccomp.active(&on, 0));
     }
 }
