@@ -74,7 +74,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
 
 /// Write to stdout; a reader that went away (`| head`) is not an error
 /// (`main` ends quietly with 0 on a broken pipe).
-fn print_stdout(text: &str) -> std::io::Result<()> {
+pub(crate) fn print_stdout(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
     out.flush()
