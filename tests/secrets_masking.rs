@@ -172,3 +172,46 @@ fn a_scan_cut_short_is_reported() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["protected"]["hidden_scan_truncated"], true);
 }
+
+/// `env` through the real binary with `REACHWEAVER_SMTP_PASS=value` in the
+/// server's environment: the envelope, and the call's log line.
+fn env_call(value: &str, pass: bool) -> (Value, String) {
+    let (_dir, root) = root_with_secrets();
+    let mut cmd = server(&root);
+    cmd.args([
+        "call",
+        "env",
+        "--arg",
+        "name=REACHWEAVER_SMTP_PASS",
+        "--root",
+    ])
+    .arg(&root)
+    .env("REACHWEAVER_SMTP_PASS", value);
+    if pass {
+        cmd.arg("--pass-env=REACHWEAVER_SMTP_PASS");
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    (serde_json::from_slice(&out.stdout).unwrap(), stderr)
+}
+
+#[test]
+fn a_short_secret_passed_with_pass_env_is_redacted_from_results() {
+    // Four characters, passed: the run gets it, the result does not.
+    let (envelope, stderr) = env_call("hunt", true);
+    assert_eq!(envelope["output"]["value"], "[REDACTED]", "{envelope}");
+    assert!(stderr.contains(" redacted=1"), "{stderr}");
+    assert!(!stderr.contains("too short to redact"), "{stderr}");
+    // Not passed: the run never gets it (secret-named), nothing to redact.
+    let (envelope, stderr) = env_call("hunt", false);
+    assert_eq!(envelope["output"]["value"], "", "{envelope}");
+    assert!(!stderr.contains("redacted="), "{stderr}");
+    // Too short to look for: passed as asked, and start-up says it is not redacted.
+    let (envelope, stderr) = env_call("ab1", true);
+    assert_eq!(envelope["output"]["value"], "ab1", "{envelope}");
+    assert!(
+        stderr.contains("warning: --pass-env REACHWEAVER_SMTP_PASS: the value is shorter than 4 characters, too short to redact from results"),
+        "{stderr}"
+    );
+}
