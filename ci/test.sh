@@ -223,7 +223,8 @@ grep -E 'messages valid|valid, ' "$LAST_LOG"
 # ---------------------------------------------------------------------------
 say "4. real MCP clients"
 check "install npm clients (inspector 2.12.0, sdk 1.32.2, node 22.23.5, mcpb 2.1.2)" install_node
-# Node 22 from the npm package comes first on PATH: the Inspector needs Node >= 22.19.
+# Node 22 from the npm package comes first on PATH: the Inspector's package declares
+# Node >= 22.19 (its CLI also runs on Node 20, with an EBADENGINE warning; README).
 cp tests/clients/sdk_client.mjs "$NODEDIR/"
 
 SERVER="$ROOT/target/debug/reachweaver-mcp"

@@ -74,7 +74,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
 
 /// Write to stdout; a reader that went away (`| head`) is not an error
 /// (`main` ends quietly with 0 on a broken pipe).
-fn print_stdout(text: &str) -> std::io::Result<()> {
+pub(crate) fn print_stdout(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
     out.flush()
@@ -100,13 +100,14 @@ fn tools_json(app: &App) -> Value {
         "root": app.root.path().display().to_string(),
         "globals": app.invocation.globals(),
         "tool_count": app.tools.len(),
-        "protected": protected_json(&app.protected),
+        "protected": protected_json(app),
         "commands": app.report.to_json(&app.tools),
     })
 }
 
 /// The protected patterns and fixed files, as `tools --json` shows them.
-fn protected_json(p: &Protected) -> Value {
+fn protected_json(app: &App) -> Value {
+    let p = &app.protected;
     let mut fixed: Vec<Value> = Vec::new();
     for f in p.fixed_files.iter().filter(|f| f.primary) {
         let path = f.path.display().to_string();
@@ -117,6 +118,8 @@ fn protected_json(p: &Protected) -> Value {
     json!({
         "patterns": p.patterns.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
         "fixed_files": fixed,
+        "hidden_in_runs": app.masked,
+        "hidden_scan_truncated": app.mask_note.is_some(),
     })
 }
 
@@ -160,6 +163,18 @@ fn tools_text(app: &App) -> String {
             .join(" "),
         fixed_files_text(&app.protected),
     ));
+    if cfg!(target_os = "linux") {
+        out.push_str(&format!(
+            "hidden in every run by its mount namespace (found at start): {} protected entr{} under the root and home\n",
+            app.masked,
+            if app.masked == 1 { "y" } else { "ies" }
+        ));
+    } else {
+        out.push_str("hidden in runs: nothing (only Linux runs have a mount namespace to hide protected files in)\n");
+    }
+    if let Some(note) = &app.mask_note {
+        out.push_str(&format!("note: {note}\n"));
+    }
     out.push_str(&format!(
         "{} of {} commands offered as tools\n\n",
         app.tools.len(),

@@ -30,6 +30,23 @@ fn redacted_note(envelope: &Envelope) -> String {
     }
 }
 
+/// What a call's log line says between `exit=` and `ms=`, in one order for
+/// every answered call however it ended: ` error=CODE` for an error the
+/// server reports, ` bytes=N` once a run was attempted, ` redacted=N` when
+/// anything was hidden, and ` sandbox=LETTERS` when a run was confined.
+fn outcome_fields(envelope: &Envelope, error: Option<&str>, ran: bool, sandbox: &str) -> String {
+    let mut out = String::new();
+    if let Some(code) = error {
+        out.push_str(&format!(" error={code}"));
+    }
+    if ran {
+        out.push_str(&format!(" bytes={}", envelope.to_text().len()));
+    }
+    out.push_str(&redacted_note(envelope));
+    out.push_str(sandbox);
+    out
+}
+
 pub enum CallOutcome {
     Done(Envelope),
     /// Cancelled by the client: nothing is written for it.
@@ -51,8 +68,9 @@ impl App {
         let argv = match self.prepare(tool, args) {
             Ok(argv) => argv,
             Err(e) => {
-                log("2", &format!(" error={}", e.code()));
-                return CallOutcome::Done(self.finish(Envelope::from_error(&e)));
+                let envelope = self.finish(Envelope::from_error(&e));
+                log("2", &outcome_fields(&envelope, Some(e.code()), false, ""));
+                return CallOutcome::Done(envelope);
             }
         };
         if cancel.is_cancelled() {
@@ -60,8 +78,9 @@ impl App {
             return CallOutcome::Cancelled;
         }
         if let Err(e) = self.limiter.try_start() {
-            log("2", &format!(" error={}", e.code()));
-            return CallOutcome::Done(self.finish(Envelope::from_error(&e)));
+            let envelope = self.finish(Envelope::from_error(&e));
+            log("2", &outcome_fields(&envelope, Some(e.code()), false, ""));
+            return CallOutcome::Done(envelope);
         }
 
         let kind = match tool.kind {
@@ -89,30 +108,24 @@ impl App {
         match end {
             CallEnd::Answer(envelope) => {
                 let envelope = attest(self.finish(envelope));
-                let bytes = envelope.to_text().len();
-                log(
-                    &envelope.exit_code.to_string(),
-                    &format!(" bytes={bytes}{}{sandbox}", redacted_note(&envelope)),
-                );
+                let exit = envelope.exit_code.to_string();
+                log(&exit, &outcome_fields(&envelope, None, true, &sandbox));
                 CallOutcome::Done(envelope)
             }
             CallEnd::Failed(e) => {
                 let envelope = attest(self.finish(Envelope::from_error(&e)));
-                let bytes = envelope.to_text().len();
                 log(
                     "2",
-                    &format!(
-                        " error={} bytes={bytes}{}{sandbox}",
-                        e.code(),
-                        redacted_note(&envelope)
-                    ),
+                    &outcome_fields(&envelope, Some(e.code()), true, &sandbox),
                 );
                 CallOutcome::Done(envelope)
             }
             CallEnd::TimedOut(e) => {
                 let envelope = attest(self.finish(Envelope::from_error(&e)));
-                let bytes = envelope.to_text().len();
-                log("timeout", &format!(" bytes={bytes}{sandbox}"));
+                log(
+                    "timeout",
+                    &outcome_fields(&envelope, Some(e.code()), true, &sandbox),
+                );
                 CallOutcome::Done(envelope)
             }
             CallEnd::Cancelled => {
@@ -193,6 +206,30 @@ mod tests {
 
     fn code(e: &Envelope) -> &str {
         e.output["error"]["code"].as_str().unwrap_or("")
+    }
+
+    #[test]
+    fn every_log_line_has_its_fields_in_one_order() {
+        let mut envelope = Envelope::from_error(&ToolError::new(
+            crate::error::ErrorCode::Timeout,
+            "did not finish",
+        ));
+        envelope.meta.insert(META_REDACTED.into(), Value::from(2));
+        let bytes = envelope.to_text().len();
+        assert_eq!(
+            outcome_fields(&envelope, Some("timeout"), true, " sandbox=UN"),
+            format!(" error=timeout bytes={bytes} redacted=2 sandbox=UN")
+        );
+        // Refused before a run: no bytes or sandbox, but the count all the same.
+        assert_eq!(
+            outcome_fields(&envelope, Some("path_protected"), false, ""),
+            " error=path_protected redacted=2"
+        );
+        envelope.meta.remove(META_REDACTED);
+        assert_eq!(
+            outcome_fields(&envelope, None, true, ""),
+            format!(" bytes={bytes}")
+        );
     }
 
     #[test]

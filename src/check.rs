@@ -144,11 +144,13 @@ pub fn run(globals: &Globals, serve: &ServeArgs, json: bool) -> anyhow::Result<u
             None => return Err(e),
         },
     };
-    if json {
-        println!("{}", serde_json::to_string_pretty(&findings.to_json())?);
+    let text = if json {
+        serde_json::to_string_pretty(&findings.to_json())? + "\n"
     } else {
-        print!("{}", findings.to_text());
-    }
+        findings.to_text()
+    };
+    // A reader that closed the pipe early ends the program quietly (`main`).
+    crate::app::print_stdout(&text)?;
     Ok(findings.exit_code())
 }
 

@@ -20,6 +20,36 @@ fn version_text() -> &'static str {
     })
 }
 
+/// `--backend`'s value. An empty one is nearly always a
+/// `--backend "$(command -v reachweaver)"` whose lookup found nothing, so it
+/// is reported as a backend not found rather than as a missing value.
+#[derive(Debug, Clone, Copy)]
+struct BackendPath;
+
+/// The message for `--backend ""`.
+pub const EMPTY_BACKEND: &str = "--backend: the backend was not found: the value is empty, as \
+`$(command -v reachweaver)` gives when `reachweaver` is not installed on PATH; install it, \
+pass its absolute path, or leave --backend out to look `reachweaver` up on PATH";
+
+impl clap::builder::TypedValueParser for BackendPath {
+    type Value = PathBuf;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<PathBuf, clap::Error> {
+        if value.is_empty() {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("{EMPTY_BACKEND}\n"),
+            ));
+        }
+        Ok(PathBuf::from(value))
+    }
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "reachweaver-mcp",
@@ -43,6 +73,7 @@ pub struct Globals {
         long,
         global = true,
         value_name = "PATH",
+        value_parser = BackendPath,
         help_heading = "Backend (fixed at start)"
     )]
     pub backend: Option<PathBuf>,

@@ -5,9 +5,11 @@
 //! A path argument is checked twice: by its spelling before the filesystem
 //! is touched (so whether a protected file exists is never revealed), and
 //! by the canonical path it resolves to, so a symlink or a `..` detour
-//! cannot reach one either. [`protected_under`] lists the matching files
+//! cannot reach one either. By spelling, a folder-only pattern (`.ssh/`)
+//! also refuses the bare folder name, since telling a folder from a file
+//! would need the file system. [`protected_under`] lists the matching files
 //! beneath a root so that a run can also be kept from reading them when it
-//! walks the folder itself.
+//! walks the folder itself; that list is taken once, at start.
 
 use std::fmt;
 use std::os::unix::fs::MetadataExt;
@@ -265,7 +267,9 @@ impl Protected {
                 _ => None,
             })
             .collect();
-        let is_dir = meta.is_some_and(|m| m.is_dir());
+        // Unknown kind (by spelling, or nothing there): it may be a folder,
+        // so a folder-only pattern applies; refusing more never reveals more.
+        let is_dir = meta.is_none_or(|m| m.is_dir());
         self.patterns
             .iter()
             .find(|p| p.matches(&components, is_dir))
@@ -322,11 +326,12 @@ fn refusal(root: &Path, property: &str, path: &Path, reason: Reason) -> ToolErro
 /// The files and folders beneath `root` that match a protected pattern
 /// (not the fixed files, which the backend itself must still read), for a
 /// run to hide. Symlinks are neither followed nor listed: what they point
-/// at is listed where it lies, if it lies beneath the root. The walk stops
-/// quietly at [`WALK_MAX_ENTRIES`] entries or [`WALK_MAX_DEPTH`] levels;
-/// [`walk_protected`] says whether it did.
-pub fn protected_under(root: &Path, list: &Protected) -> Vec<PathBuf> {
-    walk_protected(root, list, WALK_MAX_ENTRIES, WALK_MAX_DEPTH).found
+/// at is listed where it lies, if it lies beneath the root. A protected
+/// folder that holds a fixed file is not listed itself; its other entries
+/// are. The walk stops at [`WALK_MAX_ENTRIES`] entries or
+/// [`WALK_MAX_DEPTH`] levels, and [`Walk::truncated`] says so.
+pub fn protected_under(root: &Path, list: &Protected) -> Walk {
+    walk_protected(root, list, WALK_MAX_ENTRIES, WALK_MAX_DEPTH)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -369,15 +374,24 @@ pub fn walk_protected(root: &Path, list: &Protected, max_entries: usize, max_dep
                 .patterns
                 .iter()
                 .any(|p| p.matches(&components, ft.is_dir()));
+            let deep_enough = rel.len() + 1 >= max_depth;
             if hit {
-                if !list.fixed_paths().any(|f| f == path) {
-                    found.push(path);
+                if list.fixed_paths().any(|f| f == path) {
+                    continue;
                 }
-                // Everything under a protected folder is hidden with it.
-                continue;
+                // Everything under a protected folder is hidden with it,
+                // unless a fixed file lies inside: then the walk goes in and
+                // hides the folder's other entries, so the backend can still
+                // read that file. Too deep to go in, the folder goes whole.
+                let holds_fixed = ft.is_dir() && list.fixed_paths().any(|f| f.starts_with(&path));
+                if !holds_fixed || deep_enough {
+                    truncated |= holds_fixed;
+                    found.push(path);
+                    continue;
+                }
             }
             if ft.is_dir() {
-                if rel.len() + 1 >= max_depth {
+                if deep_enough {
                     truncated = true;
                     continue;
                 }
@@ -471,9 +485,81 @@ mod tests {
     #[test]
     fn a_folder_pattern_needs_a_folder_or_something_under_it() {
         let p = defaults();
-        // `.ssh` as a plain file (missing here, so not a folder) is not `.ssh/`.
-        assert_eq!(hit(&p, ".ssh"), None);
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        fs::write(root.join(".ssh"), "a plain file").unwrap();
+        // An existing plain file named `.ssh` is not the folder `.ssh/` ...
+        assert_eq!(p.reason(&root, &root.join(".ssh")), None);
+        // ... but a name whose kind is unknown (nothing there) may be one.
+        assert_eq!(hit(&p, ".ssh").as_deref(), Some(".ssh/"));
         assert_eq!(hit(&p, ".ssh/x").as_deref(), Some(".ssh/"));
+    }
+
+    #[test]
+    fn a_bare_protected_folder_name_is_refused_by_its_spelling() {
+        let p = defaults();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        fs::create_dir(root.join(".ssh")).unwrap();
+        fs::create_dir_all(root.join("u")).unwrap();
+        // Whether the folder exists (`.ssh`) or not (`u/.aws`, `.kube`),
+        // the answer is the same, and it comes before any look at the disk.
+        for rel in [".ssh", "u/.aws", ".kube", "x/.gnupg", ".docker"] {
+            let e = p
+                .check_spelling(&root, "file", &root.join(rel))
+                .unwrap_err();
+            assert_eq!(e.code(), "path_protected", "{rel}");
+            assert!(e.message().contains(&format!("`{rel}`")), "{}", e.message());
+        }
+        assert!(p.check_spelling(&root, "file", &root.join("ssh")).is_ok());
+    }
+
+    #[test]
+    fn a_fixed_file_inside_a_protected_folder_stays_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for d in [".aws/sso/cache", ".aws/cli", ".ssh"] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for f in [
+            ".aws/accounts.yaml",
+            ".aws/credentials",
+            ".aws/config",
+            ".aws/sso/cache/token.json",
+            ".aws/sso/profile.yaml",
+            ".ssh/id_ed25519",
+        ] {
+            fs::write(root.join(f), "x").unwrap();
+        }
+        let p = Protected::new(
+            &[],
+            &[
+                ("accounts", &root.join(".aws/accounts.yaml")),
+                ("profile", &root.join(".aws/sso/profile.yaml")),
+            ],
+        )
+        .unwrap();
+        let w = protected_under(&root, &p);
+        let rel: Vec<String> = w
+            .found
+            .iter()
+            .map(|x| x.strip_prefix(&root).unwrap().display().to_string())
+            .collect();
+        assert_eq!(
+            rel,
+            vec![
+                ".aws/cli",
+                ".aws/config",
+                ".aws/credentials",
+                ".aws/sso/cache",
+                ".ssh"
+            ]
+        );
+        assert!(!w.truncated);
+        // Too shallow to go into `.aws/sso`: hidden whole, and the walk says it stopped.
+        let w = walk_protected(&root, &p, 10_000, 2);
+        assert!(w.found.contains(&root.join(".aws/sso")), "{:?}", w.found);
+        assert!(w.truncated);
     }
 
     #[test]
@@ -590,7 +676,7 @@ mod tests {
                 .collect()
         };
         assert_eq!(
-            rel(protected_under(&root, &p)),
+            rel(protected_under(&root, &p).found),
             vec![
                 ".ssh",
                 "app/.env",
@@ -602,7 +688,7 @@ mod tests {
         // A fixed file that matches a pattern stays readable: it is not listed.
         fs::write(root.join("plain/.env"), "x").unwrap();
         let p = Protected::new(&[], &[("profile", &root.join("plain/.env"))]).unwrap();
-        assert!(!rel(protected_under(&root, &p)).contains(&"plain/.env".to_string()));
+        assert!(!rel(protected_under(&root, &p).found).contains(&"plain/.env".to_string()));
 
         // Bounds: too shallow to reach `deep/a/b/c`, too few entries to see everything.
         let w = walk_protected(&root, &p, 10_000, 3);

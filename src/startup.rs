@@ -57,6 +57,10 @@ pub struct App {
     pub(crate) limiter: RateLimiter,
     pub(crate) redactor: Redactor,
     pub(crate) bounds: Bounds,
+    /// How many protected entries every run hides (found at start), and a
+    /// note when the scan for them stopped at its bounds.
+    pub(crate) masked: usize,
+    pub(crate) mask_note: Option<String>,
 }
 
 impl App {
@@ -89,7 +93,8 @@ impl App {
         let options =
             owner.sandbox_options(serve.start.sandbox, &serve.start.pass_env, helper.clone())?;
         let sandbox = Sandbox::detect(&options)?;
-        let redactor = Redactor::from_env();
+        let redactor = Redactor::from_env(&serve.start.pass_env);
+        warn_unredactable_env(&redactor);
         let catalog = read_catalog(
             &sandbox,
             &backend_str,
@@ -121,15 +126,24 @@ impl App {
             config.sandbox_options(serve.start.sandbox, &serve.start.pass_env, helper);
         // Files under the root (and the home) that match a protected pattern
         // are hidden in every run's minimal root too, so a backend that walks
-        // the folder can't read them either. Found once, here.
-        let mut masks = protect::protected_under(&config.root, &protected);
-        if let Some(home) = config.home.as_ref().filter(|h| h.path != config.root) {
-            for m in protect::protected_under(&home.path, &protected) {
+        // the folder can't read them either. Found once, here: a file made
+        // later is still refused as an argument, but not hidden.
+        let mut masks: Vec<PathBuf> = Vec::new();
+        let mut mask_scan_cut: Vec<PathBuf> = Vec::new();
+        let home = config.home.as_ref().filter(|h| h.path != config.root);
+        for folder in std::iter::once(&config.root).chain(home.map(|h| &h.path)) {
+            let walk = protect::protected_under(folder, &protected);
+            if walk.truncated {
+                mask_scan_cut.push(folder.clone());
+            }
+            for m in walk.found {
                 if !masks.contains(&m) {
                     masks.push(m);
                 }
             }
         }
+        let mask_note = mask_scan_note(&mask_scan_cut);
+        let masked = masks.len();
         options.masks = masks;
         let sandbox = Sandbox::detect(&options)?;
 
@@ -152,6 +166,9 @@ impl App {
             config.granted_line(serve.start.allow_drafts),
         );
         for note in catalog.notes() {
+            line.push_str(&format!("; note: {note}"));
+        }
+        if let Some(note) = &mask_note {
             line.push_str(&format!("; note: {note}"));
         }
         if tool_set.is_empty() {
@@ -186,6 +203,8 @@ impl App {
                 timeout: (serve.limits.call_timeout > 0)
                     .then(|| Duration::from_secs(serve.limits.call_timeout)),
             },
+            masked,
+            mask_note,
         })
     }
 
@@ -216,6 +235,33 @@ fn warn_dropped_env(pass: &[String]) {
         eprintln!(
             "{SERVER_NAME}: warning: --pass-env {} ignored: a run never gets variables that change how a loader or an interpreter starts (TMPDIR is always the run's own)",
             dropped.join(", ")
+        );
+    }
+}
+
+/// Said at start and by `tools` when the scan for protected files to hide
+/// in runs stopped at its bounds, since what it did not reach stays visible.
+fn mask_scan_note(cut: &[PathBuf]) -> Option<String> {
+    if cut.is_empty() {
+        return None;
+    }
+    let folders: Vec<String> = cut.iter().map(|p| p.display().to_string()).collect();
+    Some(format!(
+        "the scan for protected files to hide in runs stopped at its limit ({} entries or {} folders deep) in {}: protected files it did not reach are still refused as arguments, but a run that walks the folder can read them",
+        protect::WALK_MAX_ENTRIES,
+        protect::WALK_MAX_DEPTH,
+        folders.join(", ")
+    ))
+}
+
+/// A secret the owner passes to runs but redaction cannot look for: say so
+/// rather than let the owner believe it is redacted.
+fn warn_unredactable_env(redactor: &Redactor) {
+    if !redactor.too_short().is_empty() {
+        eprintln!(
+            "{SERVER_NAME}: warning: --pass-env {}: the value is shorter than {} characters, too short to redact from results; runs still get it",
+            redactor.too_short().join(", "),
+            crate::redact::MIN_PASSED_SECRET_LEN
         );
     }
 }

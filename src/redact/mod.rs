@@ -13,7 +13,8 @@
 //! - token shapes ([`shapes`]): PEM private keys, JWTs, URL passwords and
 //!   the credentials of well-known services;
 //! - the values of the server's own secret-named environment variables,
-//!   also where a number's text holds one.
+//!   also where a number's or a boolean's text holds one (see
+//!   [`MIN_SERVER_SECRET_LEN`] and [`MIN_PASSED_SECRET_LEN`] for which).
 //!
 //! Every replacement is counted, so a result can say that something was
 //! hidden, never what.
@@ -30,8 +31,22 @@ pub use names::{is_secret_key, is_secret_name};
 
 pub const REDACTED: &str = "[REDACTED]";
 
-/// Shorter values are too likely to occur by chance to be replaced.
-const MIN_SECRET_LEN: usize = 8;
+/// A secret-named variable of the server's own environment is looked for
+/// only from this length on: such a variable never reaches a run unless the
+/// owner passes it, and shorter values (`on`, `main`, `default`) are too
+/// likely to be ordinary words of a result to be replaced everywhere.
+pub const MIN_SERVER_SECRET_LEN: usize = 8;
+
+/// A secret-named variable the owner passes to runs with `--pass-env` is
+/// looked for from this length on: the backend holds it, so it is the one
+/// most likely to come back. Below this, a value (`1`, `on`, `yes`) would
+/// replace the same characters all over every result and hide nothing, so
+/// start-up names such variables instead ([`Redactor::too_short`]).
+pub const MIN_PASSED_SECRET_LEN: usize = 4;
+
+/// Nothing a shape or a `key: value` rule finds fits in fewer bytes (most
+/// object keys are shorter, so they skip all the work).
+const MIN_SHAPE_LEN: usize = 8;
 
 /// Built once at start from the server's environment; shared by all calls.
 #[derive(Debug, Clone)]
@@ -46,24 +61,61 @@ pub struct Redactor {
     aws_secret: Regex,
     /// Longest first, so a value containing another is replaced whole.
     values: Vec<String>,
+    /// Text shorter than this can hold nothing looked for.
+    min_len: usize,
+    /// Passed secret-named variables whose value is too short to look for.
+    too_short: Vec<String>,
 }
 
 impl Redactor {
-    pub fn from_env() -> Self {
-        Self::new(
+    /// From the server's environment; `passed` are the `--pass-env` names.
+    pub fn from_env(passed: &[String]) -> Self {
+        Self::with_passed(
             std::env::vars_os()
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+            passed,
         )
     }
 
+    /// From `vars` as the server's environment, nothing passed to runs.
     pub fn new(vars: impl IntoIterator<Item = (String, String)>) -> Self {
-        let mut values: Vec<String> = vars
-            .into_iter()
-            .filter(|(name, value)| is_secret_name(name) && value.len() >= MIN_SECRET_LEN)
-            .map(|(_, value)| value)
-            .collect();
+        Self::with_passed(vars, &[])
+    }
+
+    /// The values of the secret-named variables among `vars`: from
+    /// [`MIN_PASSED_SECRET_LEN`] characters on when the name is in `passed`
+    /// (the run gets it), else from [`MIN_SERVER_SECRET_LEN`] on.
+    pub fn with_passed(
+        vars: impl IntoIterator<Item = (String, String)>,
+        passed: &[String],
+    ) -> Self {
+        let mut values: Vec<String> = Vec::new();
+        let mut too_short: Vec<String> = Vec::new();
+        for (name, value) in vars {
+            if !is_secret_name(&name) {
+                continue;
+            }
+            let is_passed = passed.contains(&name);
+            let floor = if is_passed {
+                MIN_PASSED_SECRET_LEN
+            } else {
+                MIN_SERVER_SECRET_LEN
+            };
+            // Counted in characters, as an owner counts them.
+            if value.chars().count() >= floor {
+                values.push(value);
+            } else if is_passed && !value.is_empty() && !too_short.contains(&name) {
+                too_short.push(name);
+            }
+        }
         values.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         values.dedup();
+        too_short.sort();
+        let min_len = values
+            .iter()
+            .map(String::len)
+            .min()
+            .map_or(MIN_SHAPE_LEN, |v| v.min(MIN_SHAPE_LEN));
         // The patterns are fixed text; unit tests check that each compiles,
         // so `expect` here can only fire on a change that never passed them.
         let compile = |p: &str| Regex::new(p).expect("a fixed pattern compiles");
@@ -85,7 +137,16 @@ impl Redactor {
             key_value: compile(shapes::KEY_VALUE),
             aws_secret: compile(shapes::AWS_SECRET),
             values,
+            min_len,
+            too_short,
         }
+    }
+
+    /// `--pass-env` names that are secret-named and reach runs, but whose
+    /// values are shorter than [`MIN_PASSED_SECRET_LEN`] characters and so
+    /// are not looked for in results (start-up warns about each).
+    pub fn too_short(&self) -> &[String] {
+        &self.too_short
     }
 
     /// `text` with every secret replaced.
@@ -96,8 +157,7 @@ impl Redactor {
     /// `text` with every secret replaced; `count` grows by the replacements made.
     pub fn redact_text<'a>(&self, text: &'a str, count: &mut usize) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(text);
-        // Nothing looked for fits in fewer bytes (most object keys are shorter).
-        if text.len() < MIN_SECRET_LEN {
+        if text.len() < self.min_len {
             return out;
         }
         for v in &self.values {
@@ -106,7 +166,7 @@ impl Redactor {
                 out = Cow::Owned(out.replace(v.as_str(), REDACTED));
             }
         }
-        if !self.any_hint.is_match(&out) {
+        if out.len() < MIN_SHAPE_LEN || !self.any_hint.is_match(&out) {
             return out;
         }
         let hits = self.prefilter.matches(&out);
@@ -262,8 +322,9 @@ impl Redactor {
                     Value::Number(n)
                 }
             }
-            // `true` and `false` hide nothing under a secret key; as text
-            // they are shorter than any value that is looked for.
+            // `true` and `false` hide nothing under a secret key; they go
+            // only when a passed secret is that very word (a value of the
+            // server's own environment is never that short).
             Value::Bool(b) => {
                 if self
                     .values
@@ -690,6 +751,64 @@ mod tests {
         );
         assert_eq!(r.redact_str("short 1234567"), "short 1234567");
         assert_eq!(r.redact_str("by Alexandra Example"), "by Alexandra Example");
+    }
+
+    #[test]
+    fn passed_secret_values_are_redacted_from_four_characters() {
+        let passed: Vec<String> = [
+            "REACHWEAVER_SMTP_PASS",
+            "REACHWEAVER_PIN_TOKEN",
+            "REACHWEAVER_SIGNING_KEY",
+            "LANG",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let r = Redactor::with_passed(
+            [
+                ("REACHWEAVER_SMTP_PASS", "hunt"),
+                ("REACHWEAVER_PIN_TOKEN", "4821"),
+                ("REACHWEAVER_SIGNING_KEY", "abc"),
+                ("DB_PASSWORD", "abcdefg"),
+                ("SESSION", "main"),
+                ("LANG", "C.UTF-8"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+            &passed,
+        );
+        assert_eq!(r.redact_str("user hunt"), "user [REDACTED]");
+        assert_eq!(r.redact_str("pin 4821"), "pin [REDACTED]");
+        // Values of the server's own environment keep the longer floor, and
+        // a passed variable that is not secret-named is never looked for.
+        for kept in ["pw abcdefg", "branch main", "abc", "C.UTF-8"] {
+            assert_eq!(r.redact_str(kept), kept);
+        }
+        assert_eq!(r.too_short(), ["REACHWEAVER_SIGNING_KEY".to_string()]);
+        let (out, n) = r.redact(json!({"pin": 4821, "other": 4822, "list": [4821, "hunt"]}));
+        assert_eq!(
+            out,
+            json!({"pin": REDACTED, "other": 4822, "list": [REDACTED, REDACTED]})
+        );
+        assert_eq!(n, 3);
+        // Without `--pass-env`, the same four characters are left alone.
+        let r = Redactor::new([("REACHWEAVER_PIN_TOKEN".to_string(), "4821".to_string())]);
+        assert_eq!(r.redact(json!({"pin": 4821})), (json!({"pin": 4821}), 0));
+        assert!(r.too_short().is_empty());
+    }
+
+    #[test]
+    fn a_boolean_goes_only_when_a_passed_secret_is_that_word() {
+        let passed = vec!["REACHWEAVER_FEATURE_SECRET".to_string()];
+        let vars = || [("REACHWEAVER_FEATURE_SECRET".to_string(), "true".to_string())];
+        let r = Redactor::with_passed(vars(), &passed);
+        let (out, n) = r.redact(json!({"ok": true, "done": false, "note": "true"}));
+        assert_eq!(
+            out,
+            json!({"ok": REDACTED, "done": false, "note": REDACTED})
+        );
+        assert_eq!(n, 2);
+        let v = json!({"ok": true, "note": "true"});
+        assert_eq!(Redactor::new(vars()).redact(v.clone()), (v, 0));
     }
 
     #[test]
