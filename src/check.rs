@@ -9,9 +9,9 @@
 
 use serde_json::{json, Value};
 
-use crate::app::App;
 use crate::catalog::{CatalogError, Diagnostic, Severity};
 use crate::cli::{Globals, ServeArgs};
+use crate::startup::App;
 use crate::tools::{Report, ToolSet, Verdict};
 
 /// What checking found.

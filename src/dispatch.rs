@@ -5,17 +5,13 @@ use serde_json::{json, Map, Value};
 
 use crate::envelope::Envelope;
 use crate::era::{self, Era, Revision, META_SERVER_INFO};
-use crate::error::RpcError;
-use crate::jsonrpc::{self, Incoming, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
-use crate::startup::{App, SERVER_NAME, SERVER_VERSION};
+use crate::error::{RpcCode, RpcError};
+use crate::jsonrpc::{self, Incoming};
 use crate::tools::Tool;
 
 /// How long a client may cache discover and tools/list answers: the tool
 /// list never changes while the server runs.
 pub const TTL_MS: u64 = 3_600_000;
-const SERVER_TITLE: &str = "ReachWeaver (read-only, sandboxed)";
-const SERVER_DESCRIPTION: &str =
-    "Read-only ReachWeaver tools; every call runs in a kernel-confined child process.";
 
 /// What the serve loop does with one incoming message.
 #[derive(Debug)]
@@ -46,22 +42,121 @@ pub struct Session {
     legacy: Option<Revision>,
 }
 
+/// Who answers: the identity reported in `serverInfo`, each revision
+/// getting only the fields it defines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub name: String,
+    pub version: String,
+    /// From 2025-06-18 on.
+    pub title: String,
+    /// From 2025-11-25 on.
+    pub description: String,
+}
+
+impl Identity {
+    fn for_revision(&self, rev: Revision) -> Value {
+        let mut info = json!({"name": self.name, "version": self.version});
+        if rev.has_structured() {
+            info["title"] = json!(self.title);
+        }
+        if rev.has_rich_server_info() {
+            info["description"] = json!(self.description);
+        }
+        info
+    }
+}
+
+/// Everything the protocol layer knows about the server, fixed at start:
+/// the tool lists, the instructions and the identity. Running a call is
+/// not in here: `handle` only turns a `tools/call` into a [`CallJob`], so
+/// the layer can be driven line by line without a backend or a process.
+pub struct ProtocolInput {
+    lists: ToolLists,
+    pub instructions: String,
+    pub identity: Identity,
+}
+
+impl ProtocolInput {
+    pub fn new<'t>(
+        tools: impl IntoIterator<Item = &'t Tool>,
+        instructions: impl Into<String>,
+        identity: Identity,
+    ) -> Self {
+        Self {
+            lists: ToolLists::new(tools),
+            instructions: instructions.into(),
+            identity,
+        }
+    }
+
+    /// The `tools/call` result for an envelope, shaped for the revision.
+    pub fn call_result(&self, rev: Revision, envelope: &Envelope) -> Value {
+        let mut r = Map::new();
+        r.insert(
+            "content".into(),
+            json!([{"type": "text", "text": envelope.to_text()}]),
+        );
+        if rev.has_structured() {
+            r.insert("structuredContent".into(), envelope.to_value());
+        }
+        r.insert("isError".into(), json!(envelope.is_error()));
+        if rev.is_handshakeless() {
+            self.stamp(rev, &mut r);
+        }
+        if !envelope.meta.is_empty() {
+            let meta = r
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(m) = meta {
+                for (k, v) in &envelope.meta {
+                    m.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        Value::Object(r)
+    }
+
+    /// Stamp a handshake-less result: `resultType` and the server's identity in `_meta`.
+    fn stamp(&self, rev: Revision, result: &mut Map<String, Value>) {
+        result.insert("resultType".into(), json!("complete"));
+        result.insert(
+            "_meta".into(),
+            json!({META_SERVER_INFO: self.identity.for_revision(rev)}),
+        );
+    }
+
+    fn stamped(&self, rev: Revision, mut result: Map<String, Value>) -> Value {
+        self.stamp(rev, &mut result);
+        Value::Object(result)
+    }
+}
+
 /// Tool definitions rendered and serialized once per revision: the list
 /// never changes while the server runs, so `tools/list` only splices text.
-pub struct ToolLists {
+struct ToolLists {
     by_revision: Vec<(Revision, String)>,
+    names: Vec<String>,
 }
 
 impl ToolLists {
-    pub fn new(app: &App) -> Self {
+    fn new<'t>(tools: impl IntoIterator<Item = &'t Tool>) -> Self {
+        let tools: Vec<&Tool> = tools.into_iter().collect();
         let by_revision = Revision::SERVED
             .iter()
             .map(|&rev| {
-                let tools = Value::Array(app.tools.iter().map(|t| tool_json(t, rev)).collect());
-                (rev, jsonrpc::to_line(&tools))
+                let list = Value::Array(tools.iter().map(|t| tool_json(t, rev)).collect());
+                (rev, jsonrpc::to_line(&list))
             })
             .collect();
-        Self { by_revision }
+        Self {
+            by_revision,
+            names: tools.iter().map(|t| t.name.clone()).collect(),
+        }
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name)
     }
 
     fn get(&self, rev: Revision) -> &str {
@@ -128,58 +223,6 @@ pub fn tool_json(tool: &Tool, rev: Revision) -> Value {
     Value::Object(t)
 }
 
-fn server_info(rev: Revision) -> Value {
-    let mut info = json!({"name": SERVER_NAME, "version": SERVER_VERSION});
-    if rev.has_structured() {
-        info["title"] = json!(SERVER_TITLE);
-    }
-    if rev.has_rich_server_info() {
-        info["description"] = json!(SERVER_DESCRIPTION);
-    }
-    info
-}
-
-/// Stamp a modern result: `resultType` and the server's identity in `_meta`.
-fn modern(mut result: Map<String, Value>) -> Value {
-    stamp_modern(&mut result);
-    Value::Object(result)
-}
-
-fn stamp_modern(result: &mut Map<String, Value>) {
-    result.insert("resultType".into(), json!("complete"));
-    result.insert(
-        "_meta".into(),
-        json!({META_SERVER_INFO: server_info(Revision::MODERN)}),
-    );
-}
-
-/// The `tools/call` result for an envelope, shaped for the revision.
-pub fn call_result(rev: Revision, envelope: &Envelope) -> Value {
-    let mut r = Map::new();
-    r.insert(
-        "content".into(),
-        json!([{"type": "text", "text": envelope.to_text()}]),
-    );
-    if rev.has_structured() {
-        r.insert("structuredContent".into(), envelope.to_value());
-    }
-    r.insert("isError".into(), json!(envelope.is_error()));
-    if rev.is_modern() {
-        stamp_modern(&mut r);
-    }
-    if !envelope.meta.is_empty() {
-        let meta = r
-            .entry("_meta")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(m) = meta {
-            for (k, v) in &envelope.meta {
-                m.insert(k.clone(), v.clone());
-            }
-        }
-    }
-    Value::Object(r)
-}
-
 fn fail(id: &Value, method: &str, err: RpcError) -> Action {
     crate::log::line(format!(
         "protocol error code={} method={}",
@@ -197,19 +240,23 @@ fn sanitize(s: &str) -> String {
         .collect()
 }
 
+/// One client's protocol state over the fixed [`ProtocolInput`].
 pub struct Dispatcher<'a> {
-    pub app: &'a App,
-    pub lists: &'a ToolLists,
-    pub session: Session,
+    input: &'a ProtocolInput,
+    session: Session,
 }
 
 impl<'a> Dispatcher<'a> {
-    pub fn new(app: &'a App, lists: &'a ToolLists) -> Self {
+    pub fn new(input: &'a ProtocolInput) -> Self {
         Self {
-            app,
-            lists,
+            input,
             session: Session::default(),
         }
+    }
+
+    /// `handle` for one raw line (without its LF).
+    pub fn handle_line(&mut self, line: &[u8]) -> Action {
+        self.handle(jsonrpc::parse_line(line))
     }
 
     pub fn handle(&mut self, msg: Incoming) -> Action {
@@ -231,13 +278,14 @@ impl<'a> Dispatcher<'a> {
     }
 
     fn modern(&self, id: Value, method: &str, params: Map<String, Value>) -> Action {
-        if let Err(e) = era::check_envelope(&params) {
-            return fail(&id, method, e);
-        }
+        let rev = match era::check_envelope(&params) {
+            Ok(rev) => rev,
+            Err(e) => return fail(&id, method, e),
+        };
         match method {
-            "server/discover" => Action::Reply(jsonrpc::result(&id, self.discover())),
-            "tools/list" => self.tools_list(&id, &params, Revision::MODERN),
-            "tools/call" => self.tools_call(id, params, Revision::MODERN),
+            "server/discover" => Action::Reply(jsonrpc::result(&id, self.discover(rev))),
+            "tools/list" => self.tools_list(&id, &params, rev),
+            "tools/call" => self.tools_call(id, params, rev),
             _ => fail(&id, method, not_found(method)),
         }
     }
@@ -254,9 +302,9 @@ impl<'a> Dispatcher<'a> {
                     return fail(
                         &id,
                         method,
-                        RpcError::new(
-                            INVALID_PARAMS,
-                            "Invalid params: not initialized; send initialize first, or stamp the request \
+                        RpcError::detailed(
+                            RpcCode::InvalidParams,
+                            "not initialized; send initialize first, or stamp the request \
                              with the 2026-07-28 _meta envelope.",
                         ),
                     );
@@ -271,7 +319,7 @@ impl<'a> Dispatcher<'a> {
         }
     }
 
-    fn discover(&self) -> Value {
+    fn discover(&self, rev: Revision) -> Value {
         let mut r = Map::new();
         r.insert(
             "supportedVersions".into(),
@@ -281,17 +329,17 @@ impl<'a> Dispatcher<'a> {
             "capabilities".into(),
             json!({"tools": {"listChanged": false}}),
         );
-        r.insert("instructions".into(), json!(self.app.instructions));
+        r.insert("instructions".into(), json!(self.input.instructions));
         r.insert("ttlMs".into(), json!(TTL_MS));
         r.insert("cacheScope".into(), json!("public"));
-        modern(r)
+        self.input.stamped(rev, r)
     }
 
     fn initialize(&mut self, params: &Map<String, Value>) -> Result<Value, RpcError> {
         if self.session.legacy.is_some() {
-            return Err(RpcError::new(
-                INVALID_REQUEST,
-                "Invalid Request: already initialized; this process keeps its first handshake.",
+            return Err(RpcError::detailed(
+                RpcCode::InvalidRequest,
+                "already initialized; this process keeps its first handshake.",
             ));
         }
         let version = params.get("protocolVersion").and_then(Value::as_str);
@@ -301,9 +349,9 @@ impl<'a> Dispatcher<'a> {
                 && c.get("version").is_some_and(Value::is_string)
         });
         let (Some(version), true, true) = (version, caps_ok, client_ok) else {
-            return Err(RpcError::new(
-                INVALID_PARAMS,
-                "Invalid params: initialize needs protocolVersion (a string), capabilities (an object) \
+            return Err(RpcError::detailed(
+                RpcCode::InvalidParams,
+                "initialize needs protocolVersion (a string), capabilities (an object) \
                  and clientInfo {name, version}.",
             ));
         };
@@ -312,8 +360,8 @@ impl<'a> Dispatcher<'a> {
         Ok(json!({
             "protocolVersion": rev.as_str(),
             "capabilities": {"tools": {"listChanged": false}},
-            "serverInfo": server_info(rev),
-            "instructions": self.app.instructions,
+            "serverInfo": self.input.identity.for_revision(rev),
+            "instructions": self.input.instructions,
         }))
     }
 
@@ -323,18 +371,18 @@ impl<'a> Dispatcher<'a> {
                 id,
                 "tools/list",
                 RpcError::new(
-                    INVALID_PARAMS,
+                    RpcCode::InvalidParams,
                     "Invalid cursor: this server never hands out cursors.",
                 ),
             );
         }
         let mut rest = Map::new();
-        if rev.is_modern() {
+        if rev.is_handshakeless() {
             rest.insert("ttlMs".into(), json!(TTL_MS));
             rest.insert("cacheScope".into(), json!("public"));
-            stamp_modern(&mut rest);
+            self.input.stamp(rev, &mut rest);
         }
-        Action::ReplyLine(self.lists.response_line(id, rev, &rest))
+        Action::ReplyLine(self.input.lists.response_line(id, rev, &rest))
     }
 
     fn tools_call(&self, id: Value, mut params: Map<String, Value>, rev: Revision) -> Action {
@@ -344,10 +392,7 @@ impl<'a> Dispatcher<'a> {
                 return fail(
                     &id,
                     "tools/call",
-                    RpcError::new(
-                        INVALID_PARAMS,
-                        "Invalid params: tools/call needs name (a string).",
-                    ),
+                    RpcError::detailed(RpcCode::InvalidParams, "tools/call needs name (a string)."),
                 )
             }
         };
@@ -358,18 +403,18 @@ impl<'a> Dispatcher<'a> {
                 return fail(
                     &id,
                     "tools/call",
-                    RpcError::new(
-                        INVALID_PARAMS,
-                        "Invalid params: arguments must be an object.",
-                    ),
+                    RpcError::detailed(RpcCode::InvalidParams, "arguments must be an object."),
                 )
             }
         };
-        if self.app.tools.get(&name).is_none() {
+        if !self.input.lists.has(&name) {
             return fail(
                 &id,
                 "tools/call",
-                RpcError::new(INVALID_PARAMS, format!("Unknown tool: {}", sanitize(&name))),
+                RpcError::new(
+                    RpcCode::InvalidParams,
+                    format!("Unknown tool: {}", sanitize(&name)),
+                ),
             );
         }
         Action::Call(CallJob {
@@ -382,10 +427,7 @@ impl<'a> Dispatcher<'a> {
 }
 
 fn not_found(method: &str) -> RpcError {
-    RpcError::new(
-        METHOD_NOT_FOUND,
-        format!("Method not found: {}", sanitize(method)),
-    )
+    RpcError::detailed(RpcCode::MethodNotFound, sanitize(method))
 }
 
 fn notification(method: &str, params: &Value) -> Action {

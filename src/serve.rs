@@ -9,7 +9,7 @@
 //! (nothing is written for them), the lines already computed are flushed.
 
 use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io::{self, BufRead, Write};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -19,13 +19,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::call::CallOutcome;
+use crate::call::{CallOutcome, CallRunner};
 use crate::cancel::Cancel;
-use crate::dispatch::{self, Action, CallJob, Dispatcher, ToolLists};
-use crate::error::RpcError;
+use crate::dispatch::{Action, CallJob, Dispatcher, ProtocolInput};
+use crate::error::{RpcCode, RpcError};
 use crate::frame::{is_blank, Frame, FrameReader};
-use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_REQUEST};
-use crate::startup::App;
+use crate::jsonrpc;
 
 /// What the writer thread receives: a line, or the end of output.
 enum Out {
@@ -171,7 +170,8 @@ impl Slots {
 }
 
 struct Shared {
-    app: Arc<App>,
+    protocol: ProtocolInput,
+    runner: Arc<dyn CallRunner>,
     inflight: InFlight,
     slots: Slots,
     out: SyncSender<Out>,
@@ -182,47 +182,20 @@ struct Shared {
 
 /// Serve until stdin closes and every call received is answered (or until
 /// SIGTERM/SIGINT, or stdout closes).
-pub fn serve(app: Arc<App>) {
+pub fn serve(protocol: ProtocolInput, runner: Arc<dyn CallRunner>, max_concurrent: usize) {
     // Before any thread is spawned, so every thread inherits the mask and
     // SIGTERM reaches only the watcher.
     let sigterm = block_sigterm();
     crate::log::start_background();
-    let (out_tx, out_rx) = sync_channel::<Out>(OUT_QUEUE);
-    let shared = Arc::new(Shared {
-        slots: Slots::new(app.max_concurrent),
-        app,
-        inflight: InFlight::default(),
-        out: out_tx,
-        stopping: AtomicBool::new(false),
-        writer_done: AtomicBool::new(false),
-    });
-    let stdout_lock = Arc::new(Mutex::new(()));
-    let writer = {
-        let shared = Arc::clone(&shared);
-        let lock = Arc::clone(&stdout_lock);
-        thread::Builder::new().name("stdout".into()).spawn(move || {
-            write_loop(out_rx, &shared, &lock);
-            shared.writer_done.store(true, Ordering::SeqCst);
-        })
-    };
-    let writer = match writer {
-        Ok(w) => w,
-        Err(e) => {
-            crate::log::line(format!("cannot start the stdout writer: {e}"));
-            return;
-        }
-    };
-    watch_sigterm(sigterm, Arc::clone(&shared), Arc::clone(&stdout_lock));
-
-    read_loop(&shared);
-
-    // EOF: nothing new is read; every call already received runs to its
-    // end (its own timeout bounds it) and is answered. A signal or a closed
-    // stdout still stops everything at once, from their own threads.
-    shared.slots.wait_idle(None);
-    // Lines queued before this one are written first; then the writer ends.
-    let _ = shared.out.send(Out::Stop);
-    let _ = writer.join();
+    let stdin = io::stdin();
+    serve_streams(
+        protocol,
+        runner,
+        max_concurrent,
+        stdin.lock(),
+        io::stdout(),
+        |shared, stdout_lock| watch_sigterm(sigterm, shared, stdout_lock),
+    );
     crate::log::flush(LOG_FLUSH);
     let dropped = crate::log::dropped();
     if dropped > 0 {
@@ -233,11 +206,60 @@ pub fn serve(app: Arc<App>) {
     }
 }
 
-fn read_loop(shared: &Arc<Shared>) {
-    let lists = ToolLists::new(&shared.app);
-    let mut dispatcher = Dispatcher::new(&shared.app, &lists);
-    let stdin = io::stdin();
-    let mut reader = FrameReader::new(stdin.lock());
+/// The loop over any reader and writer: [`serve`] gives it stdio and a
+/// signal watcher (`started`, run once the writer is up); tests give it
+/// bytes in memory. Returns after the reader's end, once every call
+/// received is answered and every line written.
+fn serve_streams<R: BufRead, W: Write + Send + 'static>(
+    protocol: ProtocolInput,
+    runner: Arc<dyn CallRunner>,
+    max_concurrent: usize,
+    reader: R,
+    writer: W,
+    started: impl FnOnce(Arc<Shared>, Arc<Mutex<()>>),
+) {
+    let (out_tx, out_rx) = sync_channel::<Out>(OUT_QUEUE);
+    let shared = Arc::new(Shared {
+        slots: Slots::new(max_concurrent),
+        protocol,
+        runner,
+        inflight: InFlight::default(),
+        out: out_tx,
+        stopping: AtomicBool::new(false),
+        writer_done: AtomicBool::new(false),
+    });
+    let stdout_lock = Arc::new(Mutex::new(()));
+    let writer = {
+        let shared = Arc::clone(&shared);
+        let lock = Arc::clone(&stdout_lock);
+        thread::Builder::new().name("stdout".into()).spawn(move || {
+            write_loop(out_rx, &shared, &lock, writer);
+            shared.writer_done.store(true, Ordering::SeqCst);
+        })
+    };
+    let writer = match writer {
+        Ok(w) => w,
+        Err(e) => {
+            crate::log::line(format!("cannot start the stdout writer: {e}"));
+            return;
+        }
+    };
+    started(Arc::clone(&shared), Arc::clone(&stdout_lock));
+
+    read_loop(&shared, reader);
+
+    // EOF: nothing new is read; every call already received runs to its
+    // end (its own timeout bounds it) and is answered. A signal or a closed
+    // stdout still stops everything at once, from their own threads.
+    shared.slots.wait_idle(None);
+    // Lines queued before this one are written first; then the writer ends.
+    let _ = shared.out.send(Out::Stop);
+    let _ = writer.join();
+}
+
+fn read_loop<R: BufRead>(shared: &Arc<Shared>, input: R) {
+    let mut dispatcher = Dispatcher::new(&shared.protocol);
+    let mut reader = FrameReader::new(input);
     loop {
         if shared.stopping.load(Ordering::SeqCst) {
             return;
@@ -245,13 +267,9 @@ fn read_loop(shared: &Arc<Shared>) {
         let line = match reader.next_frame() {
             Ok(Frame::Eof) | Err(_) => return,
             Ok(Frame::TooLong) => {
-                crate::log::line(format!(
-                    "protocol error code={INVALID_REQUEST} line over 1 MiB"
-                ));
-                let err = RpcError::new(
-                    INVALID_REQUEST,
-                    "Invalid Request: the line is longer than 1 MiB.",
-                );
+                let err =
+                    RpcError::detailed(RpcCode::InvalidRequest, "the line is longer than 1 MiB.");
+                crate::log::line(format!("protocol error code={} line over 1 MiB", err.code));
                 send(
                     shared,
                     jsonrpc::to_line(&jsonrpc::error(&Value::Null, &err)),
@@ -301,31 +319,26 @@ fn start_call(shared: &Arc<Shared>, job: CallJob) {
 /// thread that spawns the backend also waits for it (the sandbox's
 /// parent-death signal is tied to this thread).
 fn run_call(shared: &Shared, job: CallJob, seq: u64, cancel: &Cancel) {
-    let outcome = match shared.app.tools.get(&job.tool) {
-        Some(tool) if shared.slots.acquire(cancel) => {
-            // A fault inside one call must not take the server down (A19).
-            let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
-                shared.app.call(tool, &job.arguments, cancel)
-            }));
-            shared.slots.release();
-            outcome
-                .map_err(|_| crate::log::line(format!("internal fault in call tool={}", job.tool)))
-        }
-        // Cancelled while waiting for a slot, or (impossible: dispatch checked) unknown.
-        _ => Ok(CallOutcome::Cancelled),
+    let outcome = if shared.slots.acquire(cancel) {
+        // A fault inside one call must not take the server down (A19).
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+            shared.runner.run_call(&job.tool, &job.arguments, cancel)
+        }));
+        shared.slots.release();
+        outcome.map_err(|_| crate::log::line(format!("internal fault in call tool={}", job.tool)))
+    } else {
+        // Cancelled while waiting for a slot.
+        Ok(CallOutcome::Cancelled)
     };
     let line = match outcome {
         Ok(CallOutcome::Done(envelope)) => Some(jsonrpc::to_line(&jsonrpc::result(
             &job.id,
-            dispatch::call_result(job.revision, &envelope),
+            shared.protocol.call_result(job.revision, &envelope),
         ))),
         Ok(CallOutcome::Cancelled) => None,
         Err(()) => Some(jsonrpc::to_line(&jsonrpc::error(
             &job.id,
-            &RpcError::new(
-                INTERNAL_ERROR,
-                "Internal error: the call failed inside the server.",
-            ),
+            &RpcError::detailed(RpcCode::InternalError, "the call failed inside the server."),
         ))),
     };
     shared.inflight.finish(&job.id, seq, || {
@@ -335,14 +348,12 @@ fn run_call(shared: &Shared, job: CallJob, seq: u64, cancel: &Cancel) {
     });
 }
 
-fn write_loop(rx: Receiver<Out>, shared: &Shared, lock: &Mutex<()>) {
-    let stdout = io::stdout();
-    for out in rx {
-        let Out::Line(line) = out else {
+fn write_loop<W: Write>(rx: Receiver<Out>, shared: &Shared, lock: &Mutex<()>, mut out: W) {
+    for msg in rx {
+        let Out::Line(line) = msg else {
             return;
         };
         let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out = stdout.lock();
         let ok = out
             .write_all(line.as_bytes())
             .and_then(|_| out.write_all(b"\n"))

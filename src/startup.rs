@@ -18,6 +18,7 @@ use crate::catalog::{self, Program};
 use crate::cli::{Globals, ServeArgs};
 use crate::config::{Config, Owner, OwnerInput};
 use crate::confine::Root;
+use crate::dispatch::{Identity, ProtocolInput};
 use crate::limits::{RateLimiter, CATALOG_MAX_BYTES, CATALOG_TIMEOUT};
 use crate::protect::{self, Protected};
 use crate::redact::Redactor;
@@ -28,6 +29,9 @@ use crate::tools::{self, Report, ToolKind, ToolSet};
 
 pub const SERVER_NAME: &str = "reachweaver-mcp";
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+const SERVER_TITLE: &str = "ReachWeaver (read-only, sandboxed)";
+const SERVER_DESCRIPTION: &str =
+    "Read-only ReachWeaver tools; every call runs in a kernel-confined child process.";
 
 const INSTRUCTIONS: &str = "Read-only tools for the ReachWeaver command line. \
 Each tool runs the ReachWeaver command of the same name once, in a sandbox with no network \
@@ -189,6 +193,12 @@ impl App {
         })
     }
 
+    /// What the protocol layer serves: the tool lists, the instructions and
+    /// this server's identity.
+    pub fn protocol_input(&self) -> ProtocolInput {
+        ProtocolInput::new(self.tools.iter(), self.instructions.clone(), identity())
+    }
+
     /// What was offered and withheld, and every catalog finding.
     pub fn report(&self) -> &Report {
         &self.report
@@ -197,6 +207,16 @@ impl App {
     /// The longest a call may run (`None`: no limit).
     pub fn call_timeout(&self) -> Option<Duration> {
         self.bounds.timeout
+    }
+}
+
+/// This server as `serverInfo` names it.
+pub fn identity() -> Identity {
+    Identity {
+        name: SERVER_NAME.to_string(),
+        version: SERVER_VERSION.to_string(),
+        title: SERVER_TITLE.to_string(),
+        description: SERVER_DESCRIPTION.to_string(),
     }
 }
 
