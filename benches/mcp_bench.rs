@@ -21,12 +21,12 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 
-use reachweaver_mcp::app::App;
 use reachweaver_mcp::cli::{Globals, SandboxMode, ServeArgs};
-use reachweaver_mcp::dispatch::{Action, Dispatcher, ToolLists};
+use reachweaver_mcp::dispatch::{Action, Dispatcher};
 use reachweaver_mcp::jsonrpc;
 use reachweaver_mcp::redact::Redactor;
 use reachweaver_mcp::sandbox::{RunKind, Sandbox, SandboxOptions};
+use reachweaver_mcp::startup::App;
 
 const MODERN: &str = "2026-07-28";
 
@@ -931,8 +931,8 @@ fn tools_list(ctx: &Ctx<'_>, rep: &mut Report) -> Result<()> {
             ..globals
         };
         let app = App::start_with_helper(&globals, &serve, Some(ctx.server.clone()))?;
-        let lists = ToolLists::new(&app);
-        let mut d = Dispatcher::new(&app, &lists);
+        let input = app.protocol_input();
+        let mut d = Dispatcher::new(&input);
         let line =
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}})
                 .to_string();

@@ -12,8 +12,8 @@ use crate::cli::{Cli, Command, ServeArgs};
 use crate::protect::Protected;
 use crate::tools::{self, Verdict};
 
-pub use crate::call::CallOutcome;
-pub use crate::startup::{App, SERVER_NAME, SERVER_VERSION};
+use crate::call::CallOutcome;
+use crate::startup::{App, SERVER_NAME};
 
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
@@ -22,7 +22,9 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
                 return crate::client_config::print(&cli.globals, &args);
             }
             let app = App::start(&cli.globals, &args)?;
-            crate::serve::serve(std::sync::Arc::new(app));
+            let protocol = app.protocol_input();
+            let max_concurrent = app.max_concurrent;
+            crate::serve::serve(protocol, std::sync::Arc::new(app), max_concurrent);
             Ok(0)
         }
         Command::Sandbox(cmd) => crate::sandbox_cli::cli(&cli.globals, cmd),

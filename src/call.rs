@@ -53,6 +53,22 @@ pub enum CallOutcome {
     Cancelled,
 }
 
+/// What the serve loop needs to run a `tools/call`: the one thing it asks
+/// of the started server, so the loop can be driven with a stand-in.
+pub trait CallRunner: Send + Sync {
+    fn run_call(&self, tool: &str, arguments: &Map<String, Value>, cancel: &Cancel) -> CallOutcome;
+}
+
+impl CallRunner for App {
+    fn run_call(&self, tool: &str, arguments: &Map<String, Value>, cancel: &Cancel) -> CallOutcome {
+        match self.tools.get(tool) {
+            Some(t) => self.call(t, arguments, cancel),
+            // Dispatch answers an unknown tool itself; nothing to run or say.
+            None => CallOutcome::Cancelled,
+        }
+    }
+}
+
 impl App {
     /// Validate, confine, build argv, rate-limit, run, map, redact; one log line.
     pub fn call(&self, tool: &Tool, args: &Map<String, Value>, cancel: &Cancel) -> CallOutcome {

@@ -9,9 +9,9 @@
 
 use serde_json::{json, Value};
 
-use crate::app::App;
-use crate::catalog::{CatalogError, Diagnostic, Severity};
+use crate::catalog::{Diagnostic, Severity};
 use crate::cli::{Globals, ServeArgs};
+use crate::startup::{App, StartError};
 use crate::tools::{Report, ToolSet, Verdict};
 
 /// What checking found.
@@ -134,15 +134,13 @@ pub fn run(globals: &Globals, serve: &ServeArgs, json: bool) -> anyhow::Result<u
             diagnostics: app.report().diagnostics.clone(),
             served: Some((app.report().clone(), app.tools.clone())),
         },
-        Err(e) => match e.downcast_ref::<CatalogError>() {
-            Some(refused) => Findings {
-                diagnostics: refused.diagnostics().to_vec(),
-                served: None,
-            },
-            // Not the catalog's fault (no backend, describe failed, sandbox):
-            // reported like any start-up failure.
-            None => return Err(e),
+        Err(StartError::Catalog(refused)) => Findings {
+            diagnostics: refused.diagnostics().to_vec(),
+            served: None,
         },
+        // Not the catalog's fault (no backend, describe failed, sandbox):
+        // reported like any start-up failure.
+        Err(e) => return Err(e.into()),
     };
     let text = if json {
         serde_json::to_string_pretty(&findings.to_json())? + "\n"

@@ -5,8 +5,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::error::RpcError;
-use crate::jsonrpc::{INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION};
+use crate::error::{RpcCode, RpcError};
 
 pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -34,7 +33,6 @@ pub enum Revision {
 }
 
 impl Revision {
-    pub const MODERN: Revision = Revision::V2026_07_28;
     /// The newest handshake revision: the answer to an unknown request.
     pub const NEWEST_LEGACY: Revision = Revision::V2025_11_25;
     /// Every served revision, modern first, then newest to oldest.
@@ -60,8 +58,24 @@ impl Revision {
         Revision::SERVED.into_iter().find(|r| r.as_str() == s)
     }
 
-    pub fn is_modern(self) -> bool {
-        self == Revision::MODERN
+    /// No `initialize`: every request carries the `_meta` envelope naming
+    /// its revision, and every result says who answered. A property of the
+    /// revision, so a later handshake-less revision is one more `true` here.
+    pub fn is_handshakeless(self) -> bool {
+        match self {
+            Revision::V2026_07_28 => true,
+            Revision::V2024_11_05
+            | Revision::V2025_03_26
+            | Revision::V2025_06_18
+            | Revision::V2025_11_25 => false,
+        }
+    }
+
+    /// The served handshake-less revisions, newest first.
+    pub fn handshakeless() -> impl Iterator<Item = Revision> {
+        Revision::SERVED
+            .into_iter()
+            .filter(|r| r.is_handshakeless())
     }
 
     /// Tool `annotations` exist from 2025-03-26 on.
@@ -90,7 +104,7 @@ impl Revision {
 /// gets the newest handshake revision.
 pub fn negotiate(requested: &str) -> Revision {
     match Revision::parse(requested) {
-        Some(r) if !r.is_modern() => r,
+        Some(r) if !r.is_handshakeless() => r,
         _ => Revision::NEWEST_LEGACY,
     }
 }
@@ -119,14 +133,16 @@ pub fn classify(method: &str, params: &Map<String, Value>) -> Era {
 }
 
 /// Check a modern request's envelope, in the fixed order: shape first, then
-/// the version.
-pub fn check_envelope(params: &Map<String, Value>) -> Result<(), RpcError> {
+/// the version. Returns the handshake-less revision the request names.
+pub fn check_envelope(params: &Map<String, Value>) -> Result<Revision, RpcError> {
     let missing = || {
-        RpcError::new(
-            INVALID_PARAMS,
-            format!(
-                "Invalid params: a 2026-07-28 request needs params._meta with \"{META_VERSION}\" (a string) \
-                 and \"{META_CAPABILITIES}\" (an object)."
+        let names: Vec<&str> = Revision::handshakeless().map(Revision::as_str).collect();
+        RpcError::detailed(
+            RpcCode::InvalidParams,
+            format_args!(
+                "a {} request needs params._meta with \"{META_VERSION}\" (a string) \
+                 and \"{META_CAPABILITIES}\" (an object).",
+                names.join(" or ")
             ),
         )
     };
@@ -139,25 +155,22 @@ pub fn check_envelope(params: &Map<String, Value>) -> Result<(), RpcError> {
     let (Value::String(version), Value::Object(_)) = (version, caps) else {
         return Err(missing());
     };
-    if Revision::parse(version) != Some(Revision::MODERN) {
+    let Some(revision) = Revision::parse(version).filter(|r| r.is_handshakeless()) else {
         return Err(RpcError::new(
-            UNSUPPORTED_PROTOCOL_VERSION,
+            RpcCode::UnsupportedProtocolVersion,
             "Unsupported protocol version.",
         )
         .with_data(json!({"supported": Revision::supported_strings(), "requested": version})));
-    }
+    };
     if let Some(level) = meta.get(META_LOG_LEVEL) {
         if !level.as_str().is_some_and(|l| LOG_LEVELS.contains(&l)) {
-            return Err(RpcError::new(
-                INVALID_PARAMS,
-                format!(
-                    "Invalid params: {META_LOG_LEVEL} must be one of {}.",
-                    LOG_LEVELS.join(", ")
-                ),
+            return Err(RpcError::detailed(
+                RpcCode::InvalidParams,
+                format_args!("{META_LOG_LEVEL} must be one of {}.", LOG_LEVELS.join(", ")),
             ));
         }
     }
-    Ok(())
+    Ok(revision)
 }
 
 #[cfg(test)]
@@ -228,29 +241,33 @@ mod tests {
     fn envelope_checks_in_order() {
         let code = |v: Value| check_envelope(&params(v)).err().map(|e| e.code);
         assert_eq!(code(json!({"_meta": env()})), None);
-        assert_eq!(code(json!({})), Some(INVALID_PARAMS));
-        assert_eq!(code(json!({"_meta": 1})), Some(INVALID_PARAMS));
+        assert_eq!(
+            check_envelope(&params(json!({"_meta": env()}))),
+            Ok(Revision::V2026_07_28)
+        );
+        assert_eq!(code(json!({})), Some(RpcCode::InvalidParams));
+        assert_eq!(code(json!({"_meta": 1})), Some(RpcCode::InvalidParams));
         assert_eq!(
             code(json!({"_meta": {META_VERSION: "2026-07-28"}})),
-            Some(INVALID_PARAMS)
+            Some(RpcCode::InvalidParams)
         );
         assert_eq!(
             code(json!({"_meta": {META_VERSION: 2026, META_CAPABILITIES: {}}})),
-            Some(INVALID_PARAMS)
+            Some(RpcCode::InvalidParams)
         );
         assert_eq!(
             code(json!({"_meta": {META_VERSION: "2026-07-28", META_CAPABILITIES: []}})),
-            Some(INVALID_PARAMS)
+            Some(RpcCode::InvalidParams)
         );
         assert_eq!(
             code(json!({"_meta": {META_VERSION: "2025-11-25", META_CAPABILITIES: {}}})),
-            Some(UNSUPPORTED_PROTOCOL_VERSION)
+            Some(RpcCode::UnsupportedProtocolVersion)
         );
         assert_eq!(
             code(
                 json!({"_meta": {META_VERSION: "2026-07-28", META_CAPABILITIES: {}, META_LOG_LEVEL: "verbose"}})
             ),
-            Some(INVALID_PARAMS)
+            Some(RpcCode::InvalidParams)
         );
         assert_eq!(
             code(
@@ -267,5 +284,56 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(e.data.unwrap()["requested"], "1900-01-01");
+    }
+
+    #[test]
+    fn handshakeless_is_a_property_of_the_revision() {
+        let flags: Vec<(&str, bool)> = Revision::SERVED
+            .iter()
+            .map(|r| (r.as_str(), r.is_handshakeless()))
+            .collect();
+        assert_eq!(
+            flags,
+            [
+                ("2026-07-28", true),
+                ("2025-11-25", false),
+                ("2025-06-18", false),
+                ("2025-03-26", false),
+                ("2024-11-05", false)
+            ]
+        );
+        assert_eq!(
+            Revision::handshakeless().collect::<Vec<_>>(),
+            [Revision::V2026_07_28]
+        );
+        // Every handshake-less revision passes the envelope check and none
+        // is ever negotiated by a handshake.
+        for rev in Revision::handshakeless() {
+            let p = params(json!({"_meta": {META_VERSION: rev.as_str(), META_CAPABILITIES: {}}}));
+            assert_eq!(check_envelope(&p), Ok(rev));
+            assert_eq!(negotiate(rev.as_str()), Revision::NEWEST_LEGACY);
+        }
+        // A handshake revision named in the envelope is unsupported there.
+        for rev in Revision::SERVED.iter().filter(|r| !r.is_handshakeless()) {
+            let p = params(json!({"_meta": {META_VERSION: rev.as_str(), META_CAPABILITIES: {}}}));
+            assert_eq!(
+                check_envelope(&p).unwrap_err().code,
+                RpcCode::UnsupportedProtocolVersion
+            );
+            assert_eq!(negotiate(rev.as_str()), *rev);
+        }
+        assert!(!Revision::NEWEST_LEGACY.is_handshakeless());
+    }
+
+    #[test]
+    fn the_missing_envelope_message_names_the_handshakeless_revisions() {
+        let e = check_envelope(&Map::new()).unwrap_err();
+        assert_eq!(
+            e.message,
+            format!(
+                "Invalid params: a 2026-07-28 request needs params._meta with \"{META_VERSION}\" (a string) \
+                 and \"{META_CAPABILITIES}\" (an object)."
+            )
+        );
     }
 }

@@ -4,15 +4,8 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::error::RpcError;
+use crate::error::{RpcCode, RpcError};
 use crate::frame::{exceeds_depth, MAX_DEPTH};
-
-pub const PARSE_ERROR: i64 = -32700;
-pub const INVALID_REQUEST: i64 = -32600;
-pub const METHOD_NOT_FOUND: i64 = -32601;
-pub const INVALID_PARAMS: i64 = -32602;
-pub const INTERNAL_ERROR: i64 = -32603;
-pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Incoming {
@@ -30,10 +23,11 @@ pub enum Incoming {
     Invalid { id: Value, error: RpcError },
 }
 
-fn invalid(id: Value, code: i64, message: &str) -> Incoming {
+/// Refused with `code`; `specifics` follow the code's label.
+fn invalid(id: Value, code: RpcCode, specifics: &str) -> Incoming {
     Incoming::Invalid {
         id,
-        error: RpcError::new(code, message),
+        error: RpcError::detailed(code, specifics),
     }
 }
 
@@ -57,15 +51,15 @@ pub fn parse_line(line: &[u8]) -> Incoming {
     let Ok(text) = std::str::from_utf8(line) else {
         return invalid(
             Value::Null,
-            PARSE_ERROR,
-            "Parse error: the line is not valid UTF-8.",
+            RpcCode::ParseError,
+            "the line is not valid UTF-8.",
         );
     };
     if exceeds_depth(line, MAX_DEPTH) {
         return invalid(
             Value::Null,
-            INVALID_REQUEST,
-            "Invalid Request: the message nests deeper than 64 levels.",
+            RpcCode::InvalidRequest,
+            "the message nests deeper than 64 levels.",
         );
     }
     let value: Value = match serde_json::from_str(text) {
@@ -73,8 +67,8 @@ pub fn parse_line(line: &[u8]) -> Incoming {
         Err(_) => {
             return invalid(
                 Value::Null,
-                PARSE_ERROR,
-                "Parse error: the line is not valid JSON.",
+                RpcCode::ParseError,
+                "the line is not valid JSON.",
             )
         }
     };
@@ -87,15 +81,15 @@ fn classify(value: Value) -> Incoming {
         Value::Array(_) => {
             return invalid(
                 Value::Null,
-                INVALID_REQUEST,
-                "Invalid Request: batches are not supported; send one message per line.",
+                RpcCode::InvalidRequest,
+                "batches are not supported; send one message per line.",
             )
         }
         _ => {
             return invalid(
                 Value::Null,
-                INVALID_REQUEST,
-                "Invalid Request: a message must be a JSON object.",
+                RpcCode::InvalidRequest,
+                "a message must be a JSON object.",
             )
         }
     };
@@ -114,27 +108,17 @@ fn classify(value: Value) -> Incoming {
         if !is_valid_id(v) {
             return invalid(
                 Value::Null,
-                INVALID_REQUEST,
-                "Invalid Request: id must be a string or an integer.",
+                RpcCode::InvalidRequest,
+                "id must be a string or an integer.",
             );
         }
     }
     if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
-        return invalid(
-            echo,
-            INVALID_REQUEST,
-            "Invalid Request: jsonrpc must be \"2.0\".",
-        );
+        return invalid(echo, RpcCode::InvalidRequest, "jsonrpc must be \"2.0\".");
     }
     let method = match obj.remove("method") {
         Some(Value::String(m)) => m,
-        _ => {
-            return invalid(
-                echo,
-                INVALID_REQUEST,
-                "Invalid Request: method must be a string.",
-            )
-        }
+        _ => return invalid(echo, RpcCode::InvalidRequest, "method must be a string."),
     };
     let params = obj.remove("params");
 
@@ -150,15 +134,15 @@ fn classify(value: Value) -> Incoming {
         Some(Value::Array(_)) => {
             return invalid(
                 id,
-                INVALID_PARAMS,
-                "Invalid params: params must be an object, not an array.",
+                RpcCode::InvalidParams,
+                "params must be an object, not an array.",
             )
         }
         Some(_) => {
             return invalid(
                 id,
-                INVALID_REQUEST,
-                "Invalid Request: params must be an object when present.",
+                RpcCode::InvalidRequest,
+                "params must be an object when present.",
             )
         }
     };
@@ -192,7 +176,7 @@ pub fn to_line(message: &Value) -> String {
 mod tests {
     use super::*;
 
-    fn err_of(line: &str) -> (Value, i64) {
+    fn err_of(line: &str) -> (Value, RpcCode) {
         match parse_line(line.as_bytes()) {
             Incoming::Invalid { id, error } => (id, error.code),
             other => panic!("expected an error for {line}, got {other:?}"),
@@ -231,41 +215,41 @@ mod tests {
 
     #[test]
     fn framing_errors() {
-        assert_eq!(err_of("{\"jsonrpc\":"), (Value::Null, PARSE_ERROR));
-        assert_eq!(err_of("[]"), (Value::Null, INVALID_REQUEST));
+        assert_eq!(err_of("{\"jsonrpc\":"), (Value::Null, RpcCode::ParseError));
+        assert_eq!(err_of("[]"), (Value::Null, RpcCode::InvalidRequest));
         assert_eq!(
             err_of(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#),
-            (Value::Null, INVALID_REQUEST)
+            (Value::Null, RpcCode::InvalidRequest)
         );
-        assert_eq!(err_of("42"), (Value::Null, INVALID_REQUEST));
-        assert_eq!(err_of("null"), (Value::Null, INVALID_REQUEST));
+        assert_eq!(err_of("42"), (Value::Null, RpcCode::InvalidRequest));
+        assert_eq!(err_of("null"), (Value::Null, RpcCode::InvalidRequest));
         assert_eq!(
             err_of(r#"{"jsonrpc":"1.0","id":5,"method":"ping"}"#),
-            (json!(5), INVALID_REQUEST)
+            (json!(5), RpcCode::InvalidRequest)
         );
         assert_eq!(
             err_of(r#"{"jsonrpc":"2.0","method":7}"#),
-            (Value::Null, INVALID_REQUEST)
+            (Value::Null, RpcCode::InvalidRequest)
         );
         assert_eq!(
             err_of(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#),
-            (Value::Null, INVALID_REQUEST)
+            (Value::Null, RpcCode::InvalidRequest)
         );
         assert_eq!(
             err_of(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#),
-            (Value::Null, INVALID_REQUEST)
+            (Value::Null, RpcCode::InvalidRequest)
         );
         assert_eq!(
             err_of(r#"{"jsonrpc":"2.0","id":4,"method":"ping","params":[1]}"#),
-            (json!(4), INVALID_PARAMS)
+            (json!(4), RpcCode::InvalidParams)
         );
         assert_eq!(
             err_of(r#"{"jsonrpc":"2.0","id":4,"method":"ping","params":null}"#),
-            (json!(4), INVALID_REQUEST)
+            (json!(4), RpcCode::InvalidRequest)
         );
         assert_eq!(
             err_of(r#"{"jsonrpc":"2.0","id":4,"method":"ping","params":3}"#),
-            (json!(4), INVALID_REQUEST)
+            (json!(4), RpcCode::InvalidRequest)
         );
     }
 
@@ -274,7 +258,7 @@ mod tests {
         match parse_line(b"\xff\xfe{\"jsonrpc\":\"2.0\"}") {
             Incoming::Invalid { id, error } => {
                 assert_eq!(id, Value::Null);
-                assert_eq!(error.code, PARSE_ERROR);
+                assert_eq!(error.code, RpcCode::ParseError);
             }
             other => panic!("{other:?}"),
         }

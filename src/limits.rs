@@ -73,10 +73,10 @@ impl RateLimiter {
         let oldest = starts.front().copied().unwrap_or(now);
         let wait = WINDOW.saturating_sub(now.saturating_duration_since(oldest));
         let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-        Err(ToolError::new(
+        Err(ToolError::templated(
             ErrorCode::RateLimited,
-            format!(
-                "Too many tool calls: at most {} may start per minute. Wait {} second{} and try again.",
+            &format!(
+                "at most {} may start per minute. Wait {} second{}",
                 self.max,
                 secs.max(1),
                 if secs.max(1) == 1 { "" } else { "s" }

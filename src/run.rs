@@ -297,23 +297,20 @@ fn map_end(end: Result<RunEnd, RunError>, bounds: Bounds) -> CallEnd {
                 Err(e) => CallEnd::Failed(e),
             },
         },
-        Ok(RunEnd::TooLarge) => CallEnd::Failed(ToolError::new(
+        Ok(RunEnd::TooLarge) => CallEnd::Failed(ToolError::templated(
             ErrorCode::OutputTooLarge,
-            format!(
-                "The result was larger than {} bytes, the most this server returns; ask for less (narrower arguments, fewer items or a shorter period) and try again.",
-                bounds.max_stdout
-            ),
+            &bounds.max_stdout.to_string(),
         )),
         Ok(RunEnd::TimedOut) => {
             let secs = bounds.timeout.map_or(0, |t| t.as_secs());
-            CallEnd::TimedOut(ToolError::new(
-                ErrorCode::Timeout,
-                format!("The command did not finish within {secs} seconds and was stopped; ask for less, or try again later."),
-            ))
+            CallEnd::TimedOut(ToolError::templated(ErrorCode::Timeout, &secs.to_string()))
         }
         Ok(RunEnd::Cancelled) => CallEnd::Cancelled,
         Ok(RunEnd::HeldOpen(exit)) => CallEnd::Failed(failed(
-            &format!("The command {} but left a process running that kept its output open", describe_exit(exit)),
+            &format!(
+                "The command {} but left a process running that kept its output open",
+                describe_exit(exit)
+            ),
             &[],
         )),
         Err(e) => CallEnd::Failed(start_failure(&e)),
@@ -331,9 +328,9 @@ fn refused_by_sandbox(f: &Finished) -> Option<ToolError> {
         return None;
     };
     let why = crate::sandbox::macos::sandbox_exec_refusal(code, &f.stderr)?;
-    Some(ToolError::new(
+    Some(ToolError::templated(
         ErrorCode::SandboxFailed,
-        format!("The sandbox could not be set up for this call, so nothing ran ({why})."),
+        &why.to_string(),
     ))
 }
 
@@ -342,10 +339,7 @@ fn refused_by_sandbox(f: &Finished) -> Option<ToolError> {
 fn start_failure(e: &RunError) -> ToolError {
     match e {
         RunError::Spawn(SandboxError::LayerFailed(_) | SandboxError::Unavailable(_)) => {
-            ToolError::new(
-                ErrorCode::SandboxFailed,
-                format!("The sandbox could not be set up for this call, so nothing ran ({e})."),
-            )
+            ToolError::templated(ErrorCode::SandboxFailed, &e.to_string())
         }
         _ => ToolError::new(
             ErrorCode::BackendFailed,

@@ -9,25 +9,28 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context};
 use serde_json::Value;
 
 use crate::argv::Invocation;
 use crate::cancel::Cancel;
-use crate::catalog::{self, Program};
+use crate::catalog::{self, CatalogError, Program};
 use crate::cli::{Globals, ServeArgs};
-use crate::config::{Config, Owner, OwnerInput};
-use crate::confine::Root;
+use crate::config::{Config, ConfigError, Owner, OwnerInput};
+use crate::confine::{Root, RootError};
+use crate::dispatch::{Identity, ProtocolInput};
 use crate::limits::{RateLimiter, CATALOG_MAX_BYTES, CATALOG_TIMEOUT};
-use crate::protect::{self, Protected};
+use crate::protect::{self, PatternError, Protected};
 use crate::redact::Redactor;
-use crate::run::{self, Bounds, RunEnd};
+use crate::run::{self, Bounds, RunEnd, RunError};
 use crate::sandbox::policy::is_loader_or_interpreter_hook;
-use crate::sandbox::{RunKind, Sandbox};
+use crate::sandbox::{RunKind, Sandbox, SandboxError};
 use crate::tools::{self, Report, ToolKind, ToolSet};
 
 pub const SERVER_NAME: &str = "reachweaver-mcp";
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+const SERVER_TITLE: &str = "ReachWeaver (read-only, sandboxed)";
+const SERVER_DESCRIPTION: &str =
+    "Read-only ReachWeaver tools; every call runs in a kernel-confined child process.";
 
 const INSTRUCTIONS: &str = "Read-only tools for the ReachWeaver command line. \
 Each tool runs the ReachWeaver command of the same name once, in a sandbox with no network \
@@ -39,6 +42,77 @@ with output {\"error\": {\"code\": \"...\", \"message\": \"...\"}} saying what t
 /// Lines and bytes of a failed backend's error output shown at start.
 const STDERR_TAIL_LINES: usize = 20;
 const STDERR_TAIL_BYTES: usize = 4096;
+
+/// Why the server could not start. Each layer's error is kept whole (its
+/// message and its source chain are the ones shown), so `tools --check`
+/// can still read every finding off a refused catalog.
+#[derive(Debug)]
+pub enum StartError {
+    Config(ConfigError),
+    Root(RootError),
+    Protect(PatternError),
+    Sandbox(SandboxError),
+    /// The backend's path must pass through argv as UTF-8.
+    BackendNotUtf8(PathBuf),
+    /// `describe` could not be started: what was run, and why not.
+    DescribeNotRun {
+        what: String,
+        source: RunError,
+    },
+    /// `describe` ran but gave no catalog; the message says how it ended.
+    DescribeFailed(String),
+    /// The catalog was read and refused.
+    Catalog(CatalogError),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Config(e) => std::fmt::Display::fmt(e, f),
+            StartError::Root(e) => std::fmt::Display::fmt(e, f),
+            StartError::Protect(e) => std::fmt::Display::fmt(e, f),
+            StartError::Sandbox(e) => std::fmt::Display::fmt(e, f),
+            StartError::BackendNotUtf8(p) => {
+                write!(f, "--backend {}: is not valid UTF-8", p.display())
+            }
+            StartError::DescribeNotRun { what, .. } => write!(f, "could not run {what}"),
+            StartError::DescribeFailed(message) => f.write_str(message),
+            StartError::Catalog(e) => std::fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    // A wrapped layer error stands for itself: its sources follow, not it again.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Config(e) => e.source(),
+            StartError::Root(e) => e.source(),
+            StartError::Protect(e) => e.source(),
+            StartError::Sandbox(e) => e.source(),
+            StartError::Catalog(e) => e.source(),
+            StartError::DescribeNotRun { source, .. } => Some(source),
+            StartError::BackendNotUtf8(_) | StartError::DescribeFailed(_) => None,
+        }
+    }
+}
+
+macro_rules! start_error_from {
+    ($($variant:ident($t:ty)),*) => {$(
+        impl From<$t> for StartError {
+            fn from(e: $t) -> Self {
+                StartError::$variant(e)
+            }
+        }
+    )*};
+}
+start_error_from!(
+    Config(ConfigError),
+    Root(RootError),
+    Protect(PatternError),
+    Sandbox(SandboxError),
+    Catalog(CatalogError)
+);
 
 /// A started server: the tools, and everything a call needs, fixed.
 pub struct App {
@@ -64,7 +138,7 @@ pub struct App {
 }
 
 impl App {
-    pub fn start(globals: &Globals, serve: &ServeArgs) -> anyhow::Result<App> {
+    pub fn start(globals: &Globals, serve: &ServeArgs) -> Result<App, StartError> {
         Self::start_with_helper(globals, serve, None)
     }
 
@@ -74,7 +148,7 @@ impl App {
         globals: &Globals,
         serve: &ServeArgs,
         helper: Option<PathBuf>,
-    ) -> anyhow::Result<App> {
+    ) -> Result<App, StartError> {
         let owner = Owner::resolve(&OwnerInput {
             globals,
             backend_option: "--backend",
@@ -85,7 +159,7 @@ impl App {
         let backend_str = owner
             .backend
             .to_str()
-            .ok_or_else(|| anyhow!("--backend {}: is not valid UTF-8", owner.backend.display()))?
+            .ok_or_else(|| StartError::BackendNotUtf8(owner.backend.clone()))?
             .to_string();
 
         // The catalog is read with the owner's globals only, in a sandbox
@@ -208,6 +282,12 @@ impl App {
         })
     }
 
+    /// What the protocol layer serves: the tool lists, the instructions and
+    /// this server's identity.
+    pub fn protocol_input(&self) -> ProtocolInput {
+        ProtocolInput::new(self.tools.iter(), self.instructions.clone(), identity())
+    }
+
     /// What was offered and withheld, and every catalog finding.
     pub fn report(&self) -> &Report {
         &self.report
@@ -216,6 +296,16 @@ impl App {
     /// The longest a call may run (`None`: no limit).
     pub fn call_timeout(&self) -> Option<Duration> {
         self.bounds.timeout
+    }
+}
+
+/// This server as `serverInfo` names it.
+pub fn identity() -> Identity {
+    Identity {
+        name: SERVER_NAME.to_string(),
+        version: SERVER_VERSION.to_string(),
+        title: SERVER_TITLE.to_string(),
+        description: SERVER_DESCRIPTION.to_string(),
     }
 }
 
@@ -273,7 +363,7 @@ fn read_catalog(
     owner_globals: &[String],
     cwd: &std::path::Path,
     redactor: &Redactor,
-) -> anyhow::Result<catalog::Catalog> {
+) -> Result<catalog::Catalog, StartError> {
     let argv = Invocation::describe(backend, owner_globals);
     let what = format!("`{backend} describe --format=json`");
     let bounds = Bounds {
@@ -288,16 +378,31 @@ fn read_catalog(
         bounds,
         &Cancel::new(),
     )
-    .with_context(|| format!("could not run {what}"))?;
+    .map_err(|source| StartError::DescribeNotRun {
+        what: what.clone(),
+        source,
+    })?;
+    let failed = |message: String| Err(StartError::DescribeFailed(message));
     let finished = match end {
         RunEnd::Finished(f) => f,
-        RunEnd::TooLarge => bail!("{what} printed more than {} MiB", CATALOG_MAX_BYTES >> 20),
-        RunEnd::TimedOut => bail!(
-            "{what} did not finish within {} seconds",
-            CATALOG_TIMEOUT.as_secs()
-        ),
-        RunEnd::HeldOpen(_) => bail!("{what} left a process running that kept its output open"),
-        RunEnd::Cancelled => bail!("{what} was cancelled"),
+        RunEnd::TooLarge => {
+            return failed(format!(
+                "{what} printed more than {} MiB",
+                CATALOG_MAX_BYTES >> 20
+            ))
+        }
+        RunEnd::TimedOut => {
+            return failed(format!(
+                "{what} did not finish within {} seconds",
+                CATALOG_TIMEOUT.as_secs()
+            ))
+        }
+        RunEnd::HeldOpen(_) => {
+            return failed(format!(
+                "{what} left a process running that kept its output open"
+            ))
+        }
+        RunEnd::Cancelled => return failed(format!("{what} was cancelled")),
     };
     if finished.exit != run::Exit::Code(0) {
         let detail = serde_json::from_slice::<Value>(&finished.stdout)
@@ -317,10 +422,10 @@ fn read_catalog(
             message.push_str("\nthe last lines of its error output:\n");
             message.push_str(&tail);
         }
-        bail!(message);
+        return failed(message);
     }
     // Kept typed: `tools --check` reads every finding off the error.
-    catalog::parse(&finished.stdout).map_err(anyhow::Error::new)
+    Ok(catalog::parse(&finished.stdout)?)
 }
 
 /// The end of a backend's error output, bounded in lines and bytes,
@@ -374,6 +479,36 @@ mod tests {
         assert!(tail.len() <= STDERR_TAIL_BYTES + 16, "{}", tail.len());
         assert!(tail.ends_with("last"));
         assert_eq!(stderr_tail(b"\n \n", &r), None);
+    }
+
+    /// Shown through anyhow as before the typed error: the same text, the
+    /// same chain, nothing said twice.
+    #[test]
+    fn start_errors_read_as_their_layer_errors() {
+        use anyhow::Context;
+        let alt = |e: anyhow::Error| format!("{e:#}");
+        let bad = || Protected::new(&["a/../b".to_string()], &[]).unwrap_err();
+        assert_eq!(
+            alt(StartError::from(bad()).into()),
+            alt(anyhow::Error::new(bad()))
+        );
+        let wait = || RunError::Wait(std::io::Error::other("gone"));
+        let typed = StartError::DescribeNotRun {
+            what: "`b describe --format=json`".into(),
+            source: wait(),
+        };
+        let before = Err::<(), _>(wait())
+            .context("could not run `b describe --format=json`")
+            .unwrap_err();
+        assert_eq!(alt(typed.into()), alt(before));
+        assert_eq!(
+            StartError::BackendNotUtf8(PathBuf::from("/x")).to_string(),
+            "--backend /x: is not valid UTF-8"
+        );
+        assert!(matches!(
+            StartError::from(catalog::parse(b"{}").unwrap_err()),
+            StartError::Catalog(_)
+        ));
     }
 
     #[test]

@@ -9,11 +9,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use reachweaver_mcp::era::{self, Era};
-use reachweaver_mcp::jsonrpc::{
-    self, is_valid_id, Incoming, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR,
-    UNSUPPORTED_PROTOCOL_VERSION,
+use reachweaver_mcp::era::{self, Era, Revision};
+use reachweaver_mcp::error::RpcCode::{
+    InvalidParams, InvalidRequest, ParseError, UnsupportedProtocolVersion,
 };
+use reachweaver_mcp::jsonrpc::{self, is_valid_id, Incoming};
 use serde_json::{json, Value};
 
 /// An outbound line must be a single line that parses back to `msg`.
@@ -33,12 +33,12 @@ fuzz_target!(|data: &[u8]| {
     match incoming {
         Incoming::Invalid { id, error } => {
             assert!(
-                [PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS].contains(&error.code),
+                [ParseError, InvalidRequest, InvalidParams].contains(&error.code),
                 "unexpected code {}",
                 error.code
             );
             if !utf8 {
-                assert_eq!(error.code, PARSE_ERROR);
+                assert_eq!(error.code, ParseError);
             }
             assert!(id.is_null() || is_valid_id(&id), "bad id echoed: {id}");
             assert!(!error.message.is_empty());
@@ -65,20 +65,24 @@ fuzz_target!(|data: &[u8]| {
 
             match era::classify(&method, &params) {
                 Era::Modern => {
-                    if let Err(e) = era::check_envelope(&params) {
-                        assert!(
-                            [INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION].contains(&e.code),
-                            "envelope check code {}",
-                            e.code
-                        );
-                        check_line(&jsonrpc::error(&id, &e));
-                    } else {
-                        // A passing envelope names the modern revision.
-                        let v = params
-                            .get("_meta")
-                            .and_then(|m| m.get(era::META_VERSION))
-                            .and_then(Value::as_str);
-                        assert_eq!(v, Some(era::Revision::MODERN.as_str()));
+                    match era::check_envelope(&params) {
+                        Err(e) => {
+                            assert!(
+                                [InvalidParams, UnsupportedProtocolVersion].contains(&e.code),
+                                "envelope check code {}",
+                                e.code
+                            );
+                            check_line(&jsonrpc::error(&id, &e));
+                        }
+                        Ok(rev) => {
+                            // A passing envelope names a handshake-less revision, the one returned.
+                            let v = params
+                                .get("_meta")
+                                .and_then(|m| m.get(era::META_VERSION))
+                                .and_then(Value::as_str);
+                            assert!(rev.is_handshakeless());
+                            assert_eq!(v.and_then(Revision::parse), Some(rev));
+                        }
                     }
                 }
                 Era::Legacy => {
