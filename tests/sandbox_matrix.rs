@@ -63,14 +63,12 @@ fn probe_without_as(layer: &str, who: Who) -> Value {
 }
 
 /// Every attempt ends as predicted, for every user; returns the names that
-/// got through, which must be the same for every user.
+/// got through for any of them.
 fn check_prediction(reports: &[Value]) -> Vec<String> {
-    let mut all: Vec<Vec<String>> = reports.iter().map(check_one).collect();
-    let first = all.remove(0);
-    for other in all {
-        assert_eq!(first, other, "root and an unprivileged user differ");
-    }
-    first
+    let mut through: Vec<String> = reports.iter().flat_map(check_one).collect();
+    through.sort();
+    through.dedup();
+    through
 }
 
 fn check_one(report: &Value) -> Vec<String> {
@@ -85,7 +83,7 @@ fn check_one(report: &Value) -> Vec<String> {
             // control can open by handle; no prediction to check.
             assert!(
                 name == "x32-syscall"
-                    || (name == "open-by-handle-outside" && !sandbox_common::is_root()),
+                    || (name == "open-by-handle-outside" && report["uid"] != 0),
                 "{a}"
             );
             continue;
@@ -131,6 +129,9 @@ const SECCOMP_ALONE: &[&str] = &[
     "tiocsti-terminal",
     "seccomp-off",
     "memfd-outside-rlimit-as",
+    // For an unprivileged server only: root's runs also get the PID
+    // namespace's `vm.memfd_noexec`, which an unprivileged user can't set.
+    "memfd-exec",
 ];
 
 /// Held by the mount layer alone: what Landlock does not mediate (stat,

@@ -57,6 +57,9 @@ pub enum Holder {
     Userns,
     /// The namespace counters set to 0.
     NsLimits,
+    /// The run's PID namespace with `vm.memfd_noexec` = 2, which only a
+    /// server running as root can set (the file belongs to the host's root).
+    MemfdNoexec,
     Pidns,
     PidMax,
     /// RLIMIT_NPROC (the kernel exempts real root).
@@ -89,7 +92,7 @@ impl Holder {
             Holder::Netns => "netns",
             Holder::Caps => "caps",
             Holder::Userns | Holder::NsLimits => "userns",
-            Holder::Pidns => "pidns",
+            Holder::Pidns | Holder::MemfdNoexec => "pidns",
             Holder::PidMax => "pid_max",
             Holder::Nproc | Holder::Rlimits => "rlimits",
             Holder::Mountns | Holder::Tmpfs | Holder::Noexec => "mountns",
@@ -104,6 +107,7 @@ impl Holder {
             Holder::LandlockUnix => l.landlock_abi.is_some_and(|a| a >= 9),
             Holder::NsLimits => l.ns_limits,
             Holder::Nproc => l.rlimits && uid != 0,
+            Holder::MemfdNoexec => l.pidns && uid == 0,
             other => other.layer().is_some_and(|name| l.names().contains(&name)),
         }
     }
@@ -1104,7 +1108,9 @@ impl Fixture {
                 "memfd-exec",
                 vec![prog.clone()],
                 "ENOSYS|EACCES",
-                &[Seccomp, Landlock],
+                // Landlock's execute right is about files beneath a folder;
+                // a memfd is beneath none.
+                &[Seccomp, MemfdNoexec],
             ),
             // Observation outside the grant.
             spec(
@@ -2419,6 +2425,7 @@ mod tests {
             Caps,
             Userns,
             NsLimits,
+            MemfdNoexec,
             Pidns,
             PidMax,
             Nproc,
