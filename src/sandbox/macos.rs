@@ -20,6 +20,7 @@ pub mod spawn;
 
 use std::path::{Component, Path, PathBuf};
 
+use super::guard::{self, Platform};
 use super::policy::{self, Policy};
 
 /// The static base profile.
@@ -367,29 +368,50 @@ pub fn resolve_recording(path: &Path) -> std::io::Result<(PathBuf, Vec<PathBuf>)
     Ok((cur, hops))
 }
 
-/// Paths that must never become a tree grant: `/`, the home, anything
-/// above the home, and the shared temp folders.
-fn too_wide(p: &Path, home: Option<&Path>) -> bool {
-    let c = canonical(p);
-    if c == Path::new("/") {
-        return true;
+/// Every spelling of the home discovery knows, for the path guard.
+fn home_spellings(home: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(h) = home {
+        for p in [h.to_path_buf(), canonical(h)] {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
     }
-    let guarded = [
-        Path::new("/private/tmp"),
-        Path::new("/private/var"),
-        Path::new("/Users"),
-        Path::new("/Volumes"),
-    ];
-    if guarded.iter().any(|g| g.starts_with(&c)) {
+    out
+}
+
+/// Whether the path guard, with macOS's rules, lets `p` into a profile.
+/// Discovery follows links the backend's installation chose (a venv, a
+/// site-packages link, a Homebrew `opt` link), so each grant it finds is
+/// held to the same rule as an owner's paths.
+fn guard_passes(p: &Path, home: Option<&Path>) -> bool {
+    let homes = home_spellings(home);
+    guard::refusal_on(Platform::MacOs, &canonical(p), &homes).is_none()
+}
+
+/// Paths that must never become a tree grant: whatever the path guard
+/// refuses (`/`, the home and anything above it, the shared temp folders,
+/// `/Library`, `/Users`, ...) and the shared install prefixes.
+fn too_wide(p: &Path, home: Option<&Path>) -> bool {
+    if !guard_passes(p, home) {
         return true;
     }
     // Shared prefixes: their etc and var hold other programs' settings and
     // data (Homebrew's, MacPorts'), so a program there is granted alone.
+    let c = canonical(p);
     let shared = ["/usr", "/usr/local", "/opt/homebrew", "/opt/local", "/opt"];
-    if shared.iter().any(|s| c == Path::new(s)) {
-        return true;
-    }
-    home.is_some_and(|h| canonical(h).starts_with(&c))
+    shared.iter().any(|s| c == Path::new(s))
+}
+
+/// Drops every discovered grant the guard refuses: trees (the chain's and
+/// each library folder) that are too wide, and files or links it refuses.
+/// A run that needed one then fails visibly instead of opening more.
+fn keep_guarded(chain: &mut ExecChain, home: Option<&Path>) {
+    chain.exec_trees.retain(|t| !too_wide(t, home));
+    chain.lib_trees.retain(|t| !too_wide(t, home));
+    chain.hops.retain(|h| guard_passes(h, home));
+    chain.exec_files.retain(|f| guard_passes(f, home));
 }
 
 /// A folder that is a Python installation or a virtual environment (so it
@@ -459,6 +481,7 @@ pub fn discover(backend: &Path, home: Option<&Path>, path_env: Option<&str>) -> 
         add_homebrew_kegs(&mut chain, &resolved);
         script = resolved;
     }
+    keep_guarded(&mut chain, home);
     chain
 }
 

@@ -822,3 +822,74 @@ fn no_allowed_sysctl_reaches_other_processes() {
         assert!(allowed.iter().any(|p| needed.starts_with(p)), "{needed}");
     }
 }
+
+#[test]
+fn discovered_trees_pass_the_path_guard() {
+    let home = Some(Path::new("/Users/ann"));
+    for wide in [
+        "/",
+        "/Users",
+        "/Users/ann",
+        "/Users/Shared",
+        "/Library",
+        "/System",
+        "/Volumes",
+        "/private",
+        "/private/var/folders/xy/abc/T",
+        "/var/folders/xy/abc",
+        "/tmp",
+        "/opt/homebrew",
+        "/usr/local",
+        "/System/Volumes/Data/Users/ann",
+    ] {
+        assert!(too_wide(Path::new(wide), home), "{wide}");
+    }
+    for fine in [
+        "/opt/homebrew/lib/python3.12/site-packages",
+        "/opt/homebrew/Cellar/sqlite/3.47.0/lib",
+        "/Library/Frameworks/Python.framework/Versions/3.12",
+        "/Users/ann/.venvs/rw",
+    ] {
+        assert!(!too_wide(Path::new(fine), home), "{fine}");
+    }
+}
+
+#[test]
+fn a_site_packages_link_to_the_home_or_root_grants_nothing() {
+    let top = tempfile::tempdir().unwrap();
+    let t = std::fs::canonicalize(top.path()).unwrap();
+    let home = t.join("Users/ann");
+    std::fs::create_dir_all(&home).unwrap();
+    let py = t.join("opt/python");
+    file(&py.join("bin/python3.12"), b"\xcf\xfa\xed\xfe");
+    // Two versions' site-packages: one linked to the home, one to /.
+    symlink(
+        &home.display().to_string(),
+        &py.join("lib/python3.12/site-packages"),
+    );
+    symlink("/", &py.join("lib/python3.13/site-packages"));
+    let good = t.join("opt/site");
+    std::fs::create_dir_all(&good).unwrap();
+    symlink(
+        &good.display().to_string(),
+        &py.join("lib/python3.14/site-packages"),
+    );
+    let backend = t.join("opt/rw/bin/rw");
+    file(
+        &backend,
+        format!("#!{}\n", py.join("bin/python3.12").display()).as_bytes(),
+    );
+    let chain = discover(&backend, Some(&home), None);
+    assert_eq!(chain.lib_trees, vec![good.clone()], "{chain:?}");
+    for grant in chain
+        .exec_trees
+        .iter()
+        .chain(&chain.lib_trees)
+        .chain(&chain.hops)
+        .chain(&chain.exec_files)
+    {
+        assert!(grant != &home && grant != Path::new("/"), "{grant:?}");
+    }
+    // The interpreter's own tree is still granted.
+    assert!(chain.exec_trees.contains(&py), "{chain:?}");
+}
