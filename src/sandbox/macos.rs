@@ -399,9 +399,14 @@ fn too_wide(p: &Path, home: Option<&Path>) -> bool {
     }
     // Shared prefixes: their etc and var hold other programs' settings and
     // data (Homebrew's, MacPorts'), so a program there is granted alone.
+    // A Homebrew or MacPorts installed somewhere else is known by its own
+    // bookkeeping folder (looked up as spelled: the sandbox's /private
+    // spelling is for matching, not for this system's lookups).
     let c = canonical(p);
     let shared = ["/usr", "/usr/local", "/opt/homebrew", "/opt/local", "/opt"];
     shared.iter().any(|s| c == Path::new(s))
+        || p.join("Cellar").is_dir()
+        || p.join("var/macports").is_dir()
 }
 
 /// Drops every discovered grant the guard refuses: trees (the chain's and
@@ -558,14 +563,35 @@ fn add_python_links(chain: &mut ExecChain, prefix: &Path) {
     }
 }
 
-/// For an interpreter inside `PREFIX/Cellar/`, the `lib` folder of each
-/// keg CPython links against, through its `PREFIX/opt/NAME` link.
+/// For an interpreter inside `PREFIX/Cellar/KEG/VERSION/`: its own keg's
+/// `PREFIX/opt/KEG` link, and the `lib` folder of each keg CPython links
+/// against, through its `PREFIX/opt/NAME` link.
+///
+/// Homebrew rewrites the install names of what it builds to `opt` paths, so
+/// the interpreter loads its own framework library as
+/// `PREFIX/opt/python@3.X/Frameworks/...` even when the way it was started
+/// (`PREFIX/bin/python3`, a Cellar path) never crossed that link; the link
+/// is added as a hop whenever it leads to the interpreter's own keg.
 fn add_homebrew_kegs(chain: &mut ExecChain, resolved: &Path) {
     let s = resolved.to_string_lossy();
     let Some(at) = s.find("/Cellar/") else {
         return;
     };
     let brew = PathBuf::from(&s[..at]);
+    let own_keg = Path::new(&s[at + "/Cellar/".len()..])
+        .components()
+        .next()
+        .map(|c| c.as_os_str().to_os_string());
+    if let Some(name) = own_keg {
+        let link = brew.join("opt").join(name);
+        if let Ok((target, hops)) = resolve_recording(&link) {
+            if resolved.starts_with(&target) {
+                for h in hops {
+                    push_unique(&mut chain.hops, h);
+                }
+            }
+        }
+    }
     for keg in HOMEBREW_PYTHON_KEGS {
         let link = brew.join("opt").join(keg);
         let Ok((target, hops)) = resolve_recording(&link) else {

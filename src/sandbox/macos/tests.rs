@@ -103,6 +103,44 @@ fn homebrew_venv() -> (&'static str, ExecChain) {
     )
 }
 
+/// Homebrew's python@3.12 on Apple silicon with no venv: a script whose
+/// `#!` is `/opt/homebrew/bin/python3`. The chain never crosses
+/// `opt/python@3.12`, but Homebrew's install names load the framework
+/// library through it, so discovery adds that link too.
+fn homebrew_python() -> (&'static str, ExecChain) {
+    let keg = "/opt/homebrew/Cellar/python@3.12/3.12.7_1";
+    let fw = "/opt/homebrew/Cellar/python@3.12/3.12.7_1/Frameworks/Python.framework/Versions/3.12";
+    (
+        "/Users/ann/tools/reachweaver",
+        ExecChain {
+            exec_trees: vec![p(fw)],
+            exec_files: vec![
+                p("/Users/ann/tools/reachweaver"),
+                p(&format!("{fw}/bin/python3.12")),
+            ],
+            hops: vec![
+                p("/opt/homebrew/bin/python3"),
+                p(&format!("{keg}/bin/python3")),
+                p(&format!("{fw}/bin/python3")),
+                p(&format!("{fw}/lib/python3.12/site-packages")),
+                p("/opt/homebrew/opt/python@3.12"),
+                p("/opt/homebrew/opt/openssl@3"),
+                p("/opt/homebrew/opt/sqlite"),
+                p("/opt/homebrew/opt/xz"),
+                p("/opt/homebrew/opt/mpdecimal"),
+            ],
+            lib_trees: ps(&[
+                "/opt/homebrew/lib/python3.12/site-packages",
+                "/opt/homebrew/Cellar/openssl@3/3.4.0/lib",
+                "/opt/homebrew/Cellar/sqlite/3.47.0/lib",
+                "/opt/homebrew/Cellar/xz/5.6.3/lib",
+                "/opt/homebrew/Cellar/mpdecimal/4.0.0/lib",
+            ]),
+            launcher: vec![],
+        },
+    )
+}
+
 /// `uv tool install`: the tool's venv under ~/.local/share/uv/tools, its
 /// python linking to a uv-managed CPython under ~/.local/share/uv/python
 /// through uv's versionless folder link (`cpython-3.12-…` →
@@ -213,6 +251,16 @@ fn homebrew_venv_draft_matches_golden() {
 }
 
 #[test]
+fn homebrew_python_without_a_venv_matches_golden() {
+    let (b, c) = homebrew_python();
+    let argv = run(b, &c, RunKind::ReadOnly);
+    golden("homebrew_python.argv", &render(&argv));
+    assert!(values(&params_of(&argv), "HOP")
+        .iter()
+        .any(|h| h == "/opt/homebrew/opt/python@3.12"));
+}
+
+#[test]
 fn uv_python_matches_golden() {
     let (b, c) = uv_python();
     golden("uv_python.argv", &render(&run(b, &c, RunKind::ReadOnly)));
@@ -268,6 +316,7 @@ fn every_kind_is_deny_by_default_with_strict_network_and_services() {
     for (b, c) in [
         framework_python(),
         homebrew_venv(),
+        homebrew_python(),
         uv_python(),
         compiled_in_cargo_home(),
         env_script(),
@@ -727,6 +776,7 @@ fn every_profile_is_well_formed() {
     for (b, c) in [
         framework_python(),
         homebrew_venv(),
+        homebrew_python(),
         uv_python(),
         compiled_in_cargo_home(),
         env_script(),
@@ -892,4 +942,58 @@ fn a_site_packages_link_to_the_home_or_root_grants_nothing() {
     }
     // The interpreter's own tree is still granted.
     assert!(chain.exec_trees.contains(&py), "{chain:?}");
+}
+
+#[test]
+fn discovery_adds_homebrew_pythons_own_opt_link_without_a_venv() {
+    let top = tempfile::tempdir().unwrap();
+    let t = std::fs::canonicalize(top.path()).unwrap();
+    let brew = t.join("opt/homebrew");
+    let keg = brew.join("Cellar/python@3.12/3.12.7_1");
+    let fw = keg.join("Frameworks/Python.framework/Versions/3.12");
+    file(&fw.join("bin/python3.12"), b"\xcf\xfa\xed\xfe");
+    std::fs::create_dir_all(fw.join("lib/python3.12")).unwrap();
+    symlink("python3.12", &fw.join("bin/python3"));
+    symlink(
+        "../Frameworks/Python.framework/Versions/3.12/bin/python3",
+        &keg.join("bin/python3"),
+    );
+    symlink(
+        "../Cellar/python@3.12/3.12.7_1/bin/python3",
+        &brew.join("bin/python3"),
+    );
+    symlink(
+        "../Cellar/python@3.12/3.12.7_1",
+        &brew.join("opt/python@3.12"),
+    );
+    // An older version's keg link that leads elsewhere is not this Python's.
+    std::fs::create_dir_all(brew.join("Cellar/python@3.11/3.11.9")).unwrap();
+    symlink(
+        "../Cellar/python@3.11/3.11.9",
+        &brew.join("opt/python@3.11"),
+    );
+    let home = t.join("Users/ann");
+    let backend = home.join("tools/reachweaver");
+    file(
+        &backend,
+        format!("#!{}\nimport sys\n", brew.join("bin/python3").display()).as_bytes(),
+    );
+    let chain = discover(&backend, Some(&home), None);
+    assert_eq!(
+        chain.hops,
+        vec![
+            brew.join("bin/python3"),
+            keg.join("bin/python3"),
+            fw.join("bin/python3"),
+            brew.join("opt/python@3.12"),
+        ]
+    );
+    assert_eq!(chain.exec_trees, vec![fw.clone()]);
+    assert_eq!(
+        chain.exec_files,
+        vec![backend.clone(), fw.join("bin/python3.12")]
+    );
+    // Never the whole Homebrew prefix, wherever it is installed.
+    assert!(!chain.exec_trees.contains(&brew));
+    assert!(too_wide(&brew, Some(&home)));
 }
