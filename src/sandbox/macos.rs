@@ -448,9 +448,65 @@ fn tree_for(exe: &Path, home: Option<&Path>) -> Option<PathBuf> {
     (!inside_home || is_python_tree(prefix)).then(|| prefix.to_path_buf())
 }
 
-/// Find the backend's exec chain, as a shell would start it. Never fails:
-/// what it cannot read it leaves out (the run then fails visibly).
-pub fn discover(backend: &Path, home: Option<&Path>, path_env: Option<&str>) -> ExecChain {
+/// Why the exec chain can't be known at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiscoverError {
+    /// A `#!/usr/bin/env NAME` line whose NAME is not on `PATH` now. Left
+    /// alone, `env` would search again inside the sandbox, where it can
+    /// reach a program nobody chose (Apple's `/usr/bin/python3` stub), so
+    /// the server refuses to start instead.
+    EnvNotFound {
+        script: PathBuf,
+        line: String,
+        name: String,
+        /// `PATH` at start (`None`: unset).
+        path: Option<String>,
+    },
+    /// A `#!/usr/bin/env` line that names no program at all.
+    EnvWithoutProgram { script: PathBuf, line: String },
+}
+
+impl std::fmt::Display for DiscoverError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DiscoverError::EnvNotFound {
+                script,
+                line,
+                name,
+                path,
+            } => match path {
+                Some(path) => write!(
+                    f,
+                    "{} starts with `{line}`, and `{name}` is not an executable file on PATH ({path}); \
+                     put its folder on the server's PATH, or name the interpreter by absolute path in the #! line",
+                    script.display()
+                ),
+                None => write!(
+                    f,
+                    "{} starts with `{line}`, and PATH is not set, so `{name}` cannot be found; \
+                     set the server's PATH, or name the interpreter by absolute path in the #! line",
+                    script.display()
+                ),
+            },
+            DiscoverError::EnvWithoutProgram { script, line } => write!(
+                f,
+                "{} starts with `{line}`, which names no program for env to run",
+                script.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DiscoverError {}
+
+/// Find the backend's exec chain, as a shell would start it. What it cannot
+/// read it leaves out (the run then fails visibly); an `env` line it cannot
+/// resolve is an error, as the sandbox would otherwise let `env` choose.
+pub fn discover(
+    backend: &Path,
+    home: Option<&Path>,
+    path_env: Option<&str>,
+) -> Result<ExecChain, DiscoverError> {
     let mut chain = ExecChain::default();
     let home_canon = home.and_then(|h| std::fs::canonicalize(h).ok());
     let home = home_canon.as_deref().or(home);
@@ -460,7 +516,7 @@ pub fn discover(backend: &Path, home: Option<&Path>, path_env: Option<&str>) -> 
     }
     let mut script = backend.to_path_buf();
     for depth in 0..4 {
-        let Some((literal, args)) = interpreter_line(&script, path_env) else {
+        let Some((literal, args)) = interpreter_line(&script, path_env)? else {
             break;
         };
         if depth == 0 && args.env {
@@ -487,7 +543,7 @@ pub fn discover(backend: &Path, home: Option<&Path>, path_env: Option<&str>) -> 
         script = resolved;
     }
     keep_guarded(&mut chain, home);
-    chain
+    Ok(chain)
 }
 
 struct ShebangArgs {
@@ -497,40 +553,70 @@ struct ShebangArgs {
     rest: Vec<String>,
 }
 
+type InterpreterLine = Option<(PathBuf, ShebangArgs)>;
+
 /// The interpreter a script starts, in its literal spelling, resolving
-/// `env` lines on `PATH` now.
-fn interpreter_line(script: &Path, path_env: Option<&str>) -> Option<(PathBuf, ShebangArgs)> {
+/// `env` lines on `PATH` now. `Ok(None)`: no `#!` line (a compiled
+/// program) or a file that can't be read.
+fn interpreter_line(
+    script: &Path,
+    path_env: Option<&str>,
+) -> Result<InterpreterLine, DiscoverError> {
     use std::io::Read;
     let mut head = [0u8; 256];
-    let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
+    let Some(n) = std::fs::File::open(script)
+        .ok()
+        .and_then(|mut f| f.read(&mut head).ok())
+    else {
+        return Ok(None);
+    };
     let head = &head[..n];
-    let shebang = policy::parse_shebang(head)?;
+    let Some(shebang) = policy::parse_shebang(head) else {
+        return Ok(None);
+    };
+    let line_end = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());
+    let line = String::from_utf8_lossy(&head[..line_end])
+        .trim()
+        .to_string();
+    let is_env = shebang.interpreter.file_name().is_some_and(|n| n == "env");
     match policy::env_target(&shebang, head) {
         Some(name) => {
-            let line_end = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());
-            let line = std::str::from_utf8(head.get(2..line_end)?).ok()?;
             let rest: Vec<String> = line
+                .get(2..)
+                .unwrap_or("")
                 .split_whitespace()
                 .skip_while(|w| *w != name)
                 .skip(1)
                 .map(str::to_string)
                 .collect();
-            let literal = if name.contains('/') {
-                PathBuf::from(&name)
+            let found = if name.contains('/') {
+                Some(PathBuf::from(&name))
             } else {
-                policy::find_on_path(&name, path_env?)?
+                path_env.and_then(|p| policy::find_on_path(&name, p))
             };
-            literal
-                .is_absolute()
-                .then_some((literal, ShebangArgs { env: true, rest }))
+            match found {
+                Some(literal) if literal.is_absolute() => {
+                    Ok(Some((literal, ShebangArgs { env: true, rest })))
+                }
+                _ => Err(DiscoverError::EnvNotFound {
+                    script: script.to_path_buf(),
+                    line,
+                    name,
+                    path: path_env.map(str::to_string),
+                }),
+            }
         }
-        None => Some((
+        None if is_env => Err(DiscoverError::EnvWithoutProgram {
+            script: script.to_path_buf(),
+            line,
+        }),
+        None => Ok(Some((
             shebang.interpreter,
             ShebangArgs {
                 env: false,
                 rest: shebang.arg.into_iter().collect(),
             },
-        )),
+        ))),
     }
 }
 

@@ -54,9 +54,12 @@ impl State {
         }
         let home = home_dir();
         let path_env = std::env::var("PATH").ok();
-        Ok(State {
-            chain: super::discover(&opts.backend, home.as_deref(), path_env.as_deref()),
-        })
+        // An exec chain that can't be known (an `env` line naming a program
+        // not on PATH) stops the start, whatever the mode: the run would
+        // otherwise start whatever `env` finds inside the sandbox.
+        let chain = super::discover(&opts.backend, home.as_deref(), path_env.as_deref())
+            .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
+        Ok(State { chain })
     }
 
     pub fn layers_line(&self) -> String {

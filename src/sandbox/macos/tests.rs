@@ -653,7 +653,7 @@ fn discovery_follows_a_homebrew_venv_hop_by_hop() {
     // Credentials beside an unrelated prefix in the home must not appear.
     file(&home.join(".cargo/credentials.toml"), b"token");
 
-    let chain = discover(&backend, Some(&home), Some("/usr/bin"));
+    let chain = discover(&backend, Some(&home), Some("/usr/bin")).unwrap();
     assert_eq!(
         chain.exec_files,
         vec![backend.clone(), fw.join("bin/python3.12")]
@@ -703,7 +703,7 @@ fn discovery_resolves_env_shebangs_on_path_and_keeps_cargo_home_out() {
     let script = home.join("tools/rw");
     file(&script, b"#!/usr/bin/env -S python3 -I\n");
     let path_env = format!("/nonexistent:{}", bin.display());
-    let chain = discover(&script, Some(&home), Some(&path_env));
+    let chain = discover(&script, Some(&home), Some(&path_env)).unwrap();
     assert_eq!(
         chain.launcher,
         vec![bin.join("python3").display().to_string(), "-I".to_string()]
@@ -719,7 +719,7 @@ fn discovery_resolves_env_shebangs_on_path_and_keeps_cargo_home_out() {
     let cargo_bin = home.join(".cargo/bin/reachweaver-reference");
     file(&cargo_bin, b"\xcf\xfa\xed\xfe");
     file(&home.join(".cargo/credentials.toml"), b"token");
-    let chain = discover(&cargo_bin, Some(&home), None);
+    let chain = discover(&cargo_bin, Some(&home), None).unwrap();
     assert_eq!(chain.exec_files, vec![cargo_bin.clone()]);
     assert!(chain.exec_trees.is_empty(), "{:?}", chain.exec_trees);
 }
@@ -929,7 +929,7 @@ fn a_site_packages_link_to_the_home_or_root_grants_nothing() {
         &backend,
         format!("#!{}\n", py.join("bin/python3.12").display()).as_bytes(),
     );
-    let chain = discover(&backend, Some(&home), None);
+    let chain = discover(&backend, Some(&home), None).unwrap();
     assert_eq!(chain.lib_trees, vec![good.clone()], "{chain:?}");
     for grant in chain
         .exec_trees
@@ -978,7 +978,7 @@ fn discovery_adds_homebrew_pythons_own_opt_link_without_a_venv() {
         &backend,
         format!("#!{}\nimport sys\n", brew.join("bin/python3").display()).as_bytes(),
     );
-    let chain = discover(&backend, Some(&home), None);
+    let chain = discover(&backend, Some(&home), None).unwrap();
     assert_eq!(
         chain.hops,
         vec![
@@ -996,4 +996,55 @@ fn discovery_adds_homebrew_pythons_own_opt_link_without_a_venv() {
     // Never the whole Homebrew prefix, wherever it is installed.
     assert!(!chain.exec_trees.contains(&brew));
     assert!(too_wide(&brew, Some(&home)));
+}
+
+#[test]
+fn an_env_line_whose_program_is_not_on_path_stops_the_start() {
+    let top = tempfile::tempdir().unwrap();
+    let t = std::fs::canonicalize(top.path()).unwrap();
+    let home = t.join("Users/ann");
+    let bin = home.join("pybin");
+    std::fs::create_dir_all(&bin).unwrap();
+    // Present but not executable: env would not run it either.
+    std::fs::write(bin.join("python3"), b"").unwrap();
+    let script = home.join("tools/rw");
+    file(&script, b"#!/usr/bin/env -S python3 -I\nprint(1)\n");
+    let path_env = format!("/nonexistent:{}", bin.display());
+    let err = discover(&script, Some(&home), Some(&path_env)).unwrap_err();
+    assert_eq!(
+        err,
+        DiscoverError::EnvNotFound {
+            script: script.clone(),
+            line: "#!/usr/bin/env -S python3 -I".into(),
+            name: "python3".into(),
+            path: Some(path_env.clone()),
+        }
+    );
+    let msg = err.to_string();
+    for part in [
+        script.display().to_string(),
+        "#!/usr/bin/env -S python3 -I".to_string(),
+        "`python3`".to_string(),
+        path_env.clone(),
+    ] {
+        assert!(msg.contains(&part), "{part} missing from {msg}");
+    }
+    // PATH unset: said so.
+    let err = discover(&script, Some(&home), None).unwrap_err();
+    assert!(matches!(err, DiscoverError::EnvNotFound { path: None, .. }));
+    assert!(err.to_string().contains("PATH is not set"), "{err}");
+    // An env line with no program at all.
+    let bare = home.join("tools/bare");
+    file(&bare, b"#!/usr/bin/env\n");
+    assert!(matches!(
+        discover(&bare, Some(&home), Some("/usr/bin")),
+        Err(DiscoverError::EnvWithoutProgram { .. })
+    ));
+    // Once the program is executable on PATH, the run has its launcher.
+    file(&bin.join("python3"), b"\xcf\xfa\xed\xfe");
+    let chain = discover(&script, Some(&home), Some(&path_env)).unwrap();
+    assert_eq!(
+        chain.launcher,
+        vec![bin.join("python3").display().to_string(), "-I".to_string()]
+    );
 }
