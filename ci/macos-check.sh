@@ -262,8 +262,28 @@ compiled_under_sandbox() {
 }
 check "compiled backend (reference) under sandbox run" compiled_under_sandbox
 
-# 5. Nothing gets out, and what must work works.
-check "sandbox probe (no escape, no wrongly refused attempt)" "$SERVER" sandbox probe
+# 5. Nothing gets out, and what must work works; and each refusal means
+# something: every escape attempt worked outside the sandbox first.
+PROBE_JSON="$LOGS/probe.json"
+probe_holds() {
+    "$SERVER" sandbox probe --json >"$PROBE_JSON"
+    local rc=$?
+    cat "$PROBE_JSON"
+    return "$rc"
+}
+check "sandbox probe (no escape, no wrongly refused attempt)" probe_holds
+probe_controls() {
+    python3 - "$PROBE_JSON" <<'EOF_PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+failed = [a for a in report["attempts"] if a["control"] == "failed"]
+for a in failed:
+    print("control failed outside the sandbox:", a["name"], "-", a["what"])
+print(len(report["attempts"]), "attempts,", len(failed), "without a working control")
+sys.exit(1 if failed or not report["attempts"] else 0)
+EOF_PY
+}
+check "sandbox probe: every escape attempt worked outside first (positive controls)" probe_controls
 
 # 6. A real MCP session, sandbox required.
 mcp_session() {
