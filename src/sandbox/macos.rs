@@ -196,7 +196,12 @@ pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
         &meta,
     );
     g.rule(
-        "The backend, its interpreters and their installations: read, mapped, run.",
+        "The backend, its interpreters and their installations: read, mapped and\n\
+         run. dyld maps a Python's framework library and each extension module\n\
+         (file-map-executable, which Chromium's and Apple's profiles grant with\n\
+         their libraries); the interpreter runs the backend's #! line and may\n\
+         start itself again (multiprocessing). Found at start from the exec\n\
+         chain, each tree held to the path guard, never a shared prefix.",
         "(allow file-read* file-map-executable process-exec*",
         "subpath",
         "EXEC",
@@ -213,37 +218,46 @@ pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
     );
     g.rule(
         "Libraries a Homebrew Python's modules load through opt/* (sqlite,\n\
-         OpenSSL, xz, ...): each keg's lib folder, read and mapped, never its\n\
-         etc or var.",
+         OpenSSL, xz, ...) and a site-packages folder its installation links\n\
+         to: each keg's lib folder, read and mapped, never its etc or var nor\n\
+         the prefix. Without them _sqlite3, _ssl, _hashlib and _lzma can't load.",
         "(allow file-read* file-map-executable",
         "subpath",
         "LIB",
         &chain.lib_trees,
     );
     g.rule(
-        "The root folder and the backend's fixed files, read only.",
+        "The root folder and the backend's fixed files (its settings, the\n\
+         database), read only: what a tool call reads. Every path passed the\n\
+         path guard at start.",
         "(allow file-read*",
         "subpath",
         "READ",
         &read,
     );
     g.rule(
-        "SQLite looks for a hot journal and a WAL beside the database on open.",
+        "SQLite looks for a hot journal and a WAL beside the database on open\n\
+         (a read-only open too), and stops when it may not even look; each is\n\
+         a literal, so nothing else beside the database is readable.",
         "(allow file-read*",
         "literal",
         "DBX",
         &companions,
     );
     g.rule(
-        "The run's private temp folder: read and write, never run.",
+        "The run's private temp folder, made fresh for each run inside the\n\
+         user's $TMPDIR: read and write (Python's tempfile, SQLite's temp\n\
+         files), never run, as no exec rule names it. Anthropic's sandbox-runtime\n\
+         grants the whole per-user temp folder; one run's folder is narrower.",
         "(allow file-read* file-write*",
         "subpath",
         "TMP",
         &tmp,
     );
     g.rule(
-        "A draft run writes the database and SQLite's companions only: a\n\
-         folder grant would let it write anything beside the database (up to\n\
+        "A draft run writes the database and SQLite's companions only (the\n\
+         journal or WAL it writes beside the database, as on Linux): a folder\n\
+         grant would let it write anything beside the database (up to\n\
          ~/Library/LaunchAgents, run at the next login, when that is the home).",
         "(allow file-read* file-write*",
         "literal",
@@ -251,9 +265,13 @@ pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
         &draft_files,
     );
     g.text.push_str(
-        ";; Last, so nothing above can reopen them: no hard links anywhere (a link\n\
-         ;; made in a writable place to an outside file would make the file\n\
-         ;; readable and writable under a granted name), no network of any kind.\n\
+        ";; Last, so nothing above can reopen them (the last matching rule wins).\n\
+         ;; No hard links anywhere: a link made in a writable place to an outside\n\
+         ;; file would make that file readable and writable under a granted name\n\
+         ;; (for the same reason Anthropic's sandbox-runtime blocks moving files\n\
+         ;; out of denied places). No network of any kind, loopback and unix\n\
+         ;; sockets included: a backend reads local files and answers on stdout,\n\
+         ;; and Codex's policy too leaves the network out unless it is asked for.\n\
          (deny file-link)\n\
          (deny network*)\n",
     );

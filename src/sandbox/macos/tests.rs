@@ -345,11 +345,24 @@ fn every_kind_is_deny_by_default_with_strict_network_and_services() {
             assert!(!text.contains("kern.proc"));
             assert!(!text.contains("procargs"));
             // Explicit denials, first the ones (deny default) may not cover…
-            let early = text
-                .find("(deny process-info* iokit-get-properties)")
-                .unwrap();
+            let early = text.find("(deny process-info*)").unwrap();
             assert!(text.contains("(if (defined? 'nvram*) (deny nvram*))"));
+            // Guarded as Firefox does: a release without the name would
+            // otherwise refuse the whole profile.
+            assert!(
+                text.contains("(if (defined? 'iokit-get-properties) (deny iokit-get-properties))")
+            );
+            assert!(!text.contains("(deny process-info* iokit-get-properties)"));
             assert!(early < text.find("(allow process-info* (target self))").unwrap());
+            // isatty() on stdin: an ioctl on the null device only.
+            assert!(text.contains(
+                "(allow file-ioctl\n  (require-all (literal \"/dev/null\") (vnode-type CHARACTER-DEVICE)))"
+            ));
+            assert_eq!(
+                text.matches("file-ioctl").count(),
+                2,
+                "null and dtracehelper only"
+            );
             // …and last the ones nothing may reopen.
             let tail = text.trim_end();
             assert!(
@@ -1047,4 +1060,42 @@ fn an_env_line_whose_program_is_not_on_path_stops_the_start() {
         chain.launcher,
         vec![bin.join("python3").display().to_string(), "-I".to_string()]
     );
+}
+
+/// Each folder above a path the base profile grants is a metadata literal:
+/// dyld and Python's launcher stat each folder of a path on the way down.
+#[test]
+fn the_base_profile_gives_metadata_above_every_system_grant() {
+    let meta_start = BASE_PROFILE.find("(allow file-read-metadata\n").unwrap();
+    let meta_block = &BASE_PROFILE[meta_start..];
+    let meta_block = &meta_block[..meta_block.find("))\n").unwrap() + 2];
+    let quoted = |text: &str, head: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.trim_start().starts_with(";;"))
+            .filter_map(|l| l.split_once(head).map(|(_, r)| r))
+            .filter_map(|r| r.split('"').next())
+            .map(str::to_string)
+            .collect()
+    };
+    let meta = quoted(meta_block, "(literal \"");
+    assert!(meta.len() > 10, "{meta:?}");
+    let rest = BASE_PROFILE.replace(meta_block, "");
+    let mut grants = quoted(&rest, "(subpath \"");
+    grants.extend(quoted(&rest, "(literal \""));
+    assert!(grants.iter().any(|g| g == "/private/var/db/oah"));
+    for g in &grants {
+        for a in Path::new(g).ancestors().skip(1) {
+            let a = a.display().to_string();
+            assert!(meta.contains(&a), "{a} (above {g}) has no metadata literal");
+        }
+    }
+    for needed in [
+        "/Library/Apple/System",
+        "/Library/Apple/usr",
+        "/Library/Apple/usr/libexec",
+        "/usr/libexec",
+        "/private/var/db",
+    ] {
+        assert!(meta.iter().any(|m| m == needed), "{needed}");
+    }
 }
