@@ -1099,3 +1099,25 @@ fn the_base_profile_gives_metadata_above_every_system_grant() {
         assert!(meta.iter().any(|m| m == needed), "{needed}");
     }
 }
+
+#[test]
+fn the_descriptor_sweep_reaches_the_real_limit() {
+    // Above the 65536 the sweep used to stop at.
+    assert_eq!(fd_sweep_limit(1 << 20, 245_760), 245_760);
+    assert_eq!(fd_sweep_limit(256, 245_760), 256);
+    // A soft limit of RLIM_INFINITY is capped by the per-process maximum.
+    assert_eq!(fd_sweep_limit(u64::MAX, 122_880), 122_880);
+    assert_eq!(fd_sweep_limit(u64::MAX, u64::MAX), i32::MAX);
+}
+
+#[test]
+fn a_descriptor_list_that_may_be_cut_short_is_not_trusted() {
+    // 3 entries of 8 bytes in a buffer of 10: complete.
+    assert_eq!(listed_fd_count(24, 8, 10), Some(3));
+    assert_eq!(listed_fd_count(0, 8, 10), Some(0));
+    // The buffer filled: more may exist, so sweep instead.
+    assert_eq!(listed_fd_count(80, 8, 10), None);
+    // The call failed.
+    assert_eq!(listed_fd_count(-1, 8, 10), None);
+    assert_eq!(listed_fd_count(24, 0, 10), None);
+}
