@@ -4,7 +4,11 @@
 # Builds the server and the reference backend, runs the unit tests, starts
 # each kind of backend a Mac has under `reachweaver-mcp sandbox run` (the
 # read-only tool policy): a python.org framework Python, a Homebrew Python
-# through a venv, a uv-managed Python, and the compiled reference backend.
+# through a venv and without one (`#!$(brew --prefix)/bin/python3`), a
+# uv-managed Python directly and through a uv-made venv (the shape of a
+# `uv tool install`), a `#!/usr/bin/env python3` script found on PATH, and
+# the compiled reference backend. A `#!/usr/bin/env` script whose program is
+# not on PATH must be refused at start.
 # Each Python imports sqlite3, ssl, hashlib, lzma, asyncio and
 # multiprocessing, takes a multiprocessing lock (a POSIX semaphore), runs an
 # asyncio loop and opens an SQLite database read-only under the home. Then
@@ -142,6 +146,51 @@ python_under_sandbox() {
     [ "$rc" = 0 ] && [ "${out%% *}" = ok ]
 }
 
+# run_env_python NAME BINDIR: a `#!/usr/bin/env python3` script, with BINDIR
+# first on PATH; the run must use BINDIR's python3 (not Apple's
+# /usr/bin/python3, which `env` could reach inside the sandbox).
+run_env_python() {
+    local name="$1" bindir="$2"
+    if [ ! -x "$bindir/python3" ]; then
+        record "$name" 2
+        return
+    fi
+    local script="$CHECK_HOME/env-python3"
+    printf '#!/usr/bin/env python3\n%s' "$PY_BODY" >"$script"
+    chmod 755 "$script"
+    check "$name" env_python_under_sandbox "$script" "$bindir"
+}
+
+env_python_under_sandbox() {
+    local out rc
+    out="$(PATH="$2:$PATH" "$SERVER" --db "$DB" sandbox run --root "$CHECK_HOME/root" -- "$1" "$DB")"
+    rc=$?
+    printf '%s\n' "$out"
+    [ "$rc" = 0 ] && [ "${out%% *}" = ok ] || return 1
+    case "$out" in
+        *" $2/"*) ;;
+        *)
+            echo "the run's sys.executable is not under $2"
+            return 1
+            ;;
+    esac
+}
+
+# A `#!/usr/bin/env NAME` whose NAME is not on PATH: refused at start, with
+# a message naming the line, instead of letting env search inside the sandbox.
+env_missing_is_refused() {
+    local script="$CHECK_HOME/env-missing"
+    printf '#!/usr/bin/env reachweaver-no-such-interpreter\nprint("ran")\n' >"$script"
+    chmod 755 "$script"
+    local out rc
+    out="$("$SERVER" sandbox run --root "$CHECK_HOME/root" -- "$script" 2>&1)"
+    rc=$?
+    printf '%s\n' "$out"
+    [ "$rc" != 0 ] || return 1
+    printf '%s' "$out" | grep -q "reachweaver-no-such-interpreter" || return 1
+    ! printf '%s' "$out" | grep -q '^ran$'
+}
+
 # 1. python.org's framework build.
 FRAMEWORK_PY=/nonexistent/framework-python
 for v in 3.14 3.13 3.12 3.11 3.10; do
@@ -166,9 +215,20 @@ if command -v brew >/dev/null; then
 fi
 if [ -n "$BREW_PY" ] && "$BREW_PY" -m venv "$CHECK_HOME/venv" >"$LOGS/venv.log" 2>&1; then
     run_python "Homebrew Python in a venv" "$CHECK_HOME/venv/bin/python3"
+    # 2b. The same venv through `#!/usr/bin/env python3`, found on PATH at start.
+    run_env_python "#!/usr/bin/env python3 (a venv first on PATH)" "$CHECK_HOME/venv/bin"
 else
     record "Homebrew Python in a venv" 2
+    record "#!/usr/bin/env python3 (a venv first on PATH)" 2
 fi
+
+# 2c. Homebrew's Python with no venv, through the prefix's bin link (the
+# chain never crosses opt/python@3.X, which its libraries are loaded through).
+BREW_BIN_PY=/nonexistent/homebrew-bin-python3
+if command -v brew >/dev/null && [ -x "$(brew --prefix)/bin/python3" ]; then
+    BREW_BIN_PY="$(brew --prefix)/bin/python3"
+fi
+run_python "Homebrew Python without a venv (\$(brew --prefix)/bin/python3)" "$BREW_BIN_PY"
 
 # 3. A uv-managed Python (uv python install 3.12).
 UV_PY=""
@@ -176,6 +236,17 @@ if command -v uv >/dev/null; then
     UV_PY="$(uv python find --managed-python 3.12 2>/dev/null || uv python find 3.12 2>/dev/null || true)"
 fi
 run_python "uv-managed Python" "${UV_PY:-/nonexistent/uv-python}"
+
+# 3b. A venv uv makes from its managed Python: the shape `uv tool install`
+# gives a tool (its bin/python links to the managed Python).
+if [ -n "$UV_PY" ] && uv venv --quiet --python "$UV_PY" "$CHECK_HOME/uv-tool-venv" >"$LOGS/uv-venv.log" 2>&1; then
+    run_python "uv venv from a uv-managed Python (uv tool shape)" "$CHECK_HOME/uv-tool-venv/bin/python3"
+else
+    record "uv venv from a uv-managed Python (uv tool shape)" 2
+fi
+
+# 3c. Fail closed on an env line whose program is not on PATH.
+check "#!/usr/bin/env with a program not on PATH is refused at start" env_missing_is_refused
 
 # 4. The compiled reference backend, on the example workspace.
 if [ ! -f "$WS/data/reachweaver.db" ]; then
@@ -191,8 +262,28 @@ compiled_under_sandbox() {
 }
 check "compiled backend (reference) under sandbox run" compiled_under_sandbox
 
-# 5. Nothing gets out, and what must work works.
-check "sandbox probe (no escape, no wrongly refused attempt)" "$SERVER" sandbox probe
+# 5. Nothing gets out, and what must work works; and each refusal means
+# something: every escape attempt worked outside the sandbox first.
+PROBE_JSON="$LOGS/probe.json"
+probe_holds() {
+    "$SERVER" sandbox probe --json >"$PROBE_JSON"
+    local rc=$?
+    cat "$PROBE_JSON"
+    return "$rc"
+}
+check "sandbox probe (no escape, no wrongly refused attempt)" probe_holds
+probe_controls() {
+    python3 - "$PROBE_JSON" <<'EOF_PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+failed = [a for a in report["attempts"] if a["control"] == "failed"]
+for a in failed:
+    print("control failed outside the sandbox:", a["name"], "-", a["what"])
+print(len(report["attempts"]), "attempts,", len(failed), "without a working control")
+sys.exit(1 if failed or not report["attempts"] else 0)
+EOF_PY
+}
+check "sandbox probe: every escape attempt worked outside first (positive controls)" probe_controls
 
 # 6. A real MCP session, sandbox required.
 mcp_session() {

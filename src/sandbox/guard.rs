@@ -5,23 +5,102 @@
 //! Some folders must never be granted because granting them (or any folder
 //! that holds them) opens the user's files, other runs' temporary files,
 //! devices or process information: `/`, the user's home folder and its
-//! parents, `/proc`, `/sys`, `/dev`, `/tmp`, `/run` and `/etc`. Paths inside
-//! `/proc`, `/sys` and `/dev` are refused too, since each file there is a
-//! door to the kernel or to another process.
+//! parents, and each system's own such folders ([`guarded`]). On Linux those
+//! are `/proc`, `/sys`, `/dev`, `/tmp`, `/run` and `/etc`; on macOS `/dev`,
+//! the `/private` tree that `/tmp`, `/var` and `/etc` point into, the
+//! per-user temp and cache folders under `/var/folders`, `/Volumes`,
+//! `/Library`, `/System` and `/Users`. Paths inside `/proc`, `/sys` and
+//! `/dev` are refused too, since each file there is a door to the kernel or
+//! to another process.
+//!
+//! The lists are data per platform, and the pure check takes the platform
+//! as a parameter, so both systems' rules are tested wherever the tests
+//! run. A list for both would refuse `/Library` or `/Users` on Linux, where
+//! nothing says they are not an owner's own folders.
 //!
 //! Comparison is on canonical paths, and the home folder is known under
 //! every spelling: `HOME` as written, `HOME` with its symlinks resolved, and
-//! the password database's entry (used alone when `HOME` is unset).
+//! the password database's entry (used alone when `HOME` is unset). On macOS
+//! a path is also compared in the spellings the file system gives the same
+//! folder without a symlink to resolve: `/tmp`, `/var` and `/etc` against
+//! their `/private` targets, and `/System/Volumes/Data/...` (the data
+//! volume, firmlinked to `/Users`, `/Library`, ...) against the short form.
 //! [`refusal`] is pure; [`Guard::check`] adds the file-system lookups.
 
 use std::ffi::{CStr, OsString};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
 
-/// Folders that are refused, and refused as ancestors too.
-const GUARDED: &[&str] = &["/proc", "/sys", "/dev", "/tmp", "/run", "/etc"];
-/// Folders whose whole content is refused.
-const GUARDED_BENEATH: &[&str] = &["/proc", "/sys", "/dev"];
+/// Which system's folders the guard knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Platform {
+    Linux,
+    MacOs,
+}
+
+impl Platform {
+    /// The system this server runs on (macOS rules on macOS, Linux rules
+    /// everywhere else).
+    pub const CURRENT: Platform = if cfg!(target_os = "macos") {
+        Platform::MacOs
+    } else {
+        Platform::Linux
+    };
+}
+
+/// Linux: kernel interfaces, devices, the shared temp folder, runtime
+/// sockets and system settings.
+const LINUX_GUARDED: &[&str] = &["/proc", "/sys", "/dev", "/tmp", "/run", "/etc"];
+const LINUX_BENEATH: &[&str] = &["/proc", "/sys", "/dev"];
+
+/// macOS: devices; `/private`, which holds the shared temp folder, every
+/// user's temp and cache folders (`/private/var/folders`), system settings
+/// and daemons' data, with the short spellings that point into it;
+/// `/Volumes` (every mounted disk, the system disk included); `/Library`
+/// (other programs' settings, keychains, launch daemons); `/System`; and
+/// `/Users` (every user's home) with its shared, world-writable folder.
+const MACOS_GUARDED: &[&str] = &[
+    "/dev",
+    "/tmp",
+    "/var",
+    "/etc",
+    "/private",
+    "/private/tmp",
+    "/private/var",
+    "/private/etc",
+    "/var/folders",
+    "/private/var/folders",
+    "/Volumes",
+    "/Library",
+    "/System",
+    "/Users",
+    "/Users/Shared",
+];
+const MACOS_BENEATH: &[&str] = &["/dev"];
+
+/// macOS keeps each user's temp folder (`$TMPDIR`, `…/T`), cache folder
+/// (`…/C`) and more under `/private/var/folders/XX/YYYY/`: those and the
+/// two levels above them are as shared as `/tmp` (every run's private
+/// folder lives in `…/T`), so they are refused; a folder below them is
+/// like a folder in `/tmp` and is left to the caller's own checks.
+const MACOS_USER_TEMP: &str = "/private/var/folders";
+const MACOS_USER_TEMP_DEPTH: usize = 3;
+
+/// The folders a platform refuses, and refuses as ancestors too.
+pub fn guarded(platform: Platform) -> &'static [&'static str] {
+    match platform {
+        Platform::Linux => LINUX_GUARDED,
+        Platform::MacOs => MACOS_GUARDED,
+    }
+}
+
+/// The folders whose whole content a platform refuses.
+pub fn guarded_beneath(platform: Platform) -> &'static [&'static str] {
+    match platform {
+        Platform::Linux => LINUX_BENEATH,
+        Platform::MacOs => MACOS_BENEATH,
+    }
+}
 
 /// Why a path may not be granted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +115,9 @@ pub enum Refusal {
     System(&'static str),
     /// A path inside `/proc`, `/sys` or `/dev`.
     InsideSystem(&'static str),
+    /// A user's temp or cache folder under macOS's `/private/var/folders`,
+    /// or a folder that holds one.
+    UserTemp(PathBuf),
     /// Not an absolute path.
     Relative,
 }
@@ -54,42 +136,104 @@ impl std::fmt::Display for Refusal {
             }
             Refusal::System(s) => write!(f, "it is or holds {s}, which is never granted"),
             Refusal::InsideSystem(s) => write!(f, "it is inside {s}, which is never granted"),
+            Refusal::UserTemp(p) => write!(
+                f,
+                "{} holds users' temp and cache folders (every run's private folder among them), which are never granted",
+                p.display()
+            ),
             Refusal::Relative => write!(f, "it is not an absolute path"),
         }
     }
 }
 
-/// Whether `path` may enter a policy, given every spelling of the user's
-/// home. Pure: `path` is compared as written, so pass it canonical (and
-/// [`Guard::check`] also passes the spelling the owner used).
+/// Whether `path` may enter a policy on this system, given every spelling
+/// of the user's home. Pure: `path` is compared as written, so pass it
+/// canonical (and [`Guard::check`] also passes the spelling the owner used).
 pub fn refusal(path: &Path, homes: &[PathBuf]) -> Option<Refusal> {
+    refusal_on(Platform::CURRENT, path, homes)
+}
+
+/// [`refusal`] with that platform's rules, whatever system runs it.
+pub fn refusal_on(platform: Platform, path: &Path, homes: &[PathBuf]) -> Option<Refusal> {
     if !path.is_absolute() {
         return Some(Refusal::Relative);
     }
     let path = normalize(path);
+    let mut spellings = vec![path.clone()];
+    if platform == Platform::MacOs {
+        for alt in macos_spellings(&path) {
+            if !spellings.contains(&alt) {
+                spellings.push(alt);
+            }
+        }
+    }
+    spellings
+        .iter()
+        .find_map(|p| refusal_of(platform, p, homes))
+}
+
+fn refusal_of(platform: Platform, path: &Path, homes: &[PathBuf]) -> Option<Refusal> {
     if path == Path::new("/") {
         return Some(Refusal::FileSystemRoot);
     }
     for home in homes {
         let home = normalize(home);
-        if home == path {
+        let home_spellings = if platform == Platform::MacOs {
+            std::iter::once(home.clone())
+                .chain(macos_spellings(&home))
+                .collect()
+        } else {
+            vec![home.clone()]
+        };
+        if home_spellings.iter().any(|h| h == path) {
             return Some(Refusal::Home(home));
         }
-        if home.starts_with(&path) {
+        if home_spellings.iter().any(|h| h.starts_with(path)) {
             return Some(Refusal::HoldsHome(home));
         }
     }
-    for g in GUARDED {
-        if Path::new(g).starts_with(&path) {
+    for g in guarded(platform) {
+        if Path::new(g).starts_with(path) {
             return Some(Refusal::System(g));
         }
     }
-    for g in GUARDED_BENEATH {
+    for g in guarded_beneath(platform) {
         if path.starts_with(g) {
             return Some(Refusal::InsideSystem(g));
         }
     }
+    if platform == Platform::MacOs {
+        if let Ok(rest) = path.strip_prefix(MACOS_USER_TEMP) {
+            if rest.components().count() <= MACOS_USER_TEMP_DEPTH {
+                return Some(Refusal::UserTemp(path.to_path_buf()));
+            }
+        }
+    }
     None
+}
+
+/// The other spellings macOS gives the same folder without a symlink that
+/// canonicalization would resolve on another system: `/tmp`, `/var`,
+/// `/etc` and their `/private` targets both ways, and the data volume's
+/// `/System/Volumes/Data/...` for the firmlinked short form.
+fn macos_spellings(path: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut short = path.to_path_buf();
+    if let Ok(rest) = path.strip_prefix("/System/Volumes/Data") {
+        short = Path::new("/").join(rest);
+        out.push(short.clone());
+    }
+    for name in ["tmp", "var", "etc"] {
+        let plain = Path::new("/").join(name);
+        let private = Path::new("/private").join(name);
+        if let Ok(rest) = short.strip_prefix(&plain) {
+            out.push(private.join(rest));
+        } else if let Ok(rest) = short.strip_prefix(&private) {
+            out.push(plain.join(rest));
+        }
+    }
+    out.retain(|p| p != path);
+    out
 }
 
 /// `.` dropped and `..` applied by name (for the spelling as given; the
@@ -282,7 +426,11 @@ mod tests {
             ("/run", "/run"),
             ("/etc", "/etc"),
         ] {
-            assert_eq!(refusal(Path::new(p), &[]), Some(Refusal::System(g)), "{p}");
+            assert_eq!(
+                refusal_on(Platform::Linux, Path::new(p), &[]),
+                Some(Refusal::System(g)),
+                "{p}"
+            );
         }
         for (p, g) in [
             ("/proc/self", "/proc"),
@@ -291,7 +439,7 @@ mod tests {
             ("/dev/sda", "/dev"),
         ] {
             assert_eq!(
-                refusal(Path::new(p), &[]),
+                refusal_on(Platform::Linux, Path::new(p), &[]),
                 Some(Refusal::InsideSystem(g)),
                 "{p}"
             );
@@ -305,6 +453,116 @@ mod tests {
         assert_eq!(refusal(Path::new("/tmp/x.db"), &homes()), None);
         assert_eq!(refusal(Path::new("/etc/passwd"), &homes()), None);
         assert_eq!(refusal(Path::new("/srv/rw/data/rw.db"), &homes()), None);
+    }
+
+    #[test]
+    fn each_platform_has_its_own_system_folders() {
+        let mac = |p: &str| refusal_on(Platform::MacOs, Path::new(p), &[]);
+        let linux = |p: &str| refusal_on(Platform::Linux, Path::new(p), &[]);
+        for (p, g) in [
+            ("/private", "/private"),
+            ("/private/tmp", "/private/tmp"),
+            ("/private/var", "/private/var"),
+            ("/private/etc", "/private/etc"),
+            ("/var/folders", "/var/folders"),
+            ("/private/var/folders", "/private/var/folders"),
+            ("/Volumes", "/Volumes"),
+            ("/Library", "/Library"),
+            ("/System", "/System"),
+            ("/Users", "/Users"),
+            ("/Users/Shared", "/Users/Shared"),
+            ("/tmp", "/tmp"),
+            ("/var", "/var"),
+            ("/etc", "/etc"),
+            ("/dev", "/dev"),
+        ] {
+            assert_eq!(mac(p), Some(Refusal::System(g)), "{p}");
+        }
+        assert_eq!(mac("/dev/disk0"), Some(Refusal::InsideSystem("/dev")));
+        // Linux rules do not name macOS folders: there /Library and /Users
+        // may be anybody's own.
+        for p in ["/Library", "/Users", "/Volumes", "/System", "/private"] {
+            assert_eq!(linux(p), None, "{p}");
+        }
+        // And macOS has no /proc, /sys or /run to guard.
+        for p in ["/proc/self", "/sys/kernel", "/run"] {
+            assert_eq!(mac(p), None, "{p}");
+            assert!(linux(p).is_some(), "{p}");
+        }
+        // What a backend legitimately names on a Mac still passes.
+        for p in [
+            "/Library/Frameworks/Python.framework/Versions/3.12",
+            "/Volumes/Work/campaigns",
+            "/opt/homebrew/Cellar/python@3.12/3.12.7_1",
+            "/Users/ann/campaigns",
+        ] {
+            assert_eq!(
+                refusal_on(
+                    Platform::MacOs,
+                    Path::new(p),
+                    &[PathBuf::from("/Users/ann")]
+                ),
+                None,
+                "{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn macos_refuses_every_users_temp_and_cache_folders() {
+        let mac = |p: &str| refusal_on(Platform::MacOs, Path::new(p), &[]);
+        for p in [
+            "/private/var/folders/xy",
+            "/private/var/folders/xy/abc123",
+            "/private/var/folders/xy/abc123/T",
+            "/private/var/folders/xy/abc123/C",
+            // The short spelling, compared as its /private target.
+            "/var/folders/xy/abc123/T",
+        ] {
+            assert!(
+                matches!(mac(p), Some(Refusal::UserTemp(_))),
+                "{p}: {:?}",
+                mac(p)
+            );
+        }
+        // A folder below the temp folder is like one in /tmp.
+        assert_eq!(mac("/private/var/folders/xy/abc123/T/work"), None);
+        assert_eq!(
+            refusal_on(Platform::Linux, Path::new("/var/folders/xy/abc123/T"), &[]),
+            None
+        );
+    }
+
+    #[test]
+    fn macos_knows_the_private_and_data_volume_spellings() {
+        let home = vec![PathBuf::from("/Users/ann")];
+        let mac = |p: &str| refusal_on(Platform::MacOs, Path::new(p), &home);
+        // The data volume's spelling of the home and of what holds it.
+        assert_eq!(
+            mac("/System/Volumes/Data/Users/ann"),
+            Some(Refusal::Home("/Users/ann".into()))
+        );
+        assert_eq!(
+            mac("/System/Volumes/Data/Users"),
+            Some(Refusal::HoldsHome("/Users/ann".into()))
+        );
+        assert_eq!(
+            mac("/System/Volumes/Data/Library"),
+            Some(Refusal::System("/Library"))
+        );
+        // The data volume itself holds everything, the home included.
+        assert!(mac("/System/Volumes/Data").is_some());
+        assert!(mac("/System/Volumes/Data/private/tmp").is_some());
+        assert_eq!(mac("/System/Volumes/Data/Users/ann/campaigns"), None);
+        // /private targets and their short forms are one folder.
+        assert_eq!(mac("/private/tmp/x.db"), None);
+        assert!(mac("/private/tmp").is_some());
+        // A home under /var (root's is /var/root) is found in either spelling.
+        let root_home = vec![PathBuf::from("/var/root")];
+        assert_eq!(
+            refusal_on(Platform::MacOs, Path::new("/private/var/root"), &root_home),
+            Some(Refusal::Home("/var/root".into()))
+        );
     }
 
     #[test]
@@ -367,12 +625,13 @@ mod tests {
     #[test]
     fn a_symlink_to_a_guarded_folder_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let link = dir.path().join("to-proc");
-        std::os::unix::fs::symlink("/proc/self", &link).unwrap();
+        // /dev is guarded on both systems, so this runs on a Mac too.
+        let link = dir.path().join("to-dev");
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
         let guard = Guard::with_homes(homes());
         assert!(matches!(
             guard.check(&link),
-            Err(Refusal::InsideSystem("/proc"))
+            Err(Refusal::InsideSystem("/dev"))
         ));
         let slash = dir.path().join("to-slash");
         std::os::unix::fs::symlink("/", &slash).unwrap();

@@ -20,6 +20,7 @@ pub mod spawn;
 
 use std::path::{Component, Path, PathBuf};
 
+use super::guard::{self, Platform};
 use super::policy::{self, Policy};
 
 /// The static base profile.
@@ -195,7 +196,12 @@ pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
         &meta,
     );
     g.rule(
-        "The backend, its interpreters and their installations: read, mapped, run.",
+        "The backend, its interpreters and their installations: read, mapped and\n\
+         run. dyld maps a Python's framework library and each extension module\n\
+         (file-map-executable, which Chromium's and Apple's profiles grant with\n\
+         their libraries); the interpreter runs the backend's #! line and may\n\
+         start itself again (multiprocessing). Found at start from the exec\n\
+         chain, each tree held to the path guard, never a shared prefix.",
         "(allow file-read* file-map-executable process-exec*",
         "subpath",
         "EXEC",
@@ -212,37 +218,46 @@ pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
     );
     g.rule(
         "Libraries a Homebrew Python's modules load through opt/* (sqlite,\n\
-         OpenSSL, xz, ...): each keg's lib folder, read and mapped, never its\n\
-         etc or var.",
+         OpenSSL, xz, ...) and a site-packages folder its installation links\n\
+         to: each keg's lib folder, read and mapped, never its etc or var nor\n\
+         the prefix. Without them _sqlite3, _ssl, _hashlib and _lzma can't load.",
         "(allow file-read* file-map-executable",
         "subpath",
         "LIB",
         &chain.lib_trees,
     );
     g.rule(
-        "The root folder and the backend's fixed files, read only.",
+        "The root folder and the backend's fixed files (its settings, the\n\
+         database), read only: what a tool call reads. Every path passed the\n\
+         path guard at start.",
         "(allow file-read*",
         "subpath",
         "READ",
         &read,
     );
     g.rule(
-        "SQLite looks for a hot journal and a WAL beside the database on open.",
+        "SQLite looks for a hot journal and a WAL beside the database on open\n\
+         (a read-only open too), and stops when it may not even look; each is\n\
+         a literal, so nothing else beside the database is readable.",
         "(allow file-read*",
         "literal",
         "DBX",
         &companions,
     );
     g.rule(
-        "The run's private temp folder: read and write, never run.",
+        "The run's private temp folder, made fresh for each run inside the\n\
+         user's $TMPDIR: read and write (Python's tempfile, SQLite's temp\n\
+         files), never run, as no exec rule names it. Anthropic's sandbox-runtime\n\
+         grants the whole per-user temp folder; one run's folder is narrower.",
         "(allow file-read* file-write*",
         "subpath",
         "TMP",
         &tmp,
     );
     g.rule(
-        "A draft run writes the database and SQLite's companions only: a\n\
-         folder grant would let it write anything beside the database (up to\n\
+        "A draft run writes the database and SQLite's companions only (the\n\
+         journal or WAL it writes beside the database, as on Linux): a folder\n\
+         grant would let it write anything beside the database (up to\n\
          ~/Library/LaunchAgents, run at the next login, when that is the home).",
         "(allow file-read* file-write*",
         "literal",
@@ -250,9 +265,13 @@ pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
         &draft_files,
     );
     g.text.push_str(
-        ";; Last, so nothing above can reopen them: no hard links anywhere (a link\n\
-         ;; made in a writable place to an outside file would make the file\n\
-         ;; readable and writable under a granted name), no network of any kind.\n\
+        ";; Last, so nothing above can reopen them (the last matching rule wins).\n\
+         ;; No hard links anywhere: a link made in a writable place to an outside\n\
+         ;; file would make that file readable and writable under a granted name\n\
+         ;; (for the same reason Anthropic's sandbox-runtime blocks moving files\n\
+         ;; out of denied places). No network of any kind, loopback and unix\n\
+         ;; sockets included: a backend reads local files and answers on stdout,\n\
+         ;; and Codex's policy too leaves the network out unless it is asked for.\n\
          (deny file-link)\n\
          (deny network*)\n",
     );
@@ -291,6 +310,32 @@ pub fn sandbox_exec_refusal(code: i32, stderr: &[u8]) -> Option<String> {
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
     line.starts_with("sandbox-exec: ")
         .then(|| line.chars().take(300).collect())
+}
+
+// ---------------------------------------------------------------------
+// Inherited descriptors (the decisions; spawn does the system calls).
+// ---------------------------------------------------------------------
+
+/// The first descriptor number the kernel can never hand out: macOS caps a
+/// process's descriptors at the smaller of its soft `RLIMIT_NOFILE` and
+/// `kern.maxfilesperproc` (a soft limit of `RLIM_INFINITY` is common for
+/// programs that raise it). Sweeping up to this misses nothing. Pure.
+pub fn fd_sweep_limit(rlim_cur: u64, maxfilesperproc: u64) -> i32 {
+    let cap = rlim_cur.min(maxfilesperproc);
+    i32::try_from(cap).unwrap_or(i32::MAX)
+}
+
+/// How many entries of the kernel's descriptor list (`PROC_PIDLISTFDS`,
+/// which answers with the bytes it filled) can be trusted: `None` when the
+/// call failed or filled the whole buffer, as a full buffer may have been
+/// cut short; the caller then sweeps every number instead. Pure.
+pub fn listed_fd_count(returned_bytes: i32, entry_size: usize, capacity: usize) -> Option<usize> {
+    let bytes = usize::try_from(returned_bytes).ok()?;
+    if entry_size == 0 {
+        return None;
+    }
+    let n = bytes / entry_size;
+    (n < capacity).then_some(n)
 }
 
 // ---------------------------------------------------------------------
@@ -367,29 +412,55 @@ pub fn resolve_recording(path: &Path) -> std::io::Result<(PathBuf, Vec<PathBuf>)
     Ok((cur, hops))
 }
 
-/// Paths that must never become a tree grant: `/`, the home, anything
-/// above the home, and the shared temp folders.
-fn too_wide(p: &Path, home: Option<&Path>) -> bool {
-    let c = canonical(p);
-    if c == Path::new("/") {
-        return true;
+/// Every spelling of the home discovery knows, for the path guard.
+fn home_spellings(home: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(h) = home {
+        for p in [h.to_path_buf(), canonical(h)] {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
     }
-    let guarded = [
-        Path::new("/private/tmp"),
-        Path::new("/private/var"),
-        Path::new("/Users"),
-        Path::new("/Volumes"),
-    ];
-    if guarded.iter().any(|g| g.starts_with(&c)) {
+    out
+}
+
+/// Whether the path guard, with macOS's rules, lets `p` into a profile.
+/// Discovery follows links the backend's installation chose (a venv, a
+/// site-packages link, a Homebrew `opt` link), so each grant it finds is
+/// held to the same rule as an owner's paths.
+fn guard_passes(p: &Path, home: Option<&Path>) -> bool {
+    let homes = home_spellings(home);
+    guard::refusal_on(Platform::MacOs, &canonical(p), &homes).is_none()
+}
+
+/// Paths that must never become a tree grant: whatever the path guard
+/// refuses (`/`, the home and anything above it, the shared temp folders,
+/// `/Library`, `/Users`, ...) and the shared install prefixes.
+fn too_wide(p: &Path, home: Option<&Path>) -> bool {
+    if !guard_passes(p, home) {
         return true;
     }
     // Shared prefixes: their etc and var hold other programs' settings and
     // data (Homebrew's, MacPorts'), so a program there is granted alone.
+    // A Homebrew or MacPorts installed somewhere else is known by its own
+    // bookkeeping folder (looked up as spelled: the sandbox's /private
+    // spelling is for matching, not for this system's lookups).
+    let c = canonical(p);
     let shared = ["/usr", "/usr/local", "/opt/homebrew", "/opt/local", "/opt"];
-    if shared.iter().any(|s| c == Path::new(s)) {
-        return true;
-    }
-    home.is_some_and(|h| canonical(h).starts_with(&c))
+    shared.iter().any(|s| c == Path::new(s))
+        || p.join("Cellar").is_dir()
+        || p.join("var/macports").is_dir()
+}
+
+/// Drops every discovered grant the guard refuses: trees (the chain's and
+/// each library folder) that are too wide, and files or links it refuses.
+/// A run that needed one then fails visibly instead of opening more.
+fn keep_guarded(chain: &mut ExecChain, home: Option<&Path>) {
+    chain.exec_trees.retain(|t| !too_wide(t, home));
+    chain.lib_trees.retain(|t| !too_wide(t, home));
+    chain.hops.retain(|h| guard_passes(h, home));
+    chain.exec_files.retain(|f| guard_passes(f, home));
 }
 
 /// A folder that is a Python installation or a virtual environment (so it
@@ -421,9 +492,65 @@ fn tree_for(exe: &Path, home: Option<&Path>) -> Option<PathBuf> {
     (!inside_home || is_python_tree(prefix)).then(|| prefix.to_path_buf())
 }
 
-/// Find the backend's exec chain, as a shell would start it. Never fails:
-/// what it cannot read it leaves out (the run then fails visibly).
-pub fn discover(backend: &Path, home: Option<&Path>, path_env: Option<&str>) -> ExecChain {
+/// Why the exec chain can't be known at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiscoverError {
+    /// A `#!/usr/bin/env NAME` line whose NAME is not on `PATH` now. Left
+    /// alone, `env` would search again inside the sandbox, where it can
+    /// reach a program nobody chose (Apple's `/usr/bin/python3` stub), so
+    /// the server refuses to start instead.
+    EnvNotFound {
+        script: PathBuf,
+        line: String,
+        name: String,
+        /// `PATH` at start (`None`: unset).
+        path: Option<String>,
+    },
+    /// A `#!/usr/bin/env` line that names no program at all.
+    EnvWithoutProgram { script: PathBuf, line: String },
+}
+
+impl std::fmt::Display for DiscoverError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DiscoverError::EnvNotFound {
+                script,
+                line,
+                name,
+                path,
+            } => match path {
+                Some(path) => write!(
+                    f,
+                    "{} starts with `{line}`, and `{name}` is not an executable file on PATH ({path}); \
+                     put its folder on the server's PATH, or name the interpreter by absolute path in the #! line",
+                    script.display()
+                ),
+                None => write!(
+                    f,
+                    "{} starts with `{line}`, and PATH is not set, so `{name}` cannot be found; \
+                     set the server's PATH, or name the interpreter by absolute path in the #! line",
+                    script.display()
+                ),
+            },
+            DiscoverError::EnvWithoutProgram { script, line } => write!(
+                f,
+                "{} starts with `{line}`, which names no program for env to run",
+                script.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DiscoverError {}
+
+/// Find the backend's exec chain, as a shell would start it. What it cannot
+/// read it leaves out (the run then fails visibly); an `env` line it cannot
+/// resolve is an error, as the sandbox would otherwise let `env` choose.
+pub fn discover(
+    backend: &Path,
+    home: Option<&Path>,
+    path_env: Option<&str>,
+) -> Result<ExecChain, DiscoverError> {
     let mut chain = ExecChain::default();
     let home_canon = home.and_then(|h| std::fs::canonicalize(h).ok());
     let home = home_canon.as_deref().or(home);
@@ -433,7 +560,7 @@ pub fn discover(backend: &Path, home: Option<&Path>, path_env: Option<&str>) -> 
     }
     let mut script = backend.to_path_buf();
     for depth in 0..4 {
-        let Some((literal, args)) = interpreter_line(&script, path_env) else {
+        let Some((literal, args)) = interpreter_line(&script, path_env)? else {
             break;
         };
         if depth == 0 && args.env {
@@ -459,7 +586,8 @@ pub fn discover(backend: &Path, home: Option<&Path>, path_env: Option<&str>) -> 
         add_homebrew_kegs(&mut chain, &resolved);
         script = resolved;
     }
-    chain
+    keep_guarded(&mut chain, home);
+    Ok(chain)
 }
 
 struct ShebangArgs {
@@ -469,40 +597,70 @@ struct ShebangArgs {
     rest: Vec<String>,
 }
 
+type InterpreterLine = Option<(PathBuf, ShebangArgs)>;
+
 /// The interpreter a script starts, in its literal spelling, resolving
-/// `env` lines on `PATH` now.
-fn interpreter_line(script: &Path, path_env: Option<&str>) -> Option<(PathBuf, ShebangArgs)> {
+/// `env` lines on `PATH` now. `Ok(None)`: no `#!` line (a compiled
+/// program) or a file that can't be read.
+fn interpreter_line(
+    script: &Path,
+    path_env: Option<&str>,
+) -> Result<InterpreterLine, DiscoverError> {
     use std::io::Read;
     let mut head = [0u8; 256];
-    let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
+    let Some(n) = std::fs::File::open(script)
+        .ok()
+        .and_then(|mut f| f.read(&mut head).ok())
+    else {
+        return Ok(None);
+    };
     let head = &head[..n];
-    let shebang = policy::parse_shebang(head)?;
+    let Some(shebang) = policy::parse_shebang(head) else {
+        return Ok(None);
+    };
+    let line_end = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());
+    let line = String::from_utf8_lossy(&head[..line_end])
+        .trim()
+        .to_string();
+    let is_env = shebang.interpreter.file_name().is_some_and(|n| n == "env");
     match policy::env_target(&shebang, head) {
         Some(name) => {
-            let line_end = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());
-            let line = std::str::from_utf8(head.get(2..line_end)?).ok()?;
             let rest: Vec<String> = line
+                .get(2..)
+                .unwrap_or("")
                 .split_whitespace()
                 .skip_while(|w| *w != name)
                 .skip(1)
                 .map(str::to_string)
                 .collect();
-            let literal = if name.contains('/') {
-                PathBuf::from(&name)
+            let found = if name.contains('/') {
+                Some(PathBuf::from(&name))
             } else {
-                policy::find_on_path(&name, path_env?)?
+                path_env.and_then(|p| policy::find_on_path(&name, p))
             };
-            literal
-                .is_absolute()
-                .then_some((literal, ShebangArgs { env: true, rest }))
+            match found {
+                Some(literal) if literal.is_absolute() => {
+                    Ok(Some((literal, ShebangArgs { env: true, rest })))
+                }
+                _ => Err(DiscoverError::EnvNotFound {
+                    script: script.to_path_buf(),
+                    line,
+                    name,
+                    path: path_env.map(str::to_string),
+                }),
+            }
         }
-        None => Some((
+        None if is_env => Err(DiscoverError::EnvWithoutProgram {
+            script: script.to_path_buf(),
+            line,
+        }),
+        None => Ok(Some((
             shebang.interpreter,
             ShebangArgs {
                 env: false,
                 rest: shebang.arg.into_iter().collect(),
             },
-        )),
+        ))),
     }
 }
 
@@ -535,14 +693,35 @@ fn add_python_links(chain: &mut ExecChain, prefix: &Path) {
     }
 }
 
-/// For an interpreter inside `PREFIX/Cellar/`, the `lib` folder of each
-/// keg CPython links against, through its `PREFIX/opt/NAME` link.
+/// For an interpreter inside `PREFIX/Cellar/KEG/VERSION/`: its own keg's
+/// `PREFIX/opt/KEG` link, and the `lib` folder of each keg CPython links
+/// against, through its `PREFIX/opt/NAME` link.
+///
+/// Homebrew rewrites the install names of what it builds to `opt` paths, so
+/// the interpreter loads its own framework library as
+/// `PREFIX/opt/python@3.X/Frameworks/...` even when the way it was started
+/// (`PREFIX/bin/python3`, a Cellar path) never crossed that link; the link
+/// is added as a hop whenever it leads to the interpreter's own keg.
 fn add_homebrew_kegs(chain: &mut ExecChain, resolved: &Path) {
     let s = resolved.to_string_lossy();
     let Some(at) = s.find("/Cellar/") else {
         return;
     };
     let brew = PathBuf::from(&s[..at]);
+    let own_keg = Path::new(&s[at + "/Cellar/".len()..])
+        .components()
+        .next()
+        .map(|c| c.as_os_str().to_os_string());
+    if let Some(name) = own_keg {
+        let link = brew.join("opt").join(name);
+        if let Ok((target, hops)) = resolve_recording(&link) {
+            if resolved.starts_with(&target) {
+                for h in hops {
+                    push_unique(&mut chain.hops, h);
+                }
+            }
+        }
+    }
     for keg in HOMEBREW_PYTHON_KEGS {
         let link = brew.join("opt").join(keg);
         let Ok((target, hops)) = resolve_recording(&link) else {

@@ -183,7 +183,6 @@ fn arg(args: &[String], i: usize) -> &str {
 
 pub fn attempt(name: &str, args: &[String]) -> u8 {
     let a0 = arg(args, 0);
-    let a1 = arg(args, 1);
     match name {
         "tcp" => io(std::net::TcpStream::connect(a0), "connect tcp"),
         "udp" => io(
@@ -219,18 +218,13 @@ pub fn attempt(name: &str, args: &[String]) -> u8 {
                 "write $TMPDIR/probe",
             )
         }
-        "mkdir" => io(std::fs::create_dir_all(a0), &format!("mkdir -p {a0}")),
         "hardlink" => {
             // Link an outside file into the writable temp folder, then
             // read it through the link.
-            let dir = std::env::var_os("TMPDIR")
+            let link = std::env::var_os("TMPDIR")
                 .map(PathBuf::from)
-                .unwrap_or_default();
-            let link = if a1.is_empty() {
-                dir.join("hardlink")
-            } else {
-                PathBuf::from(a1)
-            };
+                .unwrap_or_default()
+                .join("hardlink");
             io(
                 std::fs::hard_link(a0, &link).and_then(|()| std::fs::read(&link)),
                 &format!("link {a0} and read it"),
@@ -239,14 +233,10 @@ pub fn attempt(name: &str, args: &[String]) -> u8 {
         "exec-written" => {
             // Write a script where the run may write, then run it.
             use std::os::unix::fs::PermissionsExt;
-            let dir = if a0.is_empty() {
-                std::env::var_os("TMPDIR")
-                    .map(PathBuf::from)
-                    .unwrap_or_default()
-            } else {
-                PathBuf::from(a0)
-            };
-            let script = dir.join("probe.sh");
+            let script = std::env::var_os("TMPDIR")
+                .map(PathBuf::from)
+                .unwrap_or_default()
+                .join("probe.sh");
             let r = std::fs::write(&script, b"#!/bin/sh\nexit 0\n")
                 .and_then(|()| {
                     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700))
@@ -343,8 +333,9 @@ struct Spec {
     what: String,
     attempt: &'static str,
     args: Vec<String>,
-    /// Run a positive control outside the sandbox.
-    control: bool,
+    /// An escape (`Refused`) is first tried outside the sandbox as a
+    /// positive control; an allowed operation needs none, as it must simply
+    /// work inside.
     expect: Expect,
     check: Check,
 }
@@ -463,9 +454,12 @@ fn s(p: &Path) -> String {
 fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
     let pid = server_pid.to_string();
     let marker = format!("reachweaver-probe-{:016x}", crate::sandbox::random_u64());
+    // Not named `.plist`: the sandbox decides by folder, not by name, and
+    // the positive control really writes here for a moment, so neither
+    // launchd nor the background-items notice may take it for an agent.
     let launch_agent = home
         .join("Library/LaunchAgents")
-        .join(format!("{marker}.plist"));
+        .join(format!("{marker}.probe"));
     let outside_write = fx.outside.join("written.txt");
     let root_write = fx.root.join("written.txt");
     fx.absent = vec![
@@ -473,16 +467,11 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
         outside_write.clone(),
         root_write.clone(),
     ];
-    let spec = |name: &'static str,
-                what: &str,
-                attempt: &'static str,
-                args: Vec<String>,
-                control: bool| Spec {
+    let spec = |name: &'static str, what: &str, attempt: &'static str, args: Vec<String>| Spec {
         name,
         what: what.to_string(),
         attempt,
         args,
-        control,
         expect: Expect::Refused,
         check: Check::Report,
     };
@@ -495,7 +484,6 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
                 "TCP connect to 127.0.0.1",
                 "tcp",
                 vec![fx.tcp.clone()],
-                true,
             )
         },
         Spec {
@@ -505,7 +493,6 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
                 "UDP send to 127.0.0.1",
                 "udp",
                 vec![fx.udp.clone()],
-                true,
             )
         },
         Spec {
@@ -515,37 +502,22 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
                 "connect to a unix socket outside the grants",
                 "unix",
                 vec![fx.unix.clone()],
-                true,
             )
         },
-        spec(
-            "net-socket",
-            "create an AF_INET socket",
-            "socket",
-            vec![],
-            true,
-        ),
+        spec("net-socket", "create an AF_INET socket", "socket", vec![]),
         // Files outside the grants.
         spec(
             "read-outside",
             "read a file outside the grants",
             "read",
             vec![s(&fx.secret)],
-            true,
         ),
-        spec(
-            "list-home",
-            "list the home folder",
-            "list",
-            vec![s(home)],
-            true,
-        ),
+        spec("list-home", "list the home folder", "list", vec![s(home)]),
         spec(
             "read-keychains",
             "list ~/Library/Keychains",
             "list",
             vec![s(&home.join("Library/Keychains"))],
-            true,
         ),
         Spec {
             check: Check::Absent(1),
@@ -554,7 +526,6 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
                 "write a file outside the grants",
                 "write",
                 vec![s(&outside_write)],
-                true,
             )
         },
         Spec {
@@ -564,7 +535,6 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
                 "write in the read-only root",
                 "write",
                 vec![s(&root_write)],
-                false,
             )
         },
         Spec {
@@ -574,7 +544,6 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
                 "write a LaunchAgent (runs at the next login)",
                 "write",
                 vec![s(&launch_agent)],
-                false,
             )
         },
         spec(
@@ -582,14 +551,12 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             "hard-link an outside file into the temp folder and read it",
             "hardlink",
             vec![s(&fx.secret)],
-            false,
         ),
         spec(
             "exec-tmpdir",
             "run a script written in the temp folder",
             "exec-written",
             vec![],
-            false,
         ),
         // Other processes.
         spec(
@@ -597,28 +564,24 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             "read the server's argv and environment (sysctl kern.procargs2)",
             "procargs",
             vec![pid.clone()],
-            true,
         ),
         spec(
             "procinfo",
             "read the server's executable path (proc_pidpath)",
             "procinfo",
             vec![pid.clone()],
-            true,
         ),
         spec(
             "signal",
             "signal the server (kill 0)",
             "signal",
             vec![pid.clone()],
-            true,
         ),
         spec(
             "env-secret",
             "see a secret-named variable of the server",
             "env",
             vec!["REACHWEAVER_PROBE_API_TOKEN".into()],
-            true,
         ),
         // Services: the keychain, Launch Services (`open`), Apple Events.
         spec(
@@ -626,35 +589,39 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             "look up the keychain service (securityd)",
             "mach",
             vec!["com.apple.SecurityServer".into()],
-            true,
         ),
         spec(
             "keychain-xpc",
             "look up the keychain service (securityd.xpc)",
             "mach",
             vec!["com.apple.securityd.xpc".into()],
-            true,
         ),
         spec(
             "open",
             "look up Launch Services, as `open` does",
             "mach",
             vec!["com.apple.coreservices.launchservicesd".into()],
-            true,
         ),
         spec(
             "appleevents",
             "look up the Apple Event manager",
             "mach",
             vec!["com.apple.coreservices.appleevents".into()],
-            true,
         ),
+        // Ask Launch Services to bring the already running Finder up hidden
+        // and in the background: the same request `open` makes for any
+        // app, with nothing shown when the control succeeds outside.
         spec(
             "open-tool",
-            "run /usr/bin/open on the root",
+            "run /usr/bin/open (Launch Services starts an app)",
             "exec",
-            vec!["/usr/bin/open".into(), "-g".into(), s(&fx.root)],
-            false,
+            vec![
+                "/usr/bin/open".into(),
+                "-g".into(),
+                "-j".into(),
+                "-a".into(),
+                "Finder".into(),
+            ],
         ),
     ];
     // Positive checks: what a run must still be able to do.
@@ -692,7 +659,7 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
     ] {
         v.push(Spec {
             expect: Expect::Allowed,
-            ..spec(name, what, attempt, args, false)
+            ..spec(name, what, attempt, args)
         });
     }
     v
@@ -744,6 +711,29 @@ fn run_inside(sb: &Sandbox, exe: &Path, cwd: &Path, sp: &Spec) -> (bool, String)
     (ok, detail.trim().to_string())
 }
 
+/// What a positive control made, removed before the same attempt runs
+/// inside: a file the control wrote where the run must not write would
+/// otherwise count as the run's escape. A leftover that can't be removed
+/// stops the probe, as every later line would be wrong.
+fn clean_after_control(fx: &Fixture, sp: &Spec) -> anyhow::Result<()> {
+    let mut made = vec![fx.outside.join("hardlink"), fx.outside.join("probe.sh")];
+    if let Check::Absent(i) = sp.check {
+        made.extend(fx.absent.get(i).cloned());
+    }
+    for p in made {
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => anyhow::bail!(
+                "the positive control of {} left {} behind: {e}",
+                sp.name,
+                p.display()
+            ),
+        }
+    }
+    Ok(())
+}
+
 pub fn run(json: bool) -> anyhow::Result<u8> {
     // A secret-named variable in the server's environment that no run may
     // see, set before any thread starts.
@@ -765,14 +755,15 @@ pub fn run(json: bool) -> anyhow::Result<u8> {
     let sb = Sandbox::detect(&opts)?;
     let mut lines = Vec::new();
     for sp in &specs {
-        let control = if sp.control {
+        let control = if sp.expect == Expect::Refused {
             let mut cmd = Command::new(&exe);
             cmd.arg("__probe-attempt").arg(sp.attempt).args(&sp.args);
             cmd.current_dir(&fx.root);
-            if sp.attempt == "hardlink" || sp.attempt == "exec-written" {
-                cmd.env("TMPDIR", &fx.outside);
-            }
+            // The attempts that use "the temp folder" use, outside, a
+            // folder no grant covers.
+            cmd.env("TMPDIR", &fx.outside);
             let (ok, _) = run_attempt(&mut cmd);
+            clean_after_control(&fx, sp)?;
             if ok {
                 "ok"
             } else {
@@ -822,10 +813,6 @@ pub fn run(json: bool) -> anyhow::Result<u8> {
             control,
             detail,
         });
-        // The control's leftovers.
-        let _ = std::fs::remove_file(fx.outside.join("written.txt"));
-        let _ = std::fs::remove_file(fx.outside.join("hardlink"));
-        let _ = std::fs::remove_file(fx.outside.join("probe.sh"));
     }
     std::env::remove_var("REACHWEAVER_PROBE_API_TOKEN");
     let escapes = lines.iter().filter(|l| l.result == "escaped").count();
@@ -865,4 +852,57 @@ pub fn run(json: bool) -> anyhow::Result<u8> {
         )?;
     }
     Ok(u8::from(escapes > 0 || refused > 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_escape_has_a_control_and_allowed_operations_none() {
+        let mut fx = fixture().unwrap();
+        let home = std::env::temp_dir();
+        let specs = specs(&mut fx, std::process::id(), &home);
+        for name in [
+            "hardlink",
+            "exec-tmpdir",
+            "write-root",
+            "write-launchagents",
+            "open-tool",
+        ] {
+            let sp = specs.iter().find(|s| s.name == name).unwrap();
+            assert_eq!(sp.expect, Expect::Refused, "{name}");
+        }
+        assert!(specs.iter().any(|s| s.expect == Expect::Allowed));
+        // The LaunchAgent the control really writes is never an agent.
+        assert!(fx
+            .absent
+            .iter()
+            .all(|p| p.extension().is_none_or(|e| e != "plist")));
+    }
+
+    #[test]
+    fn what_a_control_writes_is_gone_before_the_run_tries() {
+        let mut fx = fixture().unwrap();
+        // A stand-in home, so the test never touches the real LaunchAgents.
+        let home = fx.outside.join("home");
+        std::fs::create_dir_all(home.join("Library/LaunchAgents")).unwrap();
+        let specs = specs(&mut fx, std::process::id(), &home);
+        for sp in &specs {
+            if let Check::Absent(i) = sp.check {
+                let path = fx.absent[i].clone();
+                std::fs::write(&path, b"control").unwrap();
+                std::fs::write(fx.outside.join("hardlink"), b"x").unwrap();
+                clean_after_control(&fx, sp).unwrap();
+                assert!(!path.exists(), "{}: {}", sp.name, path.display());
+                assert!(!fx.outside.join("hardlink").exists());
+            }
+        }
+        // write-outside, write-root and write-launchagents all check a path.
+        let checked = specs
+            .iter()
+            .filter(|s| matches!(s.check, Check::Absent(_)))
+            .count();
+        assert_eq!(checked, 3);
+    }
 }

@@ -54,9 +54,12 @@ impl State {
         }
         let home = home_dir();
         let path_env = std::env::var("PATH").ok();
-        Ok(State {
-            chain: super::discover(&opts.backend, home.as_deref(), path_env.as_deref()),
-        })
+        // An exec chain that can't be known (an `env` line naming a program
+        // not on PATH) stops the start, whatever the mode: the run would
+        // otherwise start whatever `env` finds inside the sandbox.
+        let chain = super::discover(&opts.backend, home.as_deref(), path_env.as_deref())
+            .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
+        Ok(State { chain })
     }
 
     pub fn layers_line(&self) -> String {
@@ -108,27 +111,13 @@ impl State {
             Some(fd) => cmd.stdin(Stdio::from(fd)),
             None => cmd.stdin(Stdio::null()),
         };
-        // Descriptors the server inherited without close-on-exec (from the
-        // MCP client, a terminal, a parent's pipes) must not reach the
-        // backend, as on Linux: mark every one above stderr close-on-exec.
-        // SAFETY: only fcntl and getrlimit, both async-signal-safe.
+        let mut sweep = InheritedFds::prepare().map_err(SandboxError::Io)?;
+        // SAFETY: the closure only makes system calls (getpid, proc_pidinfo
+        // into a buffer allocated before the fork, fcntl); it allocates
+        // nothing and takes no lock.
         unsafe {
-            cmd.pre_exec(|| {
-                let mut lim = libc::rlimit {
-                    rlim_cur: 0,
-                    rlim_max: 0,
-                };
-                let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-                    lim.rlim_cur.min(65_536) as libc::c_int
-                } else {
-                    4096
-                };
-                for fd in 3..max {
-                    let flags = libc::fcntl(fd, libc::F_GETFD);
-                    if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
-                        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-                    }
-                }
+            cmd.pre_exec(move || {
+                sweep.mark_all_cloexec();
                 Ok(())
             });
         }
@@ -146,6 +135,120 @@ impl State {
             done: false,
         })
     }
+}
+
+/// Descriptors the server inherited without close-on-exec (from the MCP
+/// client, a terminal, a parent's pipes) must not reach the backend, as on
+/// Linux: between fork and exec, every descriptor above stderr is marked
+/// close-on-exec. macOS has no `closefrom`, so the child asks the kernel
+/// for its list of open descriptors (`PROC_PIDLISTFDS`) into a buffer made
+/// here, before the fork, where allocating is allowed; if the list may be
+/// cut short it tries every number up to the real limit instead, however
+/// high the soft limit was raised.
+struct InheritedFds {
+    list: Vec<libc::proc_fdinfo>,
+    limit: libc::c_int,
+}
+
+impl InheritedFds {
+    fn prepare() -> std::io::Result<InheritedFds> {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: a valid out-parameter.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let per_proc = maxfilesperproc()?;
+        let limit = super::fd_sweep_limit(lim.rlim_cur, per_proc);
+        // SAFETY: a null buffer asks for the size only.
+        let bytes = unsafe {
+            libc::proc_pidinfo(
+                libc::getpid(),
+                libc::PROC_PIDLISTFDS,
+                0,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        let open_now = usize::try_from(bytes).unwrap_or(0) / size_of::<libc::proc_fdinfo>();
+        // Room for descriptors other threads open before the fork.
+        let capacity = open_now + 256;
+        Ok(InheritedFds {
+            list: vec![
+                libc::proc_fdinfo {
+                    proc_fd: 0,
+                    proc_fdtype: 0,
+                };
+                capacity
+            ],
+            limit,
+        })
+    }
+
+    /// In the child, between fork and exec: async-signal-safe.
+    fn mark_all_cloexec(&mut self) {
+        let entry = size_of::<libc::proc_fdinfo>();
+        let bytes = libc::c_int::try_from(self.list.len() * entry).unwrap_or(libc::c_int::MAX);
+        // SAFETY: the buffer holds `bytes` bytes and outlives the call.
+        let got = unsafe {
+            libc::proc_pidinfo(
+                libc::getpid(),
+                libc::PROC_PIDLISTFDS,
+                0,
+                self.list.as_mut_ptr().cast(),
+                bytes,
+            )
+        };
+        match super::listed_fd_count(got, entry, self.list.len()) {
+            Some(n) => {
+                for e in &self.list[..n] {
+                    mark_cloexec(e.proc_fd);
+                }
+            }
+            None => {
+                for fd in 3..self.limit {
+                    mark_cloexec(fd);
+                }
+            }
+        }
+    }
+}
+
+fn mark_cloexec(fd: libc::c_int) {
+    if fd <= 2 {
+        return;
+    }
+    // SAFETY: fcntl on a number that may not be open only fails.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+        }
+    }
+}
+
+/// `kern.maxfilesperproc`: no descriptor number reaches it.
+fn maxfilesperproc() -> std::io::Result<u64> {
+    let mut mib = [libc::CTL_KERN, libc::KERN_MAXFILESPERPROC];
+    let mut value: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>();
+    // SAFETY: a valid mib and an int-sized out-parameter.
+    let r = unsafe {
+        libc::sysctl(
+            mib.as_mut_ptr(),
+            2,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    u64::try_from(value).map_err(|_| std::io::Error::other("kern.maxfilesperproc is negative"))
 }
 
 pub fn status() -> StatusReport {
@@ -181,5 +284,71 @@ pub(super) fn layer_status() -> LayerStatus {
         name: "sandbox-exec",
         available: a.is_ok(),
         detail: a.err().unwrap_or_else(|| "deny-by-default profile".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A descriptor without close-on-exec at the highest number this
+    /// process may use (above 65536 wherever the limits allow) does not
+    /// reach a program started through the sweep.
+    #[test]
+    fn inherited_descriptors_never_reach_the_child() {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: valid out-parameter; raising the soft limit to the hard
+        // one affects only this test process.
+        unsafe {
+            assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+            let want = lim.rlim_max.min(maxfilesperproc().unwrap());
+            lim.rlim_cur = want;
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+        }
+        let limit = super::super::fd_sweep_limit(lim.rlim_cur, maxfilesperproc().unwrap());
+        let file = std::fs::File::open("/dev/null").unwrap();
+        use std::os::fd::AsRawFd;
+        // F_DUPFD takes the lowest free number from the one asked, so no
+        // descriptor of a test running beside this one is replaced; the
+        // copies have no close-on-exec.
+        // SAFETY: duplicating a descriptor this test owns.
+        let high = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD, limit - 1) };
+        assert_eq!(high, limit - 1, "{}", std::io::Error::last_os_error());
+        // SAFETY: as above.
+        let low = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD, 40) };
+        assert!(low >= 40);
+        let check = format!("test ! -e /dev/fd/{high} && test ! -e /dev/fd/{low}");
+        let run = |sweep: Option<InheritedFds>| {
+            let mut cmd = Command::new("/bin/sh");
+            cmd.args(["-c", &check]);
+            if let Some(mut sweep) = sweep {
+                // SAFETY: as in spawn.
+                unsafe {
+                    cmd.pre_exec(move || {
+                        sweep.mark_all_cloexec();
+                        Ok(())
+                    });
+                }
+            }
+            cmd.status().unwrap().success()
+        };
+        // Without the sweep the child sees them (so the check can fail)...
+        assert!(
+            !run(None),
+            "the descriptors were not inherited to begin with"
+        );
+        // ...with it, by the kernel's list and by the full sweep alike.
+        assert!(run(Some(InheritedFds::prepare().unwrap())));
+        let mut full = InheritedFds::prepare().unwrap();
+        full.list.truncate(1);
+        assert!(run(Some(full)));
+        // SAFETY: closing the copies made above.
+        unsafe {
+            libc::close(high);
+            libc::close(low);
+        }
     }
 }

@@ -103,6 +103,44 @@ fn homebrew_venv() -> (&'static str, ExecChain) {
     )
 }
 
+/// Homebrew's python@3.12 on Apple silicon with no venv: a script whose
+/// `#!` is `/opt/homebrew/bin/python3`. The chain never crosses
+/// `opt/python@3.12`, but Homebrew's install names load the framework
+/// library through it, so discovery adds that link too.
+fn homebrew_python() -> (&'static str, ExecChain) {
+    let keg = "/opt/homebrew/Cellar/python@3.12/3.12.7_1";
+    let fw = "/opt/homebrew/Cellar/python@3.12/3.12.7_1/Frameworks/Python.framework/Versions/3.12";
+    (
+        "/Users/ann/tools/reachweaver",
+        ExecChain {
+            exec_trees: vec![p(fw)],
+            exec_files: vec![
+                p("/Users/ann/tools/reachweaver"),
+                p(&format!("{fw}/bin/python3.12")),
+            ],
+            hops: vec![
+                p("/opt/homebrew/bin/python3"),
+                p(&format!("{keg}/bin/python3")),
+                p(&format!("{fw}/bin/python3")),
+                p(&format!("{fw}/lib/python3.12/site-packages")),
+                p("/opt/homebrew/opt/python@3.12"),
+                p("/opt/homebrew/opt/openssl@3"),
+                p("/opt/homebrew/opt/sqlite"),
+                p("/opt/homebrew/opt/xz"),
+                p("/opt/homebrew/opt/mpdecimal"),
+            ],
+            lib_trees: ps(&[
+                "/opt/homebrew/lib/python3.12/site-packages",
+                "/opt/homebrew/Cellar/openssl@3/3.4.0/lib",
+                "/opt/homebrew/Cellar/sqlite/3.47.0/lib",
+                "/opt/homebrew/Cellar/xz/5.6.3/lib",
+                "/opt/homebrew/Cellar/mpdecimal/4.0.0/lib",
+            ]),
+            launcher: vec![],
+        },
+    )
+}
+
 /// `uv tool install`: the tool's venv under ~/.local/share/uv/tools, its
 /// python linking to a uv-managed CPython under ~/.local/share/uv/python
 /// through uv's versionless folder link (`cpython-3.12-…` →
@@ -213,6 +251,16 @@ fn homebrew_venv_draft_matches_golden() {
 }
 
 #[test]
+fn homebrew_python_without_a_venv_matches_golden() {
+    let (b, c) = homebrew_python();
+    let argv = run(b, &c, RunKind::ReadOnly);
+    golden("homebrew_python.argv", &render(&argv));
+    assert!(values(&params_of(&argv), "HOP")
+        .iter()
+        .any(|h| h == "/opt/homebrew/opt/python@3.12"));
+}
+
+#[test]
 fn uv_python_matches_golden() {
     let (b, c) = uv_python();
     golden("uv_python.argv", &render(&run(b, &c, RunKind::ReadOnly)));
@@ -268,6 +316,7 @@ fn every_kind_is_deny_by_default_with_strict_network_and_services() {
     for (b, c) in [
         framework_python(),
         homebrew_venv(),
+        homebrew_python(),
         uv_python(),
         compiled_in_cargo_home(),
         env_script(),
@@ -296,11 +345,24 @@ fn every_kind_is_deny_by_default_with_strict_network_and_services() {
             assert!(!text.contains("kern.proc"));
             assert!(!text.contains("procargs"));
             // Explicit denials, first the ones (deny default) may not cover…
-            let early = text
-                .find("(deny process-info* iokit-get-properties)")
-                .unwrap();
+            let early = text.find("(deny process-info*)").unwrap();
             assert!(text.contains("(if (defined? 'nvram*) (deny nvram*))"));
+            // Guarded as Firefox does: a release without the name would
+            // otherwise refuse the whole profile.
+            assert!(
+                text.contains("(if (defined? 'iokit-get-properties) (deny iokit-get-properties))")
+            );
+            assert!(!text.contains("(deny process-info* iokit-get-properties)"));
             assert!(early < text.find("(allow process-info* (target self))").unwrap());
+            // isatty() on stdin: an ioctl on the null device only.
+            assert!(text.contains(
+                "(allow file-ioctl\n  (require-all (literal \"/dev/null\") (vnode-type CHARACTER-DEVICE)))"
+            ));
+            assert_eq!(
+                text.matches("file-ioctl").count(),
+                2,
+                "null and dtracehelper only"
+            );
             // …and last the ones nothing may reopen.
             let tail = text.trim_end();
             assert!(
@@ -604,7 +666,7 @@ fn discovery_follows_a_homebrew_venv_hop_by_hop() {
     // Credentials beside an unrelated prefix in the home must not appear.
     file(&home.join(".cargo/credentials.toml"), b"token");
 
-    let chain = discover(&backend, Some(&home), Some("/usr/bin"));
+    let chain = discover(&backend, Some(&home), Some("/usr/bin")).unwrap();
     assert_eq!(
         chain.exec_files,
         vec![backend.clone(), fw.join("bin/python3.12")]
@@ -654,7 +716,7 @@ fn discovery_resolves_env_shebangs_on_path_and_keeps_cargo_home_out() {
     let script = home.join("tools/rw");
     file(&script, b"#!/usr/bin/env -S python3 -I\n");
     let path_env = format!("/nonexistent:{}", bin.display());
-    let chain = discover(&script, Some(&home), Some(&path_env));
+    let chain = discover(&script, Some(&home), Some(&path_env)).unwrap();
     assert_eq!(
         chain.launcher,
         vec![bin.join("python3").display().to_string(), "-I".to_string()]
@@ -670,7 +732,7 @@ fn discovery_resolves_env_shebangs_on_path_and_keeps_cargo_home_out() {
     let cargo_bin = home.join(".cargo/bin/reachweaver-reference");
     file(&cargo_bin, b"\xcf\xfa\xed\xfe");
     file(&home.join(".cargo/credentials.toml"), b"token");
-    let chain = discover(&cargo_bin, Some(&home), None);
+    let chain = discover(&cargo_bin, Some(&home), None).unwrap();
     assert_eq!(chain.exec_files, vec![cargo_bin.clone()]);
     assert!(chain.exec_trees.is_empty(), "{:?}", chain.exec_trees);
 }
@@ -727,6 +789,7 @@ fn every_profile_is_well_formed() {
     for (b, c) in [
         framework_python(),
         homebrew_venv(),
+        homebrew_python(),
         uv_python(),
         compiled_in_cargo_home(),
         env_script(),
@@ -821,4 +884,240 @@ fn no_allowed_sysctl_reaches_other_processes() {
     ] {
         assert!(allowed.iter().any(|p| needed.starts_with(p)), "{needed}");
     }
+}
+
+#[test]
+fn discovered_trees_pass_the_path_guard() {
+    let home = Some(Path::new("/Users/ann"));
+    for wide in [
+        "/",
+        "/Users",
+        "/Users/ann",
+        "/Users/Shared",
+        "/Library",
+        "/System",
+        "/Volumes",
+        "/private",
+        "/private/var/folders/xy/abc/T",
+        "/var/folders/xy/abc",
+        "/tmp",
+        "/opt/homebrew",
+        "/usr/local",
+        "/System/Volumes/Data/Users/ann",
+    ] {
+        assert!(too_wide(Path::new(wide), home), "{wide}");
+    }
+    for fine in [
+        "/opt/homebrew/lib/python3.12/site-packages",
+        "/opt/homebrew/Cellar/sqlite/3.47.0/lib",
+        "/Library/Frameworks/Python.framework/Versions/3.12",
+        "/Users/ann/.venvs/rw",
+    ] {
+        assert!(!too_wide(Path::new(fine), home), "{fine}");
+    }
+}
+
+#[test]
+fn a_site_packages_link_to_the_home_or_root_grants_nothing() {
+    let top = tempfile::tempdir().unwrap();
+    let t = std::fs::canonicalize(top.path()).unwrap();
+    let home = t.join("Users/ann");
+    std::fs::create_dir_all(&home).unwrap();
+    let py = t.join("opt/python");
+    file(&py.join("bin/python3.12"), b"\xcf\xfa\xed\xfe");
+    // Two versions' site-packages: one linked to the home, one to /.
+    symlink(
+        &home.display().to_string(),
+        &py.join("lib/python3.12/site-packages"),
+    );
+    symlink("/", &py.join("lib/python3.13/site-packages"));
+    let good = t.join("opt/site");
+    std::fs::create_dir_all(&good).unwrap();
+    symlink(
+        &good.display().to_string(),
+        &py.join("lib/python3.14/site-packages"),
+    );
+    let backend = t.join("opt/rw/bin/rw");
+    file(
+        &backend,
+        format!("#!{}\n", py.join("bin/python3.12").display()).as_bytes(),
+    );
+    let chain = discover(&backend, Some(&home), None).unwrap();
+    assert_eq!(chain.lib_trees, vec![good.clone()], "{chain:?}");
+    for grant in chain
+        .exec_trees
+        .iter()
+        .chain(&chain.lib_trees)
+        .chain(&chain.hops)
+        .chain(&chain.exec_files)
+    {
+        assert!(grant != &home && grant != Path::new("/"), "{grant:?}");
+    }
+    // The interpreter's own tree is still granted.
+    assert!(chain.exec_trees.contains(&py), "{chain:?}");
+}
+
+#[test]
+fn discovery_adds_homebrew_pythons_own_opt_link_without_a_venv() {
+    let top = tempfile::tempdir().unwrap();
+    let t = std::fs::canonicalize(top.path()).unwrap();
+    let brew = t.join("opt/homebrew");
+    let keg = brew.join("Cellar/python@3.12/3.12.7_1");
+    let fw = keg.join("Frameworks/Python.framework/Versions/3.12");
+    file(&fw.join("bin/python3.12"), b"\xcf\xfa\xed\xfe");
+    std::fs::create_dir_all(fw.join("lib/python3.12")).unwrap();
+    symlink("python3.12", &fw.join("bin/python3"));
+    symlink(
+        "../Frameworks/Python.framework/Versions/3.12/bin/python3",
+        &keg.join("bin/python3"),
+    );
+    symlink(
+        "../Cellar/python@3.12/3.12.7_1/bin/python3",
+        &brew.join("bin/python3"),
+    );
+    symlink(
+        "../Cellar/python@3.12/3.12.7_1",
+        &brew.join("opt/python@3.12"),
+    );
+    // An older version's keg link that leads elsewhere is not this Python's.
+    std::fs::create_dir_all(brew.join("Cellar/python@3.11/3.11.9")).unwrap();
+    symlink(
+        "../Cellar/python@3.11/3.11.9",
+        &brew.join("opt/python@3.11"),
+    );
+    let home = t.join("Users/ann");
+    let backend = home.join("tools/reachweaver");
+    file(
+        &backend,
+        format!("#!{}\nimport sys\n", brew.join("bin/python3").display()).as_bytes(),
+    );
+    let chain = discover(&backend, Some(&home), None).unwrap();
+    assert_eq!(
+        chain.hops,
+        vec![
+            brew.join("bin/python3"),
+            keg.join("bin/python3"),
+            fw.join("bin/python3"),
+            brew.join("opt/python@3.12"),
+        ]
+    );
+    assert_eq!(chain.exec_trees, vec![fw.clone()]);
+    assert_eq!(
+        chain.exec_files,
+        vec![backend.clone(), fw.join("bin/python3.12")]
+    );
+    // Never the whole Homebrew prefix, wherever it is installed.
+    assert!(!chain.exec_trees.contains(&brew));
+    assert!(too_wide(&brew, Some(&home)));
+}
+
+#[test]
+fn an_env_line_whose_program_is_not_on_path_stops_the_start() {
+    let top = tempfile::tempdir().unwrap();
+    let t = std::fs::canonicalize(top.path()).unwrap();
+    let home = t.join("Users/ann");
+    let bin = home.join("pybin");
+    std::fs::create_dir_all(&bin).unwrap();
+    // Present but not executable: env would not run it either.
+    std::fs::write(bin.join("python3"), b"").unwrap();
+    let script = home.join("tools/rw");
+    file(&script, b"#!/usr/bin/env -S python3 -I\nprint(1)\n");
+    let path_env = format!("/nonexistent:{}", bin.display());
+    let err = discover(&script, Some(&home), Some(&path_env)).unwrap_err();
+    assert_eq!(
+        err,
+        DiscoverError::EnvNotFound {
+            script: script.clone(),
+            line: "#!/usr/bin/env -S python3 -I".into(),
+            name: "python3".into(),
+            path: Some(path_env.clone()),
+        }
+    );
+    let msg = err.to_string();
+    for part in [
+        script.display().to_string(),
+        "#!/usr/bin/env -S python3 -I".to_string(),
+        "`python3`".to_string(),
+        path_env.clone(),
+    ] {
+        assert!(msg.contains(&part), "{part} missing from {msg}");
+    }
+    // PATH unset: said so.
+    let err = discover(&script, Some(&home), None).unwrap_err();
+    assert!(matches!(err, DiscoverError::EnvNotFound { path: None, .. }));
+    assert!(err.to_string().contains("PATH is not set"), "{err}");
+    // An env line with no program at all.
+    let bare = home.join("tools/bare");
+    file(&bare, b"#!/usr/bin/env\n");
+    assert!(matches!(
+        discover(&bare, Some(&home), Some("/usr/bin")),
+        Err(DiscoverError::EnvWithoutProgram { .. })
+    ));
+    // Once the program is executable on PATH, the run has its launcher.
+    file(&bin.join("python3"), b"\xcf\xfa\xed\xfe");
+    let chain = discover(&script, Some(&home), Some(&path_env)).unwrap();
+    assert_eq!(
+        chain.launcher,
+        vec![bin.join("python3").display().to_string(), "-I".to_string()]
+    );
+}
+
+/// Each folder above a path the base profile grants is a metadata literal:
+/// dyld and Python's launcher stat each folder of a path on the way down.
+#[test]
+fn the_base_profile_gives_metadata_above_every_system_grant() {
+    let meta_start = BASE_PROFILE.find("(allow file-read-metadata\n").unwrap();
+    let meta_block = &BASE_PROFILE[meta_start..];
+    let meta_block = &meta_block[..meta_block.find("))\n").unwrap() + 2];
+    let quoted = |text: &str, head: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.trim_start().starts_with(";;"))
+            .filter_map(|l| l.split_once(head).map(|(_, r)| r))
+            .filter_map(|r| r.split('"').next())
+            .map(str::to_string)
+            .collect()
+    };
+    let meta = quoted(meta_block, "(literal \"");
+    assert!(meta.len() > 10, "{meta:?}");
+    let rest = BASE_PROFILE.replace(meta_block, "");
+    let mut grants = quoted(&rest, "(subpath \"");
+    grants.extend(quoted(&rest, "(literal \""));
+    assert!(grants.iter().any(|g| g == "/private/var/db/oah"));
+    for g in &grants {
+        for a in Path::new(g).ancestors().skip(1) {
+            let a = a.display().to_string();
+            assert!(meta.contains(&a), "{a} (above {g}) has no metadata literal");
+        }
+    }
+    for needed in [
+        "/Library/Apple/System",
+        "/Library/Apple/usr",
+        "/Library/Apple/usr/libexec",
+        "/usr/libexec",
+        "/private/var/db",
+    ] {
+        assert!(meta.iter().any(|m| m == needed), "{needed}");
+    }
+}
+
+#[test]
+fn the_descriptor_sweep_reaches_the_real_limit() {
+    // Above the 65536 the sweep used to stop at.
+    assert_eq!(fd_sweep_limit(1 << 20, 245_760), 245_760);
+    assert_eq!(fd_sweep_limit(256, 245_760), 256);
+    // A soft limit of RLIM_INFINITY is capped by the per-process maximum.
+    assert_eq!(fd_sweep_limit(u64::MAX, 122_880), 122_880);
+    assert_eq!(fd_sweep_limit(u64::MAX, u64::MAX), i32::MAX);
+}
+
+#[test]
+fn a_descriptor_list_that_may_be_cut_short_is_not_trusted() {
+    // 3 entries of 8 bytes in a buffer of 10: complete.
+    assert_eq!(listed_fd_count(24, 8, 10), Some(3));
+    assert_eq!(listed_fd_count(0, 8, 10), Some(0));
+    // The buffer filled: more may exist, so sweep instead.
+    assert_eq!(listed_fd_count(80, 8, 10), None);
+    // The call failed.
+    assert_eq!(listed_fd_count(-1, 8, 10), None);
+    assert_eq!(listed_fd_count(24, 0, 10), None);
 }
