@@ -369,11 +369,23 @@ fn a_copy_of_the_secrets_is_redacted_and_the_count_is_reported() {
         !envelope.to_string().contains("io.reachweaver"),
         "{envelope}"
     );
-    let log = s.stderr_text();
-    let line = log
-        .lines()
-        .find(|l| l.starts_with("call tool=template_render"))
-        .unwrap();
+    // The log line is written after the answer and read by another
+    // thread, so it may arrive a moment later.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let line = loop {
+        let found = s
+            .stderr_text()
+            .lines()
+            .find(|l| l.starts_with("call tool=template_render"))
+            .map(str::to_string);
+        match found {
+            Some(l) => break l,
+            None if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            None => panic!("no call log line: {}", s.stderr_text()),
+        }
+    };
     assert!(line.contains(&format!(" redacted={count}")), "{line}");
 
     // A clean result carries no count, in a legacy revision as well.
