@@ -128,6 +128,10 @@ fn ten_thousand_calls_leave_nothing_behind() {
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("reachweaver-run-") && !before.contains(n))
+        // Other tests' servers run beside this one and may make run folders
+        // in the shared temp folder; each is named after the lock file its
+        // server holds, so one whose lock another process holds is theirs.
+        .filter(|n| !lock_held_by_another(n, pid))
         .collect();
     assert!(stray.is_empty(), "per-run temp folders left: {stray:?}");
 
@@ -193,4 +197,29 @@ fn ten_thousand_calls_leave_nothing_behind() {
         CALLS + 1,
         "one log line per call"
     );
+}
+
+/// Whether the server lock that names run folder `run` (`reachweaver-run-TOKEN-…`
+/// is made under `reachweaver-srv-TOKEN.lock`) is held open by a process other than `ours`.
+fn lock_held_by_another(run: &str, ours: u32) -> bool {
+    let Some(token) = run
+        .strip_prefix("reachweaver-run-")
+        .and_then(|r| r.split('-').next())
+    else {
+        return false;
+    };
+    let lock = std::env::temp_dir().join(format!("reachweaver-srv-{token}.lock"));
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.flatten().any(|p| {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            return false;
+        };
+        pid != ours
+            && fs::read_dir(p.path().join("fd")).is_ok_and(|fds| {
+                fds.flatten()
+                    .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == lock))
+            })
+    })
 }
