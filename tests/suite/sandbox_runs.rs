@@ -406,3 +406,19 @@ fn a_left_behind_process_holding_stdout_does_not_hang_the_call() {
     assert_eq!(e, json!({"exit_code": 0, "output": {}}));
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
+
+#[test]
+fn a_program_that_cannot_start_fails_the_run_and_nothing_runs() {
+    let root = tempfile::tempdir().unwrap();
+    let out = output_within(
+        sandbox_run(root.path(), &["/no/such/backend"]),
+        Duration::from_secs(30),
+    );
+    assert!(!out.status.success(), "{out:?}");
+    assert_eq!(text(&out.stdout), "");
+    assert!(
+        text(&out.stderr).contains("/no/such/backend"),
+        "the error names the program: {}",
+        text(&out.stderr)
+    );
+}
