@@ -2,7 +2,7 @@
 """Check every message the server wrote during the test suite against the
 protocol revision it was sent under.
 
-The Rust harness (tests/common/mod.rs) appends each stdout message it receives
+The Rust harness (tests/support/mcp.rs) appends each stdout message it receives
 to the file named by RWMCP_WIRE_LOG as one line:
     {"revision": R, "method": M, "message": {...}}
 R is "2026-07-28", a legacy date, "initialize" or "none" (before any

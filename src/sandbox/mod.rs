@@ -109,26 +109,6 @@ impl SandboxOptions {
     }
 }
 
-/// The server binary next to a test executable (`target/<profile>/deps/x`
-/// → `target/<profile>/reachweaver-mcp`), for tests that spawn runs from
-/// inside a test process.
-#[doc(hidden)]
-pub fn helper_next_to_test_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_default();
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let helper = dir.join("reachweaver-mcp");
-    assert!(
-        helper.exists(),
-        "the server binary is missing at {}: build it first (cargo build)",
-        helper.display()
-    );
-    helper
-}
-
 /// A layer the owner (or the probe's layer matrix) can switch off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Layer {

@@ -1,0 +1,127 @@
+//! The command line documents itself: every subcommand's `--help` names
+//! every option the README documents, and `--version` answers.
+
+use std::process::Command;
+
+use crate::support::mcp::*;
+
+fn help(args: &[&str]) -> String {
+    let out = Command::new(server_bin())
+        .args(args)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?} --help failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn version_answers() {
+    let out = Command::new(server_bin())
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    // The version, and which backend catalog versions this server reads.
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        format!(
+            "reachweaver-mcp {} (reads backend catalog version 1)",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}
+
+#[test]
+fn every_subcommand_has_complete_help() {
+    let globals = ["--backend", "--home", "--db", "--accounts", "--profile"];
+    // Options of every subcommand that starts the backend, of a call, and of the server alone.
+    let start = [
+        "--allow-drafts",
+        "--root",
+        "--sandbox",
+        "--allow-read",
+        "--pass-env",
+        "--protect",
+    ];
+    let limits = ["--max-output-bytes", "--call-timeout"];
+    let server_only = [
+        "--max-calls-per-minute",
+        "--max-concurrent-calls",
+        "--print-config",
+    ];
+    let serve: Vec<&str> = start
+        .iter()
+        .chain(&limits)
+        .chain(&server_only)
+        .copied()
+        .collect();
+    let top = help(&[]);
+    for sub in ["mcp-serve", "tools", "call", "sandbox"] {
+        assert!(top.contains(sub), "top-level help lists {sub}");
+    }
+    assert!(
+        !top.contains("__sandbox-helper") && !top.contains("__probe-attempt"),
+        "internal commands stay hidden"
+    );
+    let (serve_help, tools_help, call_help) =
+        (help(&["mcp-serve"]), help(&["tools"]), help(&["call"]));
+    for opt in globals.iter().chain(&serve) {
+        assert!(serve_help.contains(opt), "mcp-serve --help names {opt}");
+    }
+    for opt in globals.iter().chain(&start) {
+        assert!(tools_help.contains(opt), "tools --help names {opt}");
+        assert!(call_help.contains(opt), "call --help names {opt}");
+    }
+    for opt in &limits {
+        assert!(call_help.contains(opt), "call --help names {opt}");
+        assert!(
+            !tools_help.contains(opt),
+            "tools --help does not offer {opt}"
+        );
+    }
+    for opt in &server_only {
+        assert!(
+            !tools_help.contains(opt),
+            "tools --help does not offer {opt}"
+        );
+        assert!(!call_help.contains(opt), "call --help does not offer {opt}");
+    }
+    assert!(help(&["mcp-serve"]).contains("--print-config"));
+    assert!(help(&["tools"]).contains("--json"));
+    let call = help(&["call"]);
+    assert!(call.contains("--arg") && call.contains("--args-json"));
+    assert!(help(&["sandbox", "status"]).contains("--json"));
+    let run = help(&["sandbox", "run"]);
+    assert!(run.contains("--root") && run.contains("--allow-read"));
+    let probe = help(&["sandbox", "probe"]);
+    assert!(probe.contains("--json") && probe.contains("--without"));
+    // The README documents the same options.
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    for opt in &serve {
+        assert!(
+            readme.contains(&format!("`{opt}")),
+            "README documents {opt}"
+        );
+    }
+}
+
+#[test]
+fn tools_and_call_refuse_options_that_are_not_theirs() {
+    for (sub, opt) in [
+        (&["tools"][..], "--print-config=claude-desktop"),
+        (&["tools"], "--max-concurrent-calls=2"),
+        (&["tools"], "--call-timeout=5"),
+        (&["call", "x"], "--print-config=claude-desktop"),
+        (&["call", "x"], "--max-calls-per-minute=5"),
+    ] {
+        let out = Command::new(server_bin())
+            .args(sub)
+            .arg(opt)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{sub:?} {opt}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("unexpected argument"), "{sub:?} {opt}: {err}");
+    }
+}

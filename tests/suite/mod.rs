@@ -1,0 +1,30 @@
+//! One module per area; the names say which part of the server they drive.
+
+mod catalog_compat;
+mod cli_first_run;
+mod cli_help;
+mod cli_print_config;
+mod docs_references;
+mod faults_backend;
+mod faults_catalog;
+mod faults_leak;
+mod faults_protocol;
+mod protocol_calls;
+mod protocol_eras;
+mod protocol_framing;
+mod sandbox_lifetime;
+mod sandbox_limits;
+mod sandbox_matrix;
+mod sandbox_probe;
+mod sandbox_python_backend;
+mod sandbox_run;
+mod sandbox_runs;
+mod sandbox_seccomp;
+mod sandbox_status;
+#[cfg(target_os = "linux")]
+mod secrets_masking;
+mod tools_call;
+mod tools_guard;
+mod tools_list;
+mod tools_over_mcp;
+mod tools_pipeline;

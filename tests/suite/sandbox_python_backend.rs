@@ -1,0 +1,80 @@
+//! A backend written in Python, installed in its own virtual environment,
+//! served through `mcp-serve` with the full sandbox: the interpreter found
+//! through the shebang, the venv as the install prefix, and nothing else.
+
+use std::process::Command;
+
+use crate::support::mcp::*;
+use serde_json::json;
+
+#[test]
+fn python_backend_in_its_own_venv_works_under_the_sandbox() {
+    let dir = tempfile::Builder::new()
+        .prefix("rwmcp-venv-")
+        .tempdir()
+        .unwrap();
+    let venv = dir.path().join("venv");
+    let out = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .output()
+        .expect("python3 is needed");
+    assert!(
+        out.status.success(),
+        "venv: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let script =
+        std::fs::read_to_string(repo_root().join("tests/fixtures/pybackend/rw_py.py")).unwrap();
+    let backend = venv.join("bin/rw-py");
+    crate::support::write_executable(
+        &backend,
+        &format!("#!{}\n{script}", venv.join("bin/python").display()),
+    );
+
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("note.txt"), "one two two three three three").unwrap();
+
+    let mut cmd = Command::new(server_bin());
+    cmd.arg(format!("--backend={}", backend.display()))
+        .arg("mcp-serve")
+        .arg(format!("--root={}", root.display()))
+        // The server's environment must not reach the backend.
+        .env("PYTHONPATH", "/nonexistent-injected")
+        .env("PYTHONSTARTUP", "/nonexistent-startup")
+        .env("LD_PRELOAD", "/nonexistent-preload.so")
+        .current_dir(&root);
+    let mut s = Server::spawn(cmd);
+    let list = s.request(modern(json!(1), "tools/list", json!({})));
+    assert_eq!(
+        list["result"]["tools"][0]["name"],
+        "word_count",
+        "{list}\n{}",
+        s.stderr_text()
+    );
+    let r = s.request(modern(
+        json!(2),
+        "tools/call",
+        json!({"name": "word_count", "arguments": {"file": "note.txt"}}),
+    ));
+    let env = envelope_of(&r["result"]);
+    assert_eq!(env["exit_code"], 0, "{env}\n{}", s.stderr_text());
+    assert_eq!(env["output"]["words"], 6);
+    assert_eq!(env["output"]["distinct"], 3);
+    let startup = s.stderr_text();
+    assert!(
+        startup.contains("landlock") && startup.contains("seccomp"),
+        "sandbox in force: {startup}"
+    );
+    // A path outside the root is refused before the run.
+    let r = s.request(modern(
+        json!(3),
+        "tools/call",
+        json!({"name": "word_count", "arguments": {"file": "/etc/hostname"}}),
+    ));
+    assert_eq!(
+        envelope_of(&r["result"])["output"]["error"]["code"],
+        "path_outside_root"
+    );
+}

@@ -1,0 +1,118 @@
+//! `sandbox status`: the shape of the JSON report and what it says about
+//! this machine (which offers every layer).
+
+use std::time::Duration;
+
+use crate::support::sandbox::{output_within, text, Who, World};
+use serde_json::Value;
+
+const LAYERS: &[&str] = &[
+    "userns",
+    "netns",
+    "ipcns",
+    "pidns",
+    "pid_max",
+    "mountns",
+    "cgroup",
+    "rlimits",
+    "landlock",
+    "landlock_tcp",
+    "landlock_scope",
+    "caps",
+    "seccomp",
+];
+
+fn status_json(who: Who) -> Value {
+    let w = World::new();
+    let mut cmd = w.cmd(who, w.path());
+    cmd.args(["sandbox", "status", "--json"]);
+    let out = output_within(cmd, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)))
+}
+
+fn check(v: &Value) {
+    let obj = v.as_object().unwrap();
+    let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "platform",
+            "kernel",
+            "landlock_abi",
+            "layers",
+            "require_missing",
+            "require_layers",
+            "best_effort_layers"
+        ]
+    );
+    assert_eq!(v["platform"], "linux");
+    assert!(!v["kernel"].as_str().unwrap().is_empty());
+    let abi = v["landlock_abi"].as_i64().unwrap();
+    assert!(
+        abi >= 6,
+        "this machine has Landlock ABI 6 or newer, got {abi}"
+    );
+    let layers = v["layers"].as_array().unwrap();
+    let names: Vec<&str> = layers.iter().map(|l| l["name"].as_str().unwrap()).collect();
+    assert_eq!(names, LAYERS);
+    for l in layers {
+        let fields: Vec<&str> = l.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(fields, ["name", "available", "detail"]);
+        assert!(!l["detail"].as_str().unwrap().is_empty());
+        if l["name"] == "cgroup" {
+            // This version never applies per-run cgroups, and says why: on
+            // the machines this is built on, the memory and pids
+            // controllers are bound to cgroup v1.
+            assert_eq!(l["available"], false, "{l}");
+            let on_v1 = !std::fs::read_to_string("/proc/mounts")
+                .unwrap()
+                .lines()
+                .any(|m| {
+                    m.split_whitespace().nth(1) == Some("/sys/fs/cgroup") && m.contains("cgroup2")
+                });
+            if on_v1 {
+                let d = l["detail"].as_str().unwrap();
+                assert!(d.contains("v1") || d.contains("no cgroup v2"), "{d}");
+            }
+        } else {
+            assert_eq!(l["available"], true, "{l}");
+        }
+    }
+    assert_eq!(v["require_missing"], serde_json::json!([]));
+    let line = v["require_layers"].as_str().unwrap();
+    for part in [
+        "userns+netns+ipcns+pidns",
+        "+mountns",
+        "landlock(abi",
+        "seccomp",
+        "caps",
+        "rlimits",
+    ] {
+        assert!(line.contains(part), "{line}");
+    }
+}
+
+#[test]
+fn status_json_lists_every_layer() {
+    check(&status_json(Who::Me));
+}
+
+#[test]
+fn status_json_is_the_same_for_an_unprivileged_user() {
+    check(&status_json(Who::Unprivileged));
+}
+
+#[test]
+fn status_text_says_what_mcp_serve_would_use() {
+    let w = World::new();
+    let mut cmd = w.cmd(Who::Me, w.path());
+    cmd.args(["sandbox", "status"]);
+    let out = output_within(cmd, Duration::from_secs(30));
+    let t = text(&out.stdout);
+    assert!(
+        t.contains("mcp-serve (--sandbox require) would use: userns"),
+        "{t}"
+    );
+    assert!(t.contains("available  seccomp"), "{t}");
+}

@@ -1,0 +1,161 @@
+//! The per-call pipeline of `mcp-serve` on the `shelfcheck` backend: the
+//! rate limit, cancellation before and during a run, concurrent calls.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::mcp::{envelope_of, modern, Server};
+use crate::support::server_bin;
+use crate::support::tools::{fake_backend, Workspace};
+
+fn serve(ws: &Workspace, extra: &[&str]) -> Server {
+    let mut cmd = Command::new(server_bin());
+    cmd.arg("--backend")
+        .arg(fake_backend())
+        .arg("--db")
+        .arg(&ws.db)
+        .arg("mcp-serve")
+        .arg(format!("--root={}", ws.root.display()))
+        .args(extra)
+        .current_dir(&ws.root);
+    Server::spawn(cmd)
+}
+
+fn selftest(id: Value, args: Value) -> Value {
+    modern(
+        id,
+        "tools/call",
+        json!({"name": "selftest", "arguments": args}),
+    )
+}
+
+fn call(s: &mut Server, id: u64, args: Value) -> Value {
+    s.send(&selftest(json!(id), args));
+    envelope_of(&s.recv_id(&json!(id))["result"])
+}
+
+fn code(e: &Value) -> &str {
+    e["output"]["error"]["code"].as_str().unwrap_or("")
+}
+
+#[test]
+fn rate_limit_counts_started_calls_only() {
+    let ws = Workspace::new();
+    let mut s = serve(&ws, &["--max-calls-per-minute=2"]);
+    assert_eq!(call(&mut s, 1, json!({"mode": "ok"}))["exit_code"], 0);
+    for id in 2..5 {
+        assert_eq!(
+            code(&call(&mut s, id, json!({"mode": "nope"}))),
+            "invalid_argument"
+        );
+    }
+    // A failed run still started, so it counts.
+    assert_eq!(
+        code(&call(&mut s, 5, json!({"mode": "crash"}))),
+        "backend_failed"
+    );
+    let refused = call(&mut s, 6, json!({"mode": "ok"}));
+    assert_eq!(code(&refused), "rate_limited");
+    assert!(
+        refused["output"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Wait "),
+        "{refused}"
+    );
+    // Validation comes first and stays exact while the budget is spent.
+    assert_eq!(
+        code(&call(&mut s, 7, json!({"mode": "nope"}))),
+        "invalid_argument"
+    );
+}
+
+#[test]
+fn cancelling_a_running_call_answers_nothing_and_returns_promptly() {
+    let ws = Workspace::new();
+    let mut s = serve(&ws, &[]);
+    s.send(&selftest(json!(1), json!({"mode": "slow", "seconds": 30})));
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    s.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}),
+    );
+    // The worker is free again at once: the next call is answered, the
+    // cancelled one never is.
+    let next = call(&mut s, 2, json!({"mode": "ok"}));
+    assert_eq!(next["output"], json!({"status": "ok"}));
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    s.expect_silence(500);
+}
+
+#[test]
+fn a_call_cancelled_before_it_starts_does_not_run() {
+    let ws = Workspace::new();
+    // One call at a time, two per minute: the second call waits for the
+    // first's slot, and is cancelled while it waits.
+    let mut s = serve(
+        &ws,
+        &["--max-concurrent-calls=1", "--max-calls-per-minute=2"],
+    );
+    s.send(&selftest(json!(1), json!({"mode": "slow", "seconds": 2})));
+    std::thread::sleep(Duration::from_millis(300));
+    s.send(&selftest(json!(2), json!({"mode": "ok"})));
+    s.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}),
+    );
+    let first = envelope_of(&s.recv_id(&json!(1))["result"]);
+    assert_eq!(first["output"], json!({"status": "slept"}));
+    s.expect_silence(500);
+    // It never started, so it took none of the budget: the third call is
+    // the second to start, and the fourth is refused.
+    assert_eq!(
+        call(&mut s, 3, json!({"mode": "ok"}))["output"],
+        json!({"status": "ok"})
+    );
+    assert_eq!(
+        code(&call(&mut s, 4, json!({"mode": "ok"}))),
+        "rate_limited"
+    );
+}
+
+#[test]
+fn calls_run_concurrently_from_worker_threads() {
+    let ws = Workspace::new();
+    let mut s = serve(&ws, &["--max-concurrent-calls=2"]);
+    let t = Instant::now();
+    s.send(&selftest(json!(1), json!({"mode": "slow", "seconds": 1})));
+    s.send(&selftest(json!(2), json!({"mode": "slow", "seconds": 1})));
+    for _ in 0..2 {
+        let m = s.recv();
+        assert_eq!(
+            envelope_of(&m["result"])["output"],
+            json!({"status": "slept"})
+        );
+    }
+    assert!(
+        t.elapsed() < Duration::from_millis(1900),
+        "ran one after the other: {:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn instructions_and_tools_are_set() {
+    let ws = Workspace::new();
+    let mut s = serve(&ws, &[]);
+    let init = s.initialize("2025-06-18");
+    assert!(
+        init["result"]["instructions"]
+            .as_str()
+            .is_some_and(|i| i.contains("exit_code")),
+        "{init}"
+    );
+    let list = s.request(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}));
+    assert_eq!(
+        list["result"]["tools"].as_array().map(Vec::len),
+        Some(4),
+        "{list}"
+    );
+}

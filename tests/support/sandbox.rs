@@ -1,0 +1,240 @@
+//! Shared harness for the sandbox scenarios: run the real binary, as the
+//! current user and as an unprivileged one, in fresh temp folders.
+//!
+//! Owners run the server unprivileged while CI runs as root, so every
+//! scenario that depends on identity runs both ways. As root the binary is
+//! copied into a fresh 0755 folder and started with
+//! `setpriv --reuid=nobody`; when the tests themselves run unprivileged,
+//! the "unprivileged" run is simply the current user (still a real run, not
+//! a skip).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use super::server_bin;
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid can't fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Who runs the binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// Whoever runs the tests (root in CI).
+    Me,
+    /// An unprivileged user: `nobody` when the tests run as root.
+    Unprivileged,
+}
+
+/// A fresh world-readable folder (so `nobody` can use it too), removed on drop.
+pub struct World {
+    pub dir: tempfile::TempDir,
+    /// The binary to run (a copy inside `dir` that `nobody` can execute).
+    pub exe: PathBuf,
+}
+
+impl World {
+    pub fn new() -> World {
+        let dir = tempfile::Builder::new()
+            .prefix("rw-sandbox-test-")
+            .tempdir()
+            .expect("temp folder");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bindir = dir.path().join("bin-copy");
+        std::fs::create_dir(&bindir).unwrap();
+        std::fs::set_permissions(&bindir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = bindir.join("reachweaver-mcp");
+        // A hard link is never open for writing, so no concurrently forked
+        // child can hold it and make exec fail with ETXTBSY; a copy is the
+        // fallback across file systems (spawns then retry on ETXTBSY).
+        if std::fs::hard_link(server_bin(), &exe).is_err() {
+            std::fs::copy(server_bin(), &exe).expect("copy the binary");
+            std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        World { dir, exe }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A world-readable subfolder.
+    pub fn folder(&self, name: &str) -> PathBuf {
+        let p = self.path().join(name);
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    /// A command running the binary as `who`, in `cwd`.
+    pub fn cmd(&self, who: Who, cwd: &Path) -> Command {
+        let mut c = match who {
+            Who::Unprivileged if is_root() => {
+                let mut c = Command::new("setpriv");
+                c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+                    .arg(&self.exe);
+                c
+            }
+            _ => Command::new(&self.exe),
+        };
+        c.current_dir(cwd).stdin(Stdio::null());
+        c
+    }
+}
+
+/// Run to completion with a time limit; panics (loudly) if it hangs.
+pub fn output_within(mut cmd: Command, limit: Duration) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = spawn(&mut cmd);
+    let out = child.stdout.take().unwrap();
+    let err = child.stderr.take().unwrap();
+    let ro = std::thread::spawn(move || read_all(out));
+    let re = std::thread::spawn(move || read_all(err));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: ro.join().unwrap(),
+        stderr: re.join().unwrap(),
+    }
+}
+
+/// Spawn, retrying while a freshly copied binary is still busy.
+pub fn spawn(cmd: &mut Command) -> std::process::Child {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Ok(c) => return c,
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("could not start {cmd:?}: {e}"),
+        }
+    }
+}
+
+fn read_all(mut r: impl std::io::Read) -> Vec<u8> {
+    let mut v = Vec::new();
+    let _ = r.read_to_end(&mut v);
+    v
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Pids of processes whose command line contains `marker` as one argument.
+pub fn pids_with_marker(marker: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            if cmd.split(|&b| b == 0).any(|a| a == marker.as_bytes()) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A marker no other process carries.
+pub fn marker(tag: &str) -> String {
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "rw-test-{tag}-{}-{}-{nanos}",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    )
+}
+
+/// The private run folders a process with this pid left in the temp folder:
+/// those named after a lock file (`reachweaver-srv-TOKEN.lock`, which holds
+/// its server's pid) of that pid.
+pub fn run_folders_of(pid: u32) -> Vec<PathBuf> {
+    let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+    let names: Vec<String> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let tokens: Vec<&str> = names
+        .iter()
+        .filter_map(|n| n.strip_prefix("reachweaver-srv-")?.strip_suffix(".lock"))
+        .filter(|t| {
+            std::fs::read_to_string(tmp.join(format!("reachweaver-srv-{t}.lock")))
+                .is_ok_and(|c| c.trim() == pid.to_string())
+        })
+        .collect();
+    names
+        .iter()
+        .filter(|n| {
+            tokens
+                .iter()
+                .any(|t| n.starts_with(&format!("reachweaver-run-{t}-")))
+        })
+        .map(|n| tmp.join(n))
+        .collect()
+}
+
+/// Pids of processes running `program` (their argv[0]) with `marker` as
+/// one argument. Forks of the server carry the server's command line, and
+/// so the marker, for a moment before they execute; they don't count.
+/// `program` counts under its own name and its canonical one (`sandbox run`
+/// executes the canonical path).
+pub fn pids_running(program: &str, marker: &str) -> Vec<i32> {
+    let canonical = std::fs::canonicalize(program)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| program.to_string());
+    pids_with_marker(marker)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    let argv0 = c.split(|&b| b == 0).next().unwrap_or_default();
+                    argv0 == program.as_bytes() || argv0 == canonical.as_bytes()
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// Kill every process carrying the marker (cleanup after a failed check).
+pub fn kill_marker(marker: &str) {
+    for pid in pids_with_marker(marker) {
+        // SAFETY: signalling processes that carry the test's own marker.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
