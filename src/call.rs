@@ -16,11 +16,11 @@ use crate::tools::{Tool, ToolKind};
 use crate::validate;
 
 /// The `_meta` member naming what a tool run was confined by.
-pub const META_SANDBOX: &str = "io.reachweaver/sandbox";
+pub(crate) const META_SANDBOX: &str = "io.reachweaver/sandbox";
 
 /// The `_meta` member counting what redaction hid (only when it hid
 /// anything; never what it was).
-pub const META_REDACTED: &str = "io.reachweaver/redacted";
+pub(crate) const META_REDACTED: &str = "io.reachweaver/redacted";
 
 /// ` redacted=N` for the log line when anything was hidden.
 fn redacted_note(envelope: &Envelope) -> String {
@@ -55,7 +55,7 @@ pub enum CallOutcome {
 
 /// What the serve loop needs to run a `tools/call`: the one thing it asks
 /// of the started server, so the loop can be driven with a stand-in.
-pub trait CallRunner: Send + Sync {
+pub(crate) trait CallRunner: Send + Sync {
     fn run_call(&self, tool: &str, arguments: &Map<String, Value>, cancel: &Cancel) -> CallOutcome;
 }
 

@@ -15,7 +15,7 @@ use crate::startup::{App, StartError};
 use crate::tools::{Report, ToolSet, Verdict};
 
 /// What checking found.
-pub struct Findings {
+pub(crate) struct Findings {
     pub diagnostics: Vec<Diagnostic>,
     /// `None` when the catalog was refused as a whole.
     pub served: Option<(Report, ToolSet)>,
@@ -30,7 +30,7 @@ impl Findings {
     }
 
     /// 0 clean, 1 warnings only, 2 errors.
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         if self.served.is_none() || self.count(Severity::Error) > 0 {
             2
         } else if self.count(Severity::Warning) > 0 {
@@ -40,7 +40,7 @@ impl Findings {
         }
     }
 
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         let errors = self.count(Severity::Error);
         let warnings = self.count(Severity::Warning);
         let mut out = String::new();
@@ -94,7 +94,7 @@ impl Findings {
         out
     }
 
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let diagnostics: Vec<Value> = self
             .diagnostics
             .iter()
@@ -128,7 +128,7 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// Start as the server would and report on the catalog.
-pub fn run(globals: &Globals, serve: &ServeArgs, json: bool) -> anyhow::Result<u8> {
+pub(crate) fn run(globals: &Globals, serve: &ServeArgs, json: bool) -> anyhow::Result<u8> {
     let findings = match App::start(globals, serve) {
         Ok(app) => Findings {
             diagnostics: app.report().diagnostics.clone(),

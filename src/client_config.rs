@@ -9,7 +9,7 @@ use crate::cli::{Globals, SandboxMode, ServeArgs};
 use crate::config::{Owner, OwnerInput};
 
 /// Where Claude Desktop keeps its configuration, per platform.
-pub const CONFIG_LOCATIONS: [(&str, &str); 3] = [
+pub(crate) const CONFIG_LOCATIONS: [(&str, &str); 3] = [
     (
         "macOS",
         "~/Library/Application Support/Claude/claude_desktop_config.json",
@@ -21,7 +21,7 @@ pub const CONFIG_LOCATIONS: [(&str, &str); 3] = [
 /// The server's argv for a desktop client, equivalent to this invocation:
 /// every path resolved by the same code, with the same checks, as the
 /// server itself uses, so the entry names the backend the server would run.
-pub fn server_args(globals: &Globals, serve: &ServeArgs) -> Result<Vec<String>> {
+pub(crate) fn server_args(globals: &Globals, serve: &ServeArgs) -> Result<Vec<String>> {
     let owner = Owner::resolve(&OwnerInput {
         globals,
         backend_option: "--backend",
@@ -86,7 +86,7 @@ fn server_args_for(owner: &Owner, serve: &ServeArgs) -> Result<Vec<String>> {
 }
 
 /// The JSON to paste into the client's configuration file.
-pub fn claude_desktop(globals: &Globals, serve: &ServeArgs) -> Result<Value> {
+pub(crate) fn claude_desktop(globals: &Globals, serve: &ServeArgs) -> Result<Value> {
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .context("cannot find this program's own path")?;
@@ -101,7 +101,7 @@ pub fn claude_desktop(globals: &Globals, serve: &ServeArgs) -> Result<Value> {
 }
 
 /// Print the entry on stdout (pure JSON) and where it goes on stderr.
-pub fn print(globals: &Globals, serve: &ServeArgs) -> Result<u8> {
+pub(crate) fn print(globals: &Globals, serve: &ServeArgs) -> Result<u8> {
     let entry = claude_desktop(globals, serve)?;
     // A reader that closed the pipe early ends the program quietly (`main`).
     crate::app::print_stdout(&(serde_json::to_string_pretty(&entry)? + "\n"))?;

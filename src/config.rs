@@ -24,7 +24,7 @@ use crate::sandbox::guard::{canonical_or_parent, Guard};
 use crate::sandbox::SandboxOptions;
 
 /// The command served when `--backend` is not given.
-pub const DEFAULT_BACKEND: &str = "reachweaver";
+pub(crate) const DEFAULT_BACKEND: &str = "reachweaver";
 
 /// Who proposed a path: an option of the owner, the backend's catalog, or
 /// the current folder (the root's default).
@@ -87,7 +87,7 @@ pub struct Fixed {
 /// What the owner gave, checked: enough to print a client entry and to read
 /// the catalog.
 #[derive(Debug, Clone)]
-pub struct Owner {
+pub(crate) struct Owner {
     pub cwd: PathBuf,
     /// The canonical backend executable.
     pub backend: PathBuf,
@@ -117,7 +117,7 @@ pub struct Config {
 }
 
 /// The options `Owner::resolve` reads, named by how the owner gave them.
-pub struct OwnerInput<'a> {
+pub(crate) struct OwnerInput<'a> {
     pub globals: &'a Globals,
     /// The option that names the program (`--backend`, or `sandbox run`'s command).
     pub backend_option: &'static str,
@@ -127,7 +127,7 @@ pub struct OwnerInput<'a> {
 
 impl Owner {
     /// Resolve against this process's current folder, `PATH` and user.
-    pub fn resolve(input: &OwnerInput<'_>) -> Result<Owner, ConfigError> {
+    pub(crate) fn resolve(input: &OwnerInput<'_>) -> Result<Owner, ConfigError> {
         let cwd = std::env::current_dir().map_err(|e| {
             ConfigError::new("the current folder", None, format!("cannot be read: {e}"))
         })?;
@@ -136,7 +136,7 @@ impl Owner {
     }
 
     /// [`Owner::resolve`] with the current folder, `PATH` and guard given.
-    pub fn resolve_in(
+    pub(crate) fn resolve_in(
         input: &OwnerInput<'_>,
         cwd: &Path,
         path_env: Option<&OsStr>,
@@ -189,13 +189,13 @@ impl Owner {
     }
 
     /// The owner's four globals in contract order, for the catalog run.
-    pub fn globals_argv(&self) -> Result<Vec<String>, ConfigError> {
+    pub(crate) fn globals_argv(&self) -> Result<Vec<String>, ConfigError> {
         globals_argv([&self.home, &self.db, &self.accounts, &self.profile])
     }
 
     /// The root before the catalog is known: `--root`, else `--home`, else
     /// the current folder (which must pass the guard like any root).
-    pub fn provisional_root(&self) -> Result<(PathBuf, Source), ConfigError> {
+    pub(crate) fn provisional_root(&self) -> Result<(PathBuf, Source), ConfigError> {
         if let Some(r) = &self.root {
             return Ok((r.clone(), Source::Option("--root")));
         }
@@ -211,12 +211,12 @@ impl Owner {
     }
 
     /// The current folder as the root (`sandbox run`'s default), guarded.
-    pub fn current_folder_root(&self) -> Result<PathBuf, ConfigError> {
+    pub(crate) fn current_folder_root(&self) -> Result<PathBuf, ConfigError> {
         Ok(folder(Source::CurrentFolder, &self.cwd, &self.guard)?.path)
     }
 
     /// Sandbox options with only the owner's paths granted (the catalog run).
-    pub fn sandbox_options(
+    pub(crate) fn sandbox_options(
         &self,
         mode: SandboxMode,
         pass_env: &[String],
@@ -247,7 +247,7 @@ impl Owner {
     /// Add the catalog's proposals for what the owner did not give. A
     /// proposed home must be a folder the guard accepts; proposed files
     /// must be regular files beneath the home.
-    pub fn with_catalog(self, paths: &CatalogPaths) -> Result<Config, ConfigError> {
+    pub(crate) fn with_catalog(self, paths: &CatalogPaths) -> Result<Config, ConfigError> {
         let guard = &self.guard;
         let home = match (&self.home, &paths.home) {
             (Some(h), _) => Some(h.clone()),
@@ -415,7 +415,7 @@ fn read_grants(fixed: [&Option<Fixed>; 4]) -> Vec<PathBuf> {
 /// against the current folder; a bare name is looked up on `PATH` (absolute
 /// entries only, so a `reachweaver` in the current folder is never picked
 /// by accident); none means `reachweaver` on `PATH`.
-pub fn resolve_backend(
+pub(crate) fn resolve_backend(
     option: &'static str,
     given: Option<&Path>,
     cwd: &Path,
@@ -467,7 +467,7 @@ pub fn resolve_backend(
 }
 
 /// Look a program name up on `PATH`, absolute entries only.
-pub fn find_on_path(name: &Path, path_env: Option<&OsStr>) -> Option<PathBuf> {
+pub(crate) fn find_on_path(name: &Path, path_env: Option<&OsStr>) -> Option<PathBuf> {
     std::env::split_paths(path_env?)
         .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(name))

@@ -445,7 +445,7 @@ fn notification(method: &str, params: &Value) -> Action {
 pub(crate) mod tests {
     //! The protocol layer fed one line at a time, answers compared whole or
     //! by the members each revision defines. The binary-level tests in
-    //! tests/protocol_*.rs cover what only a process shows (framing on a
+    //! tests/suite/protocol_*.rs cover what only a process shows (framing on a
     //! pipe, concurrency, shutdown).
 
     use super::*;

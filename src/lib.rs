@@ -3,31 +3,35 @@
 //! validate → confine (+ protect) → argv → sandbox → run → redact → envelope). The
 //! binary is a thin `main`; the library form lets fuzz targets and
 //! benchmarks reach the pure steps directly.
+//!
+//! Only the modules `main`, the fuzz targets and the benchmark use are
+//! public; everything else is crate-private, and items inside are
+//! `pub(crate)` unless a public module hands them out.
 
 pub mod app;
 pub mod argv;
-pub mod call;
-pub mod cancel;
+mod call;
+mod cancel;
 pub mod catalog;
-pub mod check;
+mod check;
 pub mod cli;
-pub mod client_config;
-pub mod config;
+mod client_config;
+mod config;
 pub mod confine;
 pub mod dispatch;
-pub mod envelope;
+mod envelope;
 pub mod era;
 pub mod error;
 pub mod frame;
 pub mod jsonrpc;
-pub mod limits;
-pub mod log;
+mod limits;
+mod log;
 pub mod protect;
 pub mod redact;
-pub mod run;
+mod run;
 pub mod sandbox;
-pub mod sandbox_cli;
-pub mod serve;
+mod sandbox_cli;
+mod serve;
 pub mod startup;
 pub mod tools;
 pub mod validate;

@@ -13,21 +13,21 @@ use std::time::{Duration, Instant};
 use crate::error::{ErrorCode, ToolError};
 
 /// The sliding window of the rate limit.
-pub const WINDOW: Duration = Duration::from_secs(60);
+pub(crate) const WINDOW: Duration = Duration::from_secs(60);
 
 /// stderr kept from a run; only its first line is ever used.
-pub const MAX_STDERR_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_STDERR_BYTES: usize = 64 * 1024;
 
 /// The catalog run's bounds (docs/BACKEND.md, Catalog).
-pub const CATALOG_MAX_BYTES: usize = 16 * 1024 * 1024;
-pub const CATALOG_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const CATALOG_MAX_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const CATALOG_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where the limiter gets the time from; tests substitute a fake.
-pub trait Clock: Send + Sync {
+pub(crate) trait Clock: Send + Sync {
     fn now(&self) -> Instant;
 }
 
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Instant {
@@ -36,18 +36,18 @@ impl Clock for SystemClock {
 }
 
 /// At most `max` starts in any [`WINDOW`].
-pub struct RateLimiter {
+pub(crate) struct RateLimiter {
     max: usize,
     clock: Box<dyn Clock>,
     starts: Mutex<VecDeque<Instant>>,
 }
 
 impl RateLimiter {
-    pub fn new(max: u32) -> Self {
+    pub(crate) fn new(max: u32) -> Self {
         Self::with_clock(max, Box::new(SystemClock))
     }
 
-    pub fn with_clock(max: u32, clock: Box<dyn Clock>) -> Self {
+    pub(crate) fn with_clock(max: u32, clock: Box<dyn Clock>) -> Self {
         Self {
             max: max.max(1) as usize,
             clock,
@@ -56,7 +56,7 @@ impl RateLimiter {
     }
 
     /// Record a start if the budget allows it; otherwise say how long to wait.
-    pub fn try_start(&self) -> Result<(), ToolError> {
+    pub(crate) fn try_start(&self) -> Result<(), ToolError> {
         let now = self.clock.now();
         // The queue is only ever pushed and popped whole; a poisoned lock still holds a valid one.
         let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());

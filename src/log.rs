@@ -19,7 +19,7 @@ static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Route later log lines through the background writer (call once, when
 /// serving starts). Before that, lines are written directly.
-pub fn start_background() {
+pub(crate) fn start_background() {
     QUEUE.get_or_init(|| {
         let (tx, rx) = sync_channel::<Entry>(1024);
         let spawned = std::thread::Builder::new()
@@ -47,7 +47,7 @@ pub fn start_background() {
 
 /// Log one line: whatever it quotes, no line break, control or
 /// bidirectional character gets through.
-pub fn line(text: impl Into<String>) {
+pub(crate) fn line(text: impl Into<String>) {
     let text = crate::catalog::one_line(&text.into());
     match QUEUE.get() {
         Some(tx) => match tx.try_send(Entry::Line(text)) {
@@ -64,7 +64,7 @@ pub fn line(text: impl Into<String>) {
 
 /// Wait (at most `timeout`) until every line logged so far is written, so
 /// the last lines are not lost when the process exits.
-pub fn flush(timeout: Duration) {
+pub(crate) fn flush(timeout: Duration) {
     let Some(tx) = QUEUE.get() else {
         return;
     };
@@ -76,6 +76,6 @@ pub fn flush(timeout: Duration) {
 }
 
 /// Lines dropped because stderr was not being read.
-pub fn dropped() -> u64 {
+pub(crate) fn dropped() -> u64 {
     DROPPED.load(Ordering::Relaxed)
 }

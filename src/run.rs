@@ -38,14 +38,14 @@ const MAX_MESSAGE_CHARS: usize = 300;
 
 /// Caps of one run.
 #[derive(Debug, Clone, Copy)]
-pub struct Bounds {
+pub(crate) struct Bounds {
     pub max_stdout: usize,
     /// `None`: no time limit.
     pub timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     Code(i32),
     Signal(i32),
 }
@@ -63,14 +63,14 @@ impl Exit {
 
 /// A run that ended by itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finished {
+pub(crate) struct Finished {
     pub exit: Exit,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
 }
 
 #[derive(Debug)]
-pub enum RunEnd {
+pub(crate) enum RunEnd {
     Finished(Finished),
     /// stdout passed the cap; the run was killed.
     TooLarge,
@@ -104,7 +104,7 @@ enum Event {
 }
 
 /// Run `argv` once in the sandbox and capture it within `bounds`.
-pub fn run_once(
+pub(crate) fn run_once(
     sandbox: &Sandbox,
     kind: RunKind,
     argv: &[String],
@@ -264,7 +264,7 @@ fn read_stderr(mut pipe: impl Read, tx: &mpsc::Sender<Event>) {
 
 /// How a tool call ended, for the answer and the log line.
 #[derive(Debug)]
-pub enum CallEnd {
+pub(crate) enum CallEnd {
     /// The backend's own answer (exit 0, 1, or 2 with its error document).
     Answer(Envelope),
     /// A failure the server reports: the run could not start, failed, or was too large.
@@ -275,7 +275,7 @@ pub enum CallEnd {
 
 /// One tool run, mapped to an envelope (not yet redacted), and what the
 /// run was confined by (`None` when it never started).
-pub fn run_tool(
+pub(crate) fn run_tool(
     sandbox: &Sandbox,
     kind: RunKind,
     argv: &[String],
@@ -350,7 +350,7 @@ fn start_failure(e: &RunError) -> ToolError {
 
 /// docs/BACKEND.md, Output and exit codes: exit 0/1 with one JSON document, or exit 2 with an error
 /// document, is the backend's answer; anything else is a failed run.
-pub fn map_exit(f: &Finished) -> Result<Envelope, ToolError> {
+pub(crate) fn map_exit(f: &Finished) -> Result<Envelope, ToolError> {
     let doc = serde_json::from_slice::<Value>(&f.stdout).ok();
     match (f.exit, doc) {
         (Exit::Code(code @ (0 | 1)), Some(doc)) => Ok(Envelope::from_run(code, doc)),
@@ -410,7 +410,7 @@ fn failed(what: &str, stderr: &[u8]) -> ToolError {
 }
 
 /// The first line with any content, trimmed, without control characters, cut short.
-pub fn first_line(stderr: &[u8]) -> Option<String> {
+pub(crate) fn first_line(stderr: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(stderr);
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
     let mut out: String = line

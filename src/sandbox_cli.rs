@@ -15,7 +15,7 @@ use crate::config::{Owner, OwnerInput};
 use crate::sandbox::{self, Layer, RunKind, Sandbox, SandboxMode, SandboxOptions};
 
 /// `sandbox status|run|probe`.
-pub fn cli(globals: &Globals, cmd: SandboxCommand) -> anyhow::Result<u8> {
+pub(crate) fn cli(globals: &Globals, cmd: SandboxCommand) -> anyhow::Result<u8> {
     match cmd {
         SandboxCommand::Status { json } => status(json),
         SandboxCommand::Run {
@@ -147,7 +147,7 @@ where
 }
 
 /// A shell's view of an exit status: the code, or 128 + the signal.
-pub fn exit_code(status: std::process::ExitStatus) -> u8 {
+pub(crate) fn exit_code(status: std::process::ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(c), _) => c as u8,

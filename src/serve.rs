@@ -182,7 +182,7 @@ struct Shared {
 
 /// Serve until stdin closes and every call received is answered (or until
 /// SIGTERM/SIGINT, or stdout closes).
-pub fn serve(protocol: ProtocolInput, runner: Arc<dyn CallRunner>, max_concurrent: usize) {
+pub(crate) fn serve(protocol: ProtocolInput, runner: Arc<dyn CallRunner>, max_concurrent: usize) {
     // Before any thread is spawned, so every thread inherits the mask and
     // SIGTERM reaches only the watcher.
     let sigterm = block_sigterm();

@@ -23,7 +23,7 @@ use crate::sandbox::{RunKind, SandboxError, SandboxedChild, TmpGuard};
 /// Whether runs with these layers can be forked by a zygote: each run needs
 /// its own user and PID namespaces (the PID namespace is what kills a run's
 /// whole tree); without them the re-exec helper serves.
-pub fn usable(layers: &Layers) -> bool {
+pub(crate) fn usable(layers: &Layers) -> bool {
     layers.userns && layers.pidns
 }
 
@@ -98,7 +98,7 @@ impl Slot {
 
 /// A running zygote: the server's end of the control socket, and the
 /// thread that spawned it (and reaps it).
-pub struct Zygote {
+pub(super) struct Zygote {
     pub(super) control: Mutex<OwnedFd>,
     /// The zygote's pid; it is the keeper thread's child until dropped.
     pub(super) pid: u32,
@@ -356,7 +356,7 @@ pub(super) fn is_gone(e: &std::io::Error) -> bool {
 }
 
 /// The server's handle on one forked run.
-pub struct Run {
+pub(crate) struct Run {
     pub(super) channel: OwnedFd,
     pub(super) pidfd: OwnedFd,
     pub(super) pid: u32,
@@ -398,13 +398,13 @@ impl Run {
         }
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.pid
     }
 
     /// Kill the run's init, which makes the kernel kill everything in its
     /// PID namespace. The pidfd can't name another process.
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         // SAFETY: pidfd_send_signal on a descriptor we own, no siginfo.
         unsafe {
             libc::syscall(
@@ -439,11 +439,11 @@ impl Run {
         Ok(self.status().map(ExitStatus::from_raw))
     }
 
-    pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+    pub(crate) fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
         self.take(false)
     }
 
-    pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
+    pub(crate) fn wait(&mut self) -> std::io::Result<ExitStatus> {
         match self.take(true)? {
             Some(s) => Ok(s),
             None => Err(std::io::Error::other("the run's status went missing")),

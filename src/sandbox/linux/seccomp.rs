@@ -38,21 +38,21 @@ use seccompiler::{sock_filter, BpfProgram};
 /// architecture; these are named here rather than taken from `libc`, whose
 /// tables lag behind.
 mod nr {
-    pub const PIDFD_SEND_SIGNAL: i64 = 424;
-    pub const IO_URING_SETUP: i64 = 425;
-    pub const IO_URING_ENTER: i64 = 426;
-    pub const IO_URING_REGISTER: i64 = 427;
-    pub const PIDFD_OPEN: i64 = 434;
-    pub const CLOSE_RANGE: i64 = 436;
+    pub(super) const PIDFD_SEND_SIGNAL: i64 = 424;
+    pub(super) const IO_URING_SETUP: i64 = 425;
+    pub(super) const IO_URING_ENTER: i64 = 426;
+    pub(super) const IO_URING_REGISTER: i64 = 427;
+    pub(super) const PIDFD_OPEN: i64 = 434;
+    pub(super) const CLOSE_RANGE: i64 = 436;
     #[cfg(test)]
     pub const OPENAT2: i64 = 437;
-    pub const FACCESSAT2: i64 = 439;
-    pub const EPOLL_PWAIT2: i64 = 441;
-    pub const FUTEX_WAITV: i64 = 449;
-    pub const FCHMODAT2: i64 = 452;
-    pub const MAP_SHADOW_STACK: i64 = 453;
-    pub const SETXATTRAT: i64 = 463;
-    pub const REMOVEXATTRAT: i64 = 466;
+    pub(super) const FACCESSAT2: i64 = 439;
+    pub(super) const EPOLL_PWAIT2: i64 = 441;
+    pub(super) const FUTEX_WAITV: i64 = 449;
+    pub(super) const FCHMODAT2: i64 = 452;
+    pub(super) const MAP_SHADOW_STACK: i64 = 453;
+    pub(super) const SETXATTRAT: i64 = 463;
+    pub(super) const REMOVEXATTRAT: i64 = 466;
 }
 
 /// Ioctl request numbers as the filter compares them: the kernel reads the

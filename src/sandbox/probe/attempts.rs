@@ -16,7 +16,7 @@ use std::path::Path;
 use serde_json::json;
 
 /// The symbolic name of an errno value.
-pub fn errno_name(e: i32) -> String {
+pub(crate) fn errno_name(e: i32) -> String {
     let name = match e {
         libc::EPERM => "EPERM",
         libc::ENOENT => "ENOENT",
@@ -95,7 +95,7 @@ fn arg(args: &[String], i: usize) -> Result<&str, String> {
 }
 
 /// Entry point of `__probe-attempt`.
-pub fn run(name: &str, args: &[String]) -> u8 {
+pub(crate) fn run(name: &str, args: &[String]) -> u8 {
     if name == "serve-one-call" {
         return super::serve_one_call(args);
     }

@@ -10,7 +10,7 @@ use std::path::Path;
 /// Remove `dir` and everything below it; `Ok` also when it is already gone.
 /// Only for trees nobody else changes meanwhile (the probe's own, or a
 /// finished run's).
-pub fn remove_deep(dir: &Path) -> std::io::Result<()> {
+pub(super) fn remove_deep(dir: &Path) -> std::io::Result<()> {
     let top = CString::new(dir.as_os_str().as_bytes())?;
     // SAFETY: every descriptor opened here is closed on every path out.
     unsafe {

@@ -16,9 +16,9 @@ use super::attempts::errno_name;
 type Outcome = Result<String, String>;
 
 // Request numbers from <linux/fs.h> and ext4's own header.
-pub const FS_IOC_GETFLAGS: libc::c_ulong = 0x8008_6601;
+pub(crate) const FS_IOC_GETFLAGS: libc::c_ulong = 0x8008_6601;
 const FS_IOC_SETFLAGS: libc::c_ulong = 0x4008_6602;
-pub const FS_IOC_GETVERSION: libc::c_ulong = 0x8008_7601;
+pub(crate) const FS_IOC_GETVERSION: libc::c_ulong = 0x8008_7601;
 const FS_IOC_FSGETXATTR: libc::c_ulong = 0x801c_581f;
 const FS_IOC_FSSETXATTR: libc::c_ulong = 0x401c_5820;
 const EXT4_IOC_GETVERSION: libc::c_ulong = 0x8008_6603;
@@ -83,7 +83,7 @@ macro_rules! arg_or {
 }
 
 /// The attempts this module knows, or `None` for another module's name.
-pub fn attempt(name: &str, args: &[String]) -> Option<Outcome> {
+pub(crate) fn attempt(name: &str, args: &[String]) -> Option<Outcome> {
     Some(match name {
         "replace-with-symlink" => replace_with_symlink(arg_or!(args, 0), arg_or!(args, 1)),
         "symlink-rename-over" => symlink_rename_over(arg_or!(args, 0), arg_or!(args, 1)),
@@ -547,7 +547,7 @@ struct MntIdReq {
 }
 
 /// The unique ids of every mount this process can list.
-pub fn listmount() -> Result<Vec<u64>, String> {
+pub(crate) fn listmount() -> Result<Vec<u64>, String> {
     let mut all = Vec::new();
     let mut last = 0u64;
     loop {
@@ -636,7 +636,7 @@ fn exec_tmpdir(prog: &str) -> Outcome {
 
 /// The dynamic loader named in this executable's PT_INTERP, else the usual
 /// places.
-pub fn loader() -> Option<PathBuf> {
+pub(crate) fn loader() -> Option<PathBuf> {
     let from_elf = || -> Option<PathBuf> {
         let mut f = std::fs::File::open(std::env::current_exe().ok()?).ok()?;
         let mut head = [0u8; 64];

@@ -8,7 +8,7 @@ use super::Report;
 
 /// Text made safe for XML content and attribute values. Characters XML 1.0
 /// cannot carry at all (most control characters) become U+FFFD.
-pub fn escape(s: &str) -> String {
+pub(super) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -47,7 +47,7 @@ fn outcome(verdict: &str) -> Option<(&'static str, &'static str, &'static str)> 
 }
 
 /// The whole document. Pure.
-pub fn render(r: &Report) -> String {
+pub(super) fn render(r: &Report) -> String {
     let mut failures = 0;
     let mut errors = 0;
     for l in &r.attempts {

@@ -17,9 +17,9 @@
 //! checks the prediction against what happened, so the table in
 //! `sandbox/LAYERS.md` is tested, not just written.
 
-pub mod attempts;
+pub(super) mod attempts;
 mod cleanup;
-pub mod host_attempts;
+pub(super) mod host_attempts;
 mod junit;
 
 use std::collections::BTreeMap;
@@ -43,7 +43,7 @@ use crate::sandbox::SandboxMode;
 /// A layer (or mechanism) that stops an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Holder {
+pub(super) enum Holder {
     Seccomp,
     Landlock,
     LandlockTcp,
@@ -1654,7 +1654,7 @@ impl Pty {
 
 /// One line of the report.
 #[derive(Debug, Clone, Serialize)]
-pub struct Line {
+pub(super) struct Line {
     pub name: String,
     /// `blocked`, `ESCAPED`, `unproven` (the control failed too), `FAILED`
     /// (the sandbox refused to start the run), or for the sanity checks
@@ -1672,7 +1672,7 @@ pub struct Line {
 }
 
 #[derive(Debug, Serialize)]
-pub struct Report {
+pub(super) struct Report {
     pub layers: String,
     pub without: Option<&'static str>,
     pub uid: u32,
@@ -1683,7 +1683,7 @@ pub struct Report {
 }
 
 /// `sandbox probe`.
-pub fn run(json: bool, without: Option<Layer>, junit: Option<&Path>) -> anyhow::Result<u8> {
+pub(super) fn run(json: bool, without: Option<Layer>, junit: Option<&Path>) -> anyhow::Result<u8> {
     // Planted before any thread starts, so the environment isn't shared yet.
     for (k, v) in PLANTED_ENV {
         if std::env::var_os(k).is_none() {
