@@ -9,7 +9,7 @@
 //! here too, by spelling and by what the path resolves to.
 
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use crate::error::{ErrorCode, ToolError};
 use crate::protect::Protected;
@@ -124,7 +124,7 @@ pub fn confine(
     let joined = root.path().join(raw);
     // Refuse what is outside by its spelling before touching the filesystem,
     // so whether a file outside the root exists is never revealed.
-    let spelled = lexically_normal(&joined);
+    let spelled = crate::sandbox::guard::normalize(&joined);
     if !spelled.starts_with(root.path()) {
         return Err(outside());
     }
@@ -156,21 +156,6 @@ pub fn confine(
                 ),
             )
         })
-}
-
-/// `.` dropped and `..` applied to the spelling alone; never above `/`.
-fn lexically_normal(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -237,8 +237,8 @@ fn macos_spellings(path: &Path) -> Vec<PathBuf> {
 }
 
 /// `.` dropped and `..` applied by name (for the spelling as given; the
-/// canonical spelling is checked separately).
-fn normalize(p: &Path) -> PathBuf {
+/// canonical spelling is checked separately); never above `/`.
+pub(crate) fn normalize(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {

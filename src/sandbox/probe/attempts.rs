@@ -65,18 +65,18 @@ pub(crate) fn errno_name(e: i32) -> String {
 /// An attempt's outcome: `Ok(what happened)` or `Err(what stopped it)`.
 type Outcome = Result<String, String>;
 
-fn os_err() -> String {
+pub(super) fn os_err() -> String {
     errno_name(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
 }
 
-fn io(e: std::io::Error) -> String {
+pub(super) fn io(e: std::io::Error) -> String {
     match e.raw_os_error() {
         Some(n) => errno_name(n),
         None => format!("{e}"),
     }
 }
 
-fn check(r: libc::c_long) -> Result<libc::c_long, String> {
+pub(super) fn check(r: libc::c_long) -> Result<libc::c_long, String> {
     if r < 0 {
         Err(os_err())
     } else {
@@ -84,11 +84,11 @@ fn check(r: libc::c_long) -> Result<libc::c_long, String> {
     }
 }
 
-fn cstr(s: &str) -> Result<CString, String> {
+pub(super) fn cstr(s: &str) -> Result<CString, String> {
     CString::new(s).map_err(|_| "EINVAL".to_string())
 }
 
-fn arg(args: &[String], i: usize) -> Result<&str, String> {
+pub(super) fn arg(args: &[String], i: usize) -> Result<&str, String> {
     args.get(i)
         .map(String::as_str)
         .ok_or_else(|| format!("missing argument {i}"))

@@ -4,14 +4,13 @@
 //! execution outside the runtime. Same contract as `attempts.rs`: `Ok` is
 //! what got through, `Err` the exact errno (or observation) that stopped it.
 
-use std::ffi::CString;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::attempts::errno_name;
+use super::attempts::{arg, check, cstr, errno_name, io, os_err};
 
 type Outcome = Result<String, String>;
 
@@ -36,35 +35,6 @@ const SYS_FILE_GETATTR: libc::c_long = 468;
 const SYS_FILE_SETATTR: libc::c_long = 469;
 const LSMT_ROOT: u64 = u64::MAX;
 const STATMOUNT_SB_BASIC: u64 = 1;
-
-fn os_err() -> String {
-    errno_name(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
-}
-
-fn io(e: std::io::Error) -> String {
-    match e.raw_os_error() {
-        Some(n) => errno_name(n),
-        None => format!("{e}"),
-    }
-}
-
-fn check(r: libc::c_long) -> Result<libc::c_long, String> {
-    if r < 0 {
-        Err(os_err())
-    } else {
-        Ok(r)
-    }
-}
-
-fn cstr(s: &str) -> Result<CString, String> {
-    CString::new(s).map_err(|_| "EINVAL".to_string())
-}
-
-fn arg(args: &[String], i: usize) -> Result<&str, String> {
-    args.get(i)
-        .map(String::as_str)
-        .ok_or_else(|| format!("missing argument {i}"))
-}
 
 fn tmpdir() -> Result<PathBuf, String> {
     std::env::var_os("TMPDIR")
