@@ -271,6 +271,11 @@ pub struct Parent {
 impl Parent {
     /// Carry out the plan. Fails (and the sandbox with it) if any step does.
     pub fn set_up(plan: &ParentPlan, limits: CgroupLimits) -> Result<Parent, String> {
+        if plan.owned {
+            if let Some(base) = plan.dir.parent() {
+                sweep_stale(base);
+            }
+        }
         apply_steps(&plan.setup)?;
         let parent = Parent {
             dir: plan.dir.clone(),
@@ -345,6 +350,45 @@ impl Drop for RunCgroup {
     fn drop(&mut self) {
         remove_cgroup(&self.dir);
     }
+}
+
+/// The folders of servers that are gone (killed before they could remove
+/// theirs): named `reachweaver-mcp.PID.TOKEN`, with no live PID. Only empty
+/// cgroups can be removed at all, so a folder still in use stays.
+fn sweep_stale(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = stale_owner(&name.to_string_lossy()) else {
+            continue;
+        };
+        // SAFETY: signal 0 only asks whether the process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        if alive {
+            continue;
+        }
+        if let Ok(runs) = std::fs::read_dir(e.path()) {
+            for r in runs.flatten() {
+                if r.file_name().to_string_lossy().starts_with("run-") {
+                    remove_cgroup(&r.path());
+                }
+            }
+        }
+        remove_cgroup(&e.path());
+    }
+}
+
+/// The server pid a folder of ours names. Pure.
+pub fn stale_owner(name: &str) -> Option<libc::pid_t> {
+    let rest = name.strip_prefix("reachweaver-mcp.")?;
+    let (pid, token) = rest.split_once('.')?;
+    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    pid.parse().ok().filter(|&p| p > 0)
 }
 
 /// `rmdir` of a cgroup, retried briefly: the last process of a run may
@@ -478,6 +522,16 @@ mod tests {
         assert!(assess(&bare, "abc")
             .unwrap_err()
             .contains("memory controller"));
+    }
+
+    #[test]
+    fn only_folders_named_like_ours_have_an_owner() {
+        assert_eq!(stale_owner("reachweaver-mcp.4242.1f3a"), Some(4242));
+        assert_eq!(stale_owner("reachweaver-mcp.4242."), None);
+        assert_eq!(stale_owner("reachweaver-mcp.x.1f"), None);
+        assert_eq!(stale_owner("reachweaver-mcp.0.1f"), None);
+        assert_eq!(stale_owner("system.slice"), None);
+        assert_eq!(stale_owner("reachweaver-mcp.12.zz"), None);
     }
 
     #[test]
