@@ -117,6 +117,10 @@ pub enum Layer {
     Netns,
     Caps,
     Mountns,
+    /// The run's own PID namespace (and with it the zygote shape, the
+    /// minimal root and the cgroup): runs then use the re-executed helper,
+    /// the shape machines without PID namespaces get.
+    Pidns,
 }
 
 impl Layer {
@@ -127,6 +131,7 @@ impl Layer {
             Layer::Netns => "netns",
             Layer::Caps => "caps",
             Layer::Mountns => "mountns",
+            Layer::Pidns => "pidns",
         }
     }
 }

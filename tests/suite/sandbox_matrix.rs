@@ -195,6 +195,35 @@ fn without_the_mount_namespace_only_what_it_alone_holds_gets_through() {
     }
 }
 
+/// Without PID namespaces runs take the re-executed helper, as on machines
+/// that have none: no minimal root either, so what the mount layer alone
+/// holds shows, and what only the PID namespace holds (a daemon outliving
+/// its call; for root, whom `RLIMIT_NPROC` exempts, a fork bomb).
+#[test]
+fn without_pid_namespaces_the_reexec_helper_holds_the_rest() {
+    let r = probe_without("pidns");
+    let through = check_prediction(&r);
+    for t in &through {
+        assert!(
+            MOUNTNS_ALONE.contains(&t.as_str())
+                || ["daemon-outlives-call", "fork-bomb"].contains(&t.as_str()),
+            "{t} must be held without a PID namespace too: {through:?}"
+        );
+    }
+    // The runs really took the other shape.
+    for report in &r {
+        let layers = report["layers"].as_str().unwrap();
+        assert!(
+            !layers.contains("+pidns") && !layers.contains("+mountns"),
+            "{layers}"
+        );
+    }
+    assert!(
+        through.contains(&"daemon-outlives-call".to_string()),
+        "{through:?}"
+    );
+}
+
 #[test]
 fn without_netns_nothing_gets_through() {
     let r = probe_without("netns");

@@ -130,7 +130,7 @@ impl Detected {
     pub fn layers(&self, without: &[Layer]) -> Layers {
         let off = |l: Layer| without.contains(&l);
         let userns = self.userns.is_ok();
-        let pidns = userns && self.pidns.is_ok();
+        let pidns = userns && self.pidns.is_ok() && !off(Layer::Pidns);
         let ll = !off(Layer::Landlock) && self.landlock_abi >= 1;
         Layers {
             userns,

@@ -877,7 +877,9 @@ impl Fixture {
                 "sleep-marker",
                 vec![],
                 "gone",
-                &[Pidns],
+                // The run's init dies with its parent (the parent-death
+                // signal every helper arms) and takes the namespace along.
+                &[Pidns, Helper],
             )
             .truth(Truth::OutliveParent),
             spec(
