@@ -2,7 +2,7 @@
 //!
 //! Process roles:
 //! - `handle.rs`: the server's side. It starts the sandbox's zygote once,
-//!   hands it each run (policy + five descriptors), and holds the run it
+//!   hands it each run (policy + six descriptors), and holds the run it
 //!   gets back (pid, pidfd, run channel); or re-executes itself as the
 //!   helper where runs cannot have their own user and PID namespaces.
 //! - `zygote.rs`: the long-lived, single-threaded helper in one empty user
@@ -16,14 +16,14 @@
 //! What the kernel offers (`detect.rs`) is found once at start.
 //!
 //! Layers, one file each, in the order a run applies them: `namespaces.rs`,
-//! `mounts.rs`, `cgroup.rs` (assessed, not applied), `rlimits.rs`,
+//! `mounts.rs`, `cgroup.rs` (entered by the init first, where available), `rlimits.rs`,
 //! `landlock.rs`, `caps.rs`, `seccomp.rs`. Their names come from the one
 //! list in `sandbox/layers.rs`.
 //!
 //! ```text
 //! server ──spawn once──▶ zygote (`__sandbox-helper @zygote`)
 //!   │  control socket      │ close fds, setsid, parent-death signal, user + empty network namespace
-//!   │  (policy + 5 fds)    └─clone(user, PID, IPC, mount)─▶ spare init (pid 1), forked ahead
+//!   │  (policy + 6 fds)    └─clone(user, PID, IPC, mount)─▶ spare init (pid 1), forked ahead
 //!   │                            │ id maps, pid_max, memfd_noexec, minimal root, no nested namespaces
 //!   │                            │ … request forwarded by the zygote …
 //!   │                            │ rlimits, Landlock, capabilities, seccomp

@@ -1,7 +1,7 @@
 //! The wire formats between the processes of a run: the status pipe (one
 //! message when something failed before the backend was executed, end of
 //! file when it was), the request a helper receives (a length, the policy,
-//! and five descriptors), and the run channel (`P` pid + pidfd, `S` backend
+//! and six descriptors), and the run channel (`P` pid + pidfd, `S` backend
 //! status, `Z` init status). Each is written and read here only.
 
 use std::io::{IoSlice, IoSliceMut, Read};

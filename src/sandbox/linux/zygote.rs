@@ -226,7 +226,7 @@ impl ZygoteState {
                 let Some((policy, fds)) = read_request(CONTROL_FD) else {
                     return;
                 };
-                // Anything but our own five descriptors has nothing to answer on.
+                // Anything but our own six descriptors has nothing to answer on.
                 if let Ok(fds) = <[OwnedFd; PASSED]>::try_from(fds) {
                     self.dispatch(&policy, fds);
                 }
