@@ -26,7 +26,7 @@
 //!   │  (policy + 6 fds)    └─clone(user, PID, IPC, mount)─▶ spare init (pid 1), forked ahead
 //!   │                            │ id maps, pid_max, memfd_noexec, minimal root, no nested namespaces
 //!   │                            │ … request forwarded by the zygote …
-//!   │                            │ rlimits, Landlock, capabilities, seccomp
+//!   │                            │ cgroup (where available), rlimits, Landlock, capabilities, seccomp
 //!   │                            └─fork─▶ execve(backend)
 //!   └── run channel (one per run): 'P' pid + pidfd, 'S' backend status, 'Z' init status
 //! ```
