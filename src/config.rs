@@ -426,18 +426,20 @@ pub(crate) fn resolve_backend(
         Some(p) if p.as_os_str().as_bytes().contains(&b'/') => cwd.join(p),
         other => {
             let name = other.unwrap_or(Path::new(DEFAULT_BACKEND));
-            find_on_path(name, path_env).ok_or_else(|| {
-                let hint = if option.starts_with("--") {
-                    format!("install it or pass {option} /absolute/path")
-                } else {
-                    "give its absolute path".to_string()
-                };
-                ConfigError::new(
-                    option,
-                    None,
-                    format!("'{}' was not found on PATH; {hint}", name.display()),
-                )
-            })?
+            path_env
+                .and_then(|p| crate::sandbox::policy::find_on_path(name, p))
+                .ok_or_else(|| {
+                    let hint = if option.starts_with("--") {
+                        format!("install it or pass {option} /absolute/path")
+                    } else {
+                        "give its absolute path".to_string()
+                    };
+                    ConfigError::new(
+                        option,
+                        None,
+                        format!("'{}' was not found on PATH; {hint}", name.display()),
+                    )
+                })?
         }
     };
     let shown = given.unwrap_or(&candidate);
@@ -464,14 +466,6 @@ pub(crate) fn resolve_backend(
         ));
     }
     Ok(canonical)
-}
-
-/// Look a program name up on `PATH`, absolute entries only.
-pub(crate) fn find_on_path(name: &Path, path_env: Option<&OsStr>) -> Option<PathBuf> {
-    std::env::split_paths(path_env?)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable_file(p))
 }
 
 fn is_executable_file(p: &Path) -> bool {

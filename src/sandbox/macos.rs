@@ -636,7 +636,8 @@ fn interpreter_line(
             let found = if name.contains('/') {
                 Some(PathBuf::from(&name))
             } else {
-                path_env.and_then(|p| policy::find_on_path(&name, p))
+                path_env
+                    .and_then(|p| policy::find_on_path(Path::new(&name), std::ffi::OsStr::new(p)))
             };
             match found {
                 Some(literal) if literal.is_absolute() => {

@@ -703,7 +703,7 @@ fn interpreter_of(script: &Path, path_env: Option<&str>) -> Option<(Option<PathB
     let shebang = parse_shebang(head)?;
     let target = match env_target(&shebang, head) {
         Some(name) if name.contains('/') => PathBuf::from(name),
-        Some(name) => find_on_path(&name, path_env?)?,
+        Some(name) => find_on_path(Path::new(&name), std::ffi::OsStr::new(path_env?))?,
         None => shebang.interpreter,
     };
     let literal = target
@@ -714,17 +714,17 @@ fn interpreter_of(script: &Path, path_env: Option<&str>) -> Option<(Option<PathB
     Some((literal, std::fs::canonicalize(&target).ok()?))
 }
 
-/// Look a program name up on a `PATH` value, like a shell would.
-pub fn find_on_path(name: &str, path_env: &str) -> Option<PathBuf> {
+/// Look a program name up on a `PATH` value, like a shell would, in its
+/// absolute folders only: a relative entry names a folder relative to
+/// wherever the server happened to start. The one lookup for the backend,
+/// `#!/usr/bin/env` targets and every platform.
+pub fn find_on_path(name: &Path, path_env: &std::ffi::OsStr) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    path_env
-        .split(':')
-        .filter(|d| !d.is_empty())
-        .map(|d| Path::new(d).join(name))
+    std::env::split_paths(path_env)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
         .find(|p| {
-            std::fs::metadata(p)
-                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-                .unwrap_or(false)
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
 }
 

@@ -309,13 +309,7 @@ impl Parent {
 
 impl Drop for Parent {
     fn drop(&mut self) {
-        if let Ok(entries) = std::fs::read_dir(&self.dir) {
-            for e in entries.flatten() {
-                if e.file_name().to_string_lossy().starts_with("run-") {
-                    remove_cgroup(&e.path());
-                }
-            }
-        }
+        remove_runs(&self.dir);
         if self.owned {
             remove_cgroup(&self.dir);
         }
@@ -370,13 +364,7 @@ fn sweep_stale(base: &Path) {
         if alive {
             continue;
         }
-        if let Ok(runs) = std::fs::read_dir(e.path()) {
-            for r in runs.flatten() {
-                if r.file_name().to_string_lossy().starts_with("run-") {
-                    remove_cgroup(&r.path());
-                }
-            }
-        }
+        remove_runs(&e.path());
         remove_cgroup(&e.path());
     }
 }
@@ -389,6 +377,17 @@ pub fn stale_owner(name: &str) -> Option<libc::pid_t> {
         return None;
     }
     pid.parse().ok().filter(|&p| p > 0)
+}
+
+/// Every run's cgroup left in a parent.
+fn remove_runs(parent: &Path) {
+    if let Ok(entries) = std::fs::read_dir(parent) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with("run-") {
+                remove_cgroup(&e.path());
+            }
+        }
+    }
 }
 
 /// `rmdir` of a cgroup, retried briefly: the last process of a run may

@@ -102,15 +102,7 @@ impl DraftSweep {
                 ours,
                 changed,
             ) {
-                let path = self.folder.join(Path::new(&name));
-                // The iterative remover never follows a link inside what it
-                // removes and keeps two descriptors however deep a chain is.
-                let gone = if meta.is_dir() {
-                    crate::sandbox::tmpdir::try_remove_tree(&path)
-                } else {
-                    std::fs::remove_file(&path)
-                };
-                if gone.is_ok() {
+                if remove_entry(&self.folder.join(Path::new(&name)), meta.is_dir()) {
                     removed += 1;
                 }
             } else if self.keep.iter().any(|k| k.as_bytes() == name.as_bytes()) {
@@ -118,12 +110,7 @@ impl DraftSweep {
                 if companion_needs_removal(meta.file_type().is_file(), ours, changed) {
                     // A companion must be a plain file; a link, folder or
                     // pipe under its name is the run's doing.
-                    let gone = if meta.is_dir() {
-                        crate::sandbox::tmpdir::try_remove_tree(&path)
-                    } else {
-                        std::fs::remove_file(&path)
-                    };
-                    if gone.is_ok() {
+                    if remove_entry(&path, meta.is_dir()) {
                         removed += 1;
                     }
                 } else if meta.is_file() && ours && meta.mode() & 0o111 != 0 {
@@ -138,6 +125,17 @@ impl DraftSweep {
             }
         }
         removed
+    }
+}
+
+/// Remove one entry the run left; whether it went. The iterative remover
+/// never follows a link inside what it removes and keeps two descriptors
+/// however deep a chain is.
+fn remove_entry(path: &Path, is_dir: bool) -> bool {
+    if is_dir {
+        crate::sandbox::tmpdir::try_remove_tree(path).is_ok()
+    } else {
+        std::fs::remove_file(path).is_ok()
     }
 }
 
