@@ -50,6 +50,25 @@ fn status(json: bool) -> anyhow::Result<u8> {
             };
             writeln!(out, "  {mark}  {:<15} {}", l.name, l.detail)?;
         }
+        if let Some(trial) = &report.trial {
+            writeln!(out, "trial run: {trial}")?;
+        }
+        if !report.promises.is_empty() {
+            writeln!(out, "promises:")?;
+            for p in &report.promises {
+                let (mark, by) = if p.held() {
+                    ("held    ", format!("by {}", p.held_by.join(", ")))
+                } else {
+                    ("NOT HELD", format!("needs {}", p.needs))
+                };
+                let tier = match p.tier {
+                    sandbox::promises::Tier::Always => "",
+                    sandbox::promises::Tier::WhereAvailable => " [where the kernel allows]",
+                    sandbox::promises::Tier::Feature => " [--allow-drafts]",
+                };
+                writeln!(out, "  {mark}  {}{tier}: {by}", p.text)?;
+            }
+        }
         if report.require_missing.is_empty() {
             writeln!(
                 out,

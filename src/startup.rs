@@ -18,6 +18,7 @@ use crate::cli::{Globals, ServeArgs};
 use crate::config::{Config, ConfigError, Owner, OwnerInput};
 use crate::confine::{Root, RootError};
 use crate::dispatch::{Identity, ProtocolInput};
+use crate::sandbox::SandboxMode;
 use crate::limits::{RateLimiter, CATALOG_MAX_BYTES, CATALOG_TIMEOUT};
 use crate::protect::{self, PatternError, Protected};
 use crate::redact::Redactor;
@@ -221,7 +222,16 @@ impl App {
         options.masks = masks;
         let sandbox = Sandbox::detect(&options)?;
 
-        let (tool_set, report) = tools::build(&catalog, serve.start.allow_drafts);
+        // A draft is offered only where its promise holds (or, in
+        // best-effort mode, with the start-up line saying it does not).
+        let drafts_refused = serve
+            .start
+            .allow_drafts
+            .then(|| sandbox.drafts_refused())
+            .flatten();
+        let refuse_drafts = drafts_refused.is_some() && serve.start.sandbox == SandboxMode::Require;
+        let (tool_set, report) =
+            tools::build(&catalog, serve.start.allow_drafts && !refuse_drafts);
         let invocation = Invocation::new(
             backend_str,
             config.globals_argv()?,
@@ -237,8 +247,22 @@ impl App {
             tool_set.len(),
             if tool_set.len() == 1 { "" } else { "s" },
             sandbox.layers_line(),
-            config.granted_line(serve.start.allow_drafts),
+            config.granted_line(serve.start.allow_drafts && !refuse_drafts),
         );
+        let promises = sandbox.promises_line(serve.start.allow_drafts && !refuse_drafts);
+        if !promises.is_empty() {
+            line.push_str(&format!("; {promises}"));
+        }
+        match (&drafts_refused, refuse_drafts) {
+            (Some(why), true) => line.push_str(&format!(
+                "; refused: --allow-drafts ({why}; the draft tool is withheld: keep the database \
+                 alone in its folder, give the server user namespaces, or use --sandbox best-effort)"
+            )),
+            (Some(why), false) => line.push_str(&format!(
+                "; GIVEN UP (best-effort): {why}; drafts are offered without it"
+            )),
+            _ => {}
+        }
         for note in catalog.notes() {
             line.push_str(&format!("; note: {note}"));
         }
@@ -248,7 +272,10 @@ impl App {
         if tool_set.is_empty() {
             line.push_str("; warning: the backend's catalog has no command that can be offered (`tools` says why)");
         }
-        if serve.start.allow_drafts && !tool_set.iter().any(|t| t.kind == ToolKind::Draft) {
+        if serve.start.allow_drafts
+            && !refuse_drafts
+            && !tool_set.iter().any(|t| t.kind == ToolKind::Draft)
+        {
             line.push_str(
                 "; warning: --allow-drafts given, but the backend has no eligible `draft` command",
             );

@@ -30,6 +30,7 @@ pub mod layers;
 #[cfg_attr(not(target_os = "macos"), allow(dead_code))]
 pub mod macos;
 pub mod policy;
+pub mod promises;
 pub(crate) mod tmpdir;
 
 #[cfg(target_os = "linux")]
@@ -121,6 +122,13 @@ pub enum Layer {
     /// minimal root and the cgroup): runs then use the re-executed helper,
     /// the shape machines without PID namespaces get.
     Pidns,
+    /// Landlock's TCP rules alone (a kernel with Landlock ABI 1 to 3 has none).
+    #[value(name = "landlock_tcp")]
+    LandlockTcp,
+    /// Landlock's scoping of abstract sockets and signals alone (ABI 1 to 5
+    /// has none).
+    #[value(name = "landlock_scope")]
+    LandlockScope,
 }
 
 impl Layer {
@@ -132,6 +140,8 @@ impl Layer {
             Layer::Caps => "caps",
             Layer::Mountns => "mountns",
             Layer::Pidns => "pidns",
+            Layer::LandlockTcp => "landlock_tcp",
+            Layer::LandlockScope => "landlock_scope",
         }
     }
 }
@@ -179,6 +189,11 @@ pub struct StatusReport {
     /// The start-up line's layers in `require` and `best-effort` mode.
     pub require_layers: String,
     pub best_effort_layers: String,
+    /// How a trial run with every available layer ended (`None`: no trial
+    /// on this platform).
+    pub trial: Option<String>,
+    /// Each promise and what holds it here (empty where not assessed).
+    pub promises: Vec<promises::PromiseStatus>,
 }
 
 /// The hidden helper: confine this process, then execve the backend. Returns only on failure.
@@ -226,6 +241,16 @@ impl Sandbox {
 
     pub fn layers_line(&self) -> String {
         self.state.layers_line()
+    }
+
+    /// What holds each promise here, for the start-up line.
+    pub fn promises_line(&self, drafts: bool) -> String {
+        self.state.promises_line(drafts)
+    }
+
+    /// Why `--allow-drafts` can't be honoured here (`None`: it can).
+    pub fn drafts_refused(&self) -> Option<String> {
+        self.state.drafts_refused()
     }
 
     pub fn spawn(
@@ -307,15 +332,32 @@ impl SandboxedChild {
         }
     }
 
-    /// Kill the run's whole process tree. On Linux the run's init (or the
-    /// helper, which takes init with it) is killed and the kernel then
-    /// kills everything in the run's PID namespace; the process group is
-    /// signalled too for runs without one.
+    /// Kill the run's whole process tree. On Linux the run's init is killed
+    /// and the kernel then kills everything in the run's PID namespace; a
+    /// re-executed helper is asked to end the run (it kills every process
+    /// below it, being their subreaper, then exits). On macOS the process
+    /// group is killed.
     pub fn kill_tree(&mut self) {
         if self.done {
             return;
         }
         match &self.child {
+            #[cfg(target_os = "linux")]
+            Process::Spawned(c) => {
+                // The re-executed helper: without a PID namespace it is the
+                // run's subreaper, and on SIGTERM it kills every process the
+                // run left (a daemon in a session of its own included) before
+                // it exits; killing it outright would orphan them. With a PID
+                // namespace, SIGTERM ends it and its init's parent-death
+                // signal ends the namespace. SIGCONT wakes a stopped helper.
+                let pid = c.id() as libc::pid_t;
+                // SAFETY: signalling our own, not yet reaped child.
+                unsafe {
+                    libc::kill(pid, libc::SIGTERM);
+                    libc::kill(pid, libc::SIGCONT);
+                }
+            }
+            #[cfg(not(target_os = "linux"))]
             Process::Spawned(c) => {
                 let pid = c.id() as libc::pid_t;
                 // SAFETY: signalling our own, not yet reaped child and its group.

@@ -62,6 +62,12 @@ pub struct Layers {
     pub landlock_scope: bool,
     pub seccomp: bool,
     pub caps: bool,
+    /// With `caps`: the bounding set is emptied and the securebits locked,
+    /// which needs CAP_SETPCAP in the run's namespace (a user namespace of
+    /// its own, or a server run as root). Without it the run holds no
+    /// capability to begin with, and `no_new_privs` keeps it so.
+    #[serde(default)]
+    pub caps_bounding: bool,
     pub rlimits: bool,
     /// A mount namespace per run whose root holds only the granted paths
     /// (read-only binds), a minimal `/dev` and a capped `noexec` tmpfs.

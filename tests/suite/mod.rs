@@ -20,6 +20,7 @@ mod sandbox_python_backend;
 mod sandbox_run;
 mod sandbox_runs;
 mod sandbox_seccomp;
+mod sandbox_shapes;
 mod sandbox_status;
 #[cfg(target_os = "linux")]
 mod secrets_masking;

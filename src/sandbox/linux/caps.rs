@@ -45,32 +45,61 @@ pub fn set_no_new_privs() -> Result<(), String> {
 /// the minimal root hides `/proc/sys`). The order matters: the bounding set
 /// and the securebits need CAP_SETPCAP, so they go before the sets are
 /// cleared.
-pub fn apply(last: u32) -> Result<(), String> {
+///
+/// `bounding` says whether the run holds CAP_SETPCAP in its namespace (a
+/// run in a user namespace of its own, or a server run as root): only then
+/// can the bounding set be emptied and the securebits locked, and then
+/// failing to is an error. Without it (an ordinary user on a machine
+/// without user namespaces) the run holds no capability to begin with;
+/// the permitted, effective, inheritable and ambient sets are still
+/// emptied, and `no_new_privs` keeps `execve` from adding any back (with
+/// it set, the kernel caps a new program's permitted set at the old one,
+/// which is empty), so the bounding set left in place grants nothing.
+pub fn apply(last: u32, bounding: bool) -> Result<(), String> {
     use caps::CapSet;
     let e = |what: &'static str| move |err: caps::errors::CapsError| format!("{what}: {err}");
-    caps::clear(None, CapSet::Bounding).map_err(e("bounding set"))?;
-    // Capabilities newer than the caps crate's list, up to what the kernel knows.
-    for cap in known_caps()..=last {
-        // SAFETY: integer-only prctl.
-        let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
-        if r < 0 {
-            let err = std::io::Error::last_os_error();
-            // EINVAL: a capability number this kernel doesn't know.
-            if err.raw_os_error() != Some(libc::EINVAL) {
-                return Err(format!("bounding set, capability {cap}: {err}"));
+    if bounding {
+        caps::clear(None, CapSet::Bounding).map_err(e("bounding set"))?;
+        // Capabilities newer than the caps crate's list, up to what the kernel knows.
+        for cap in known_caps()..=last {
+            // SAFETY: integer-only prctl.
+            let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+            if r < 0 {
+                let err = std::io::Error::last_os_error();
+                // EINVAL: a capability number this kernel doesn't know.
+                if err.raw_os_error() != Some(libc::EINVAL) {
+                    return Err(format!("bounding set, capability {cap}: {err}"));
+                }
             }
         }
     }
     caps::clear(None, CapSet::Ambient).map_err(e("ambient set"))?;
-    prctl(
-        libc::PR_SET_SECUREBITS,
-        SECUREBITS as libc::c_ulong,
-        "securebits",
-    )?;
+    if bounding {
+        prctl(
+            libc::PR_SET_SECUREBITS,
+            SECUREBITS as libc::c_ulong,
+            "securebits",
+        )?;
+    }
     for set in [CapSet::Inheritable, CapSet::Effective, CapSet::Permitted] {
         caps::clear(None, set).map_err(e("capability sets"))?;
     }
     set_no_new_privs()
+}
+
+/// Whether the calling process may empty its bounding set and lock its
+/// securebits: it holds CAP_SETPCAP in its effective set.
+pub fn holds_setpcap() -> bool {
+    caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SETPCAP).unwrap_or(false)
+}
+
+/// Whether the calling process holds any capability at all in its
+/// effective or permitted set.
+pub fn holds_any() -> bool {
+    use caps::CapSet;
+    [CapSet::Effective, CapSet::Permitted]
+        .into_iter()
+        .any(|set| caps::read(None, set).map_or(true, |s| !s.is_empty()))
 }
 
 /// How many capabilities the caps crate names (numbers 0..this).

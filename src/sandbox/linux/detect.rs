@@ -24,6 +24,11 @@ pub struct Detected {
     pub pid_max: Result<(), String>,
     pub mountns: Result<(), String>,
     pub cgroup: Result<(), String>,
+    /// The server holds CAP_SETPCAP (root): a run without a user namespace
+    /// of its own can still empty its bounding set and lock its securebits.
+    pub setpcap: bool,
+    /// The server runs as uid 0, which `RLIMIT_NPROC` does not bind.
+    pub root: bool,
 }
 
 impl Detected {
@@ -36,24 +41,33 @@ impl Detected {
         let (userns, netns, ipcns, pidns) = if try_unshare(all).is_ok() {
             (Ok(()), Ok(()), Ok(()), Ok(()))
         } else {
-            let userns = try_unshare(libc::CLONE_NEWUSER);
-            let with_user = |flag: libc::c_int| match &userns {
+            let userns = usable_userns(
+                try_unshare(libc::CLONE_NEWUSER),
+                try_unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET),
+                restricted_userns(),
+            );
+            // Without a user namespace, a server that holds CAP_SYS_ADMIN
+            // (root on a kernel with user namespaces switched off) may still
+            // make every other namespace for its runs.
+            let kind = |flag: libc::c_int| match &userns {
                 Ok(()) => try_unshare(libc::CLONE_NEWUSER | flag),
-                Err(e) => Err(format!("needs a user namespace ({e})")),
+                Err(e) => try_unshare(flag).map_err(|own| {
+                    format!("needs a user namespace ({e}) or CAP_SYS_ADMIN ({own})")
+                }),
             };
-            let netns = with_user(libc::CLONE_NEWNET);
-            let ipcns = with_user(libc::CLONE_NEWIPC);
-            let pidns = with_user(libc::CLONE_NEWPID);
+            let netns = kind(libc::CLONE_NEWNET);
+            let ipcns = kind(libc::CLONE_NEWIPC);
+            let pidns = kind(libc::CLONE_NEWPID);
             (userns, netns, ipcns, pidns)
         };
         let pid_max = match (&pidns, kernel_at_least(&kernel, 6, 14)) {
-            (Ok(()), true) => try_pid_max(),
+            (Ok(()), true) => try_pid_max(userns.is_ok()),
             (Ok(()), false) => Err("per-namespace pid_max needs Linux 6.14".into()),
             (Err(_), _) => Err("needs a PID namespace".into()),
         };
-        let mountns = match (&userns, &pidns) {
-            (Ok(()), Ok(())) => mounts::available(&kernel),
-            _ => Err("needs user and PID namespaces".into()),
+        let mountns = match &pidns {
+            Ok(()) => mounts::available(&kernel, userns.is_ok()),
+            Err(_) => Err("needs a PID namespace".into()),
         };
         Detected {
             mountns,
@@ -65,7 +79,30 @@ impl Detected {
             ipcns,
             pidns,
             pid_max,
+            setpcap: super::caps::holds_setpcap(),
+            // SAFETY: geteuid can't fail.
+            root: unsafe { libc::geteuid() } == 0,
             kernel,
+        }
+    }
+
+    /// Whether a run can empty its bounding set: in a user namespace of its
+    /// own it holds every capability there; without one, only if the
+    /// server holds CAP_SETPCAP.
+    pub fn caps_bounding(&self) -> bool {
+        self.userns.is_ok() || self.setpcap
+    }
+
+    /// What the capability layer does here, for `sandbox status`.
+    pub fn caps_detail(&self) -> String {
+        if self.caps_bounding() {
+            "every capability dropped (bounding set included), securebits locked, no_new_privs"
+                .to_string()
+        } else {
+            "no capability held: the effective, permitted, inheritable and ambient sets emptied \
+             and no_new_privs set, so no program the run starts gains one; the bounding set is \
+             kept (emptying it needs CAP_SETPCAP, which this user holds only in a user namespace)"
+                .to_string()
         }
     }
 
@@ -112,7 +149,7 @@ impl Detected {
                 "abstract unix sockets and signals scoped to the run",
             ),
             held("seccomp", &self.seccomp),
-            held("caps", &Ok(())),
+            r("caps", &Ok(()), &self.caps_detail()),
             held("rlimits", &Ok(())),
         ];
         // The order of the one layer list, which the attestation uses too.
@@ -130,46 +167,28 @@ impl Detected {
     pub fn layers(&self, without: &[Layer]) -> Layers {
         let off = |l: Layer| without.contains(&l);
         let userns = self.userns.is_ok();
-        let pidns = userns && self.pidns.is_ok() && !off(Layer::Pidns);
+        let pidns = self.pidns.is_ok() && !off(Layer::Pidns);
         let ll = !off(Layer::Landlock) && self.landlock_abi >= 1;
         Layers {
             userns,
-            netns: userns && self.netns.is_ok() && !off(Layer::Netns),
-            ipcns: userns && self.ipcns.is_ok(),
+            netns: self.netns.is_ok() && !off(Layer::Netns),
+            ipcns: self.ipcns.is_ok(),
             pidns,
             pid_max: (pidns && self.pid_max.is_ok()).then_some(PID_MAX),
+            // The counters are the run's own only in a user namespace of its
+            // own; without one they are the host's, never to be written.
             ns_limits: userns,
             landlock_abi: ll.then_some(self.landlock_abi),
-            landlock_net: ll && self.landlock_abi >= 4,
-            landlock_scope: ll && self.landlock_abi >= 6,
+            landlock_net: ll && self.landlock_abi >= 4 && !off(Layer::LandlockTcp),
+            landlock_scope: ll && self.landlock_abi >= 6 && !off(Layer::LandlockScope),
             seccomp: self.seccomp.is_ok() && !off(Layer::Seccomp),
             caps: !off(Layer::Caps),
+            caps_bounding: self.caps_bounding(),
             rlimits: true,
             mountns: pidns && self.mountns.is_ok() && !off(Layer::Mountns),
             // Entered by the run's init, which only the zygote shape has.
-            cgroup: pidns && self.cgroup.is_ok(),
+            cgroup: userns && pidns && self.cgroup.is_ok(),
         }
-    }
-
-    /// In `require` mode: what is missing of the promised minimum (seccomp,
-    /// Landlock file rules, and the network denied by a namespace or by
-    /// Landlock TCP). Empty when everything promised is there.
-    pub fn missing_for_require(&self) -> Vec<String> {
-        let mut missing = Vec::new();
-        if let Err(e) = &self.seccomp {
-            missing.push(format!("seccomp ({e})"));
-        }
-        if self.landlock_abi < 1 {
-            missing.push("Landlock file system rules (Landlock is not enabled)".to_string());
-        }
-        if self.netns.is_err() && self.landlock_abi < 4 {
-            let why = self.netns.as_ref().err().cloned().unwrap_or_default();
-            missing.push(format!(
-                "a network denial: neither a network namespace ({why}) nor Landlock TCP rules (ABI {} < 4)",
-                self.landlock_abi
-            ));
-        }
-        missing
     }
 }
 
@@ -232,6 +251,38 @@ pub fn layers_line(d: &Detected, layers: &Layers, mode: SandboxMode, without: &[
         line.push_str(&format!("; SWITCHED OFF: {}", names.join(", ")));
     }
     line
+}
+
+/// A user namespace is of use to a run only if the run holds capabilities
+/// in it: Ubuntu's AppArmor restriction lets an unprivileged program create
+/// one but denies every capability inside (so not even a network namespace
+/// can be made in it). Such a machine is treated as one without user
+/// namespaces, naming why. Pure.
+pub fn usable_userns(
+    userns: Result<(), String>,
+    with_netns: Result<(), String>,
+    restricted: Option<bool>,
+) -> Result<(), String> {
+    match (userns, with_netns) {
+        (Err(e), _) => Err(e),
+        (Ok(()), Ok(())) => Ok(()),
+        (Ok(()), Err(e)) => Err(format!(
+            "a user namespace can be made but gives no capability in it ({e}){}",
+            if restricted == Some(true) {
+                ": kernel.apparmor_restrict_unprivileged_userns=1 and no AppArmor profile allows \
+                 this program user namespaces (see `reachweaver-mcp sandbox apparmor-profile`)"
+            } else {
+                ""
+            }
+        )),
+    }
+}
+
+/// Ubuntu's switch (23.10 and later): `None` where the kernel has none.
+fn restricted_userns() -> Option<bool> {
+    std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+        .ok()
+        .map(|v| v.trim() == "1")
 }
 
 pub(super) fn kernel_release() -> String {
@@ -304,14 +355,19 @@ pub(super) fn try_unshare(flags: libc::c_int) -> Result<(), String> {
 /// Whether a PID namespace's own init may set the namespace's `pid_max`
 /// (Linux 6.14 and later), tried for real: a child enters new user and PID
 /// namespaces and its child, the namespace's init, writes the value.
-pub(super) fn try_pid_max() -> Result<(), String> {
+pub(super) fn try_pid_max(userns: bool) -> Result<(), String> {
     let path = c"/proc/sys/kernel/pid_max";
     let value = PID_MAX.to_string();
+    let flags = if userns {
+        libc::CLONE_NEWUSER | libc::CLONE_NEWPID
+    } else {
+        libc::CLONE_NEWPID
+    };
     in_child(|| {
         // SAFETY: only async-signal-safe calls (unshare, fork, open, write,
         // waitpid, _exit) on data prepared before the first fork.
         unsafe {
-            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) != 0 {
+            if libc::unshare(flags) != 0 {
                 return errno();
             }
             let init = libc::fork();
@@ -395,6 +451,13 @@ mod tests {
         assert!(!kernel_at_least("garbage", 6, 14));
     }
 
+    impl Detected {
+        fn with_cgroup(mut self) -> Detected {
+            self.cgroup = Ok(());
+            self
+        }
+    }
+
     fn detected(abi: i32, net: bool) -> Detected {
         Detected {
             kernel: "6.18.0".into(),
@@ -407,22 +470,69 @@ mod tests {
             pid_max: Ok(()),
             mountns: Ok(()),
             cgroup: Err("cgroup v1".into()),
+            setpcap: true,
+            root: true,
         }
     }
 
     #[test]
-    fn require_mode_needs_seccomp_landlock_and_a_network_denial() {
-        assert!(detected(7, true).missing_for_require().is_empty());
-        assert!(detected(4, false).missing_for_require().is_empty());
-        assert!(detected(1, true).missing_for_require().is_empty());
-        let m = detected(3, false).missing_for_require();
-        assert_eq!(m.len(), 1);
-        assert!(m[0].contains("network"));
-        let m = detected(0, true).missing_for_require();
-        assert!(m[0].contains("Landlock"));
+    fn without_a_user_namespace_root_keeps_the_other_namespaces_and_the_bounding_set() {
         let mut d = detected(7, true);
-        d.seccomp = Err("not built in".into());
-        assert!(d.missing_for_require()[0].starts_with("seccomp"));
+        d.userns = Err("ENOSPC".into());
+        let l = d.layers(&[]);
+        assert!(!l.userns && l.netns && l.pidns && l.mountns && l.caps_bounding);
+        // The host's namespace counters are never the run's to write.
+        assert!(!l.ns_limits);
+        // The cgroup is entered by the zygote's init only.
+        d.cgroup = Ok(());
+        assert!(!d.layers(&[]).cgroup);
+        assert!(detected(7, true).with_cgroup().layers(&[]).cgroup);
+        // An ordinary user there: no namespace, no CAP_SETPCAP.
+        let mut u = detected(7, true);
+        u.userns = Err("ENOSPC".into());
+        u.netns = Err("EPERM".into());
+        u.ipcns = Err("EPERM".into());
+        u.pidns = Err("EPERM".into());
+        u.setpcap = false;
+        u.root = false;
+        let l = u.layers(&[]);
+        assert!(!l.netns && !l.pidns && !l.mountns && l.pid_max.is_none());
+        assert!(l.caps && !l.caps_bounding);
+        assert!(u.caps_detail().contains("the bounding set is kept"));
+        assert!(detected(7, true).caps_detail().contains("bounding set included"));
+    }
+
+    #[test]
+    fn a_user_namespace_without_capabilities_counts_as_none() {
+        assert_eq!(usable_userns(Ok(()), Ok(()), Some(true)), Ok(()));
+        let e = usable_userns(Ok(()), Err("unshare: EPERM".into()), Some(true)).unwrap_err();
+        assert!(e.starts_with("a user namespace can be made but gives no capability in it (unshare: EPERM): kernel.apparmor_restrict_unprivileged_userns=1"), "{e}");
+        let e = usable_userns(Ok(()), Err("unshare: EPERM".into()), None).unwrap_err();
+        assert!(e.ends_with("(unshare: EPERM)"), "{e}");
+        let e = usable_userns(Ok(()), Err("unshare: EPERM".into()), Some(false)).unwrap_err();
+        assert!(!e.contains("apparmor"), "{e}");
+        assert_eq!(
+            usable_userns(Err("ENOSPC".into()), Ok(()), Some(true)),
+            Err("ENOSPC".into())
+        );
+    }
+
+    #[test]
+    fn landlock_tcp_and_scope_can_be_switched_off_alone() {
+        let d = detected(7, true);
+        let l = d.layers(&[Layer::LandlockTcp]);
+        assert!(!l.landlock_net && l.landlock_scope && l.landlock_abi == Some(7));
+        let l = d.layers(&[Layer::LandlockScope]);
+        assert!(l.landlock_net && !l.landlock_scope);
+        // ABI 3 has neither; ABI 4 and 5 have TCP rules only.
+        let l = detected(3, true).layers(&[]);
+        assert!(!l.landlock_net && !l.landlock_scope);
+        let l = detected(4, true).layers(&[]);
+        assert!(l.landlock_net && !l.landlock_scope);
+        let l = detected(5, true).layers(&[]);
+        assert!(l.landlock_net && !l.landlock_scope);
+        let l = detected(6, true).layers(&[]);
+        assert!(l.landlock_net && l.landlock_scope);
     }
 
     #[test]

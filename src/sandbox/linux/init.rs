@@ -191,7 +191,7 @@ pub(super) fn confine(p: &Policy, prep: &Prepared<'_>) -> Result<(), Failure> {
             .map_err(Failure::Layer)?;
     }
     if p.layers.caps {
-        caps::apply(prep.last_cap).map_err(Failure::Layer)?;
+        caps::apply(prep.last_cap, p.layers.caps_bounding).map_err(Failure::Layer)?;
     }
     caps::set_no_new_privs().map_err(Failure::Layer)?;
     if let Some(program) = prep.program {

@@ -545,16 +545,23 @@ pub fn apply(plan: &MountPlan) -> Result<(), String> {
 /// Whether the kernel gives a run a mount namespace with the calls
 /// [`apply`] needs (`open_tree`, `move_mount`, `mount_setattr`: Linux
 /// 5.12), tried for real in a short-lived child.
-pub fn available(kernel: &str) -> Result<(), String> {
+pub fn available(kernel: &str, userns: bool) -> Result<(), String> {
     if !super::detect::kernel_at_least(kernel, 5, 12) {
         return Err("a minimal root needs Linux 5.12 (mount_setattr)".into());
     }
     let attr: [u64; 4] = [MOUNT_ATTR_RDONLY, 0, 0, 0];
+    // Without a user namespace only a server holding CAP_SYS_ADMIN (root)
+    // gets this far; its runs' mount namespaces are then owned by the host's.
+    let flags = if userns {
+        libc::CLONE_NEWUSER | libc::CLONE_NEWNS
+    } else {
+        libc::CLONE_NEWNS
+    };
     super::detect::in_child(|| {
         // SAFETY: only system calls on static strings and a struct prepared
         // before the fork (async-signal-safe), in a child that then exits.
         unsafe {
-            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
+            if libc::unshare(flags) != 0 {
                 return super::detect::errno();
             }
             if libc::mount(

@@ -91,9 +91,158 @@ pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
     if p.layers.pidns {
         fork_init(p, &prepared)
     } else {
-        confine(p, &prepared)?;
-        Err(prepared.exec.exec())
+        subreaper(p, &prepared)
     }
+}
+
+/// Set by the helper's SIGTERM handler: the server wants the run over.
+static TERMINATED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_term(_: libc::c_int) {
+    TERMINATED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Without a PID namespace nothing kills a run's leftovers for us: the
+/// helper stays outside the confinement as a child subreaper, so every
+/// process the backend starts and leaves behind (a double-forked daemon
+/// included) becomes the helper's child, and it kills them all when the
+/// backend is done or when the server asks it to stop (SIGTERM).
+fn subreaper(p: &Policy, prep: &Prepared<'_>) -> Result<Infallible, Failure> {
+    // SAFETY: integer-only prctl; a handler that only stores an atomic,
+    // installed without SA_RESTART so that it interrupts waitpid.
+    unsafe {
+        if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
+            return Err(last_error("child subreaper"));
+        }
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_term as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut sa.sa_mask);
+        if libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut()) != 0 {
+            return Err(last_error("SIGTERM handler"));
+        }
+    }
+    // SAFETY: getpid can't fail.
+    let helper = unsafe { libc::getpid() };
+    // SAFETY: the helper is single-threaded, so the child may do anything.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(last_error("fork"));
+    }
+    if pid == 0 {
+        // SAFETY: integer-only process calls; the handler is the helper's.
+        unsafe {
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                report(&last_error("parent-death signal"));
+                libc::_exit(127);
+            }
+            if libc::getppid() != helper {
+                libc::_exit(1);
+            }
+        }
+        let failure = match confine(p, prep) {
+            Ok(()) => prep.exec.exec(),
+            Err(f) => f,
+        };
+        report(&failure);
+        // SAFETY: leaving the child without running the parent's destructors.
+        unsafe { libc::_exit(127) };
+    }
+    // SAFETY: the server sees end-of-file on the status pipe exactly when
+    // the backend is executed (or reported why not), so the helper keeps no copy.
+    unsafe { libc::close(STATUS_FD) };
+    let status = wait_for(pid);
+    kill_descendants();
+    match status {
+        Some(st) => exit_like(st),
+        None => exit_like(libc::SIGTERM),
+    }
+}
+
+/// Wait for the backend, reaping whatever else ends meanwhile. `None`
+/// when the server asked the run to stop first.
+fn wait_for(backend: libc::pid_t) -> Option<libc::c_int> {
+    loop {
+        if TERMINATED.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        let mut st = 0;
+        // SAFETY: reaping our own children.
+        let r = unsafe { libc::waitpid(-1, &mut st, 0) };
+        if r == backend {
+            return Some(st);
+        }
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            // No child at all: the backend is gone without a status for us.
+            return Some(125 << 8);
+        }
+    }
+}
+
+/// Kill every process left below the helper until none is. A process
+/// killed takes its children's parent link with it, and they are then the
+/// helper's (it is their subreaper), so each round reaches one level further.
+pub(super) fn kill_descendants() {
+    loop {
+        let kids = children();
+        for k in &kids {
+            // SAFETY: signalling our own, not yet reaped child.
+            unsafe { libc::kill(*k, libc::SIGKILL) };
+        }
+        let mut st = 0;
+        // SAFETY: reaping our own children; with none left, ECHILD ends it.
+        let r = unsafe { libc::waitpid(-1, &mut st, if kids.is_empty() { libc::WNOHANG } else { 0 }) };
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
+            return;
+        }
+        if r == 0 && kids.is_empty() {
+            // Children exist that the lists did not show yet (forked this
+            // instant): wait for one of them rather than spin.
+            // SAFETY: as above.
+            unsafe { libc::waitpid(-1, &mut st, 0) };
+        }
+    }
+}
+
+/// The helper's children, from the kernel's list of them or, where the
+/// kernel doesn't keep one, from every process's parent id.
+fn children() -> Vec<libc::pid_t> {
+    // SAFETY: getpid can't fail.
+    let me = unsafe { libc::getpid() };
+    if let Ok(text) = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")) {
+        return parse_pids(&text);
+    }
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<libc::pid_t>().ok()) else {
+            continue;
+        };
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            if stat_ppid(&stat) == Some(me) {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+/// The pids in a `children` file ("12 34 "). Pure.
+pub(super) fn parse_pids(text: &str) -> Vec<libc::pid_t> {
+    text.split_ascii_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// The parent pid in a `/proc/PID/stat` line, whose second field (the
+/// command name, in parentheses) may itself hold spaces and parentheses.
+/// Pure.
+pub(super) fn stat_ppid(stat: &str) -> Option<libc::pid_t> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
 /// Fork the PID namespace's init, then wait for it and exit like the backend.
@@ -215,4 +364,19 @@ pub(super) fn init_main(
     std::env::set_current_dir(&p.cwd)
         .map_err(|e| Failure::Layer(format!("working folder {}: {e}", p.cwd.display())))?;
     run_as_init(p, prep, sock, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_lists_and_stat_lines_parse() {
+        assert_eq!(parse_pids("12 34 \n"), vec![12, 34]);
+        assert!(parse_pids("").is_empty());
+        assert_eq!(stat_ppid("77 (a) b) S 42 77 77 0"), Some(42));
+        assert_eq!(stat_ppid("5 (sh) R 1 5 5"), Some(1));
+        assert_eq!(stat_ppid("no parenthesis"), None);
+        assert_eq!(stat_ppid("5 (sh) R"), None);
+    }
 }

@@ -292,7 +292,15 @@ fn attempt(name: &str, args: &[String]) -> Outcome {
                 "CapEff={:x} CapPrm={:x} CapInh={:x} CapBnd={:x} CapAmb={:x}",
                 h.effective, h.permitted, h.inheritable, h.bounding, h.ambient
             );
-            if h.effective | h.permitted | h.inheritable | h.bounding | h.ambient == 0 {
+            // "sets": the bounding set is not part of the promise here.
+            let bounding = if arg(args, 0)? == "sets" { 0 } else { h.bounding };
+            if h.effective | h.permitted | h.inheritable | bounding | h.ambient == 0 {
+                if bounding == 0 && h.bounding != 0 {
+                    return Err(format!(
+                        "CapEff=0 CapPrm=0 CapInh=0 (bounding set {:x} kept, not promised) CapAmb=0",
+                        h.bounding
+                    ));
+                }
                 Err(text)
             } else {
                 Ok(text)

@@ -31,6 +31,11 @@ pub(super) fn escape(s: &str) -> String {
 fn outcome(verdict: &str) -> Option<(&'static str, &'static str, &'static str)> {
     match verdict {
         "blocked" | "allowed" => None,
+        "not promised" => Some((
+            "skipped",
+            "not-promised",
+            "not promised on this machine: no layer it gives holds it",
+        )),
         "ESCAPED" => Some(("failure", "escaped", "got through")),
         "BROKEN" => Some((
             "failure",
@@ -50,9 +55,11 @@ fn outcome(verdict: &str) -> Option<(&'static str, &'static str, &'static str)> 
 pub(super) fn render(r: &Report) -> String {
     let mut failures = 0;
     let mut errors = 0;
+    let mut skipped = 0;
     for l in &r.attempts {
         match outcome(l.verdict) {
             Some(("failure", ..)) => failures += 1,
+            Some(("skipped", ..)) => skipped += 1,
             Some(_) => errors += 1,
             None => {}
         }
@@ -70,7 +77,7 @@ pub(super) fn render(r: &Report) -> String {
     );
     let _ = writeln!(
         x,
-        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"0\">",
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\">",
         escape(&suite),
         r.attempts.len()
     );

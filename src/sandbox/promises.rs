@@ -1,0 +1,377 @@
+//! What a run is promised, and which layers hold each promise on this
+//! machine. The README and `sandbox/LAYERS.md` make these promises; the
+//! layers are only the means. Start-up refuses (in `require` mode) when a
+//! promise every run must have is held by nothing here, withholds a
+//! feature whose promise is held by nothing, and names on the start-up
+//! line and in `sandbox status` what holds each one. Pure: built from the
+//! layer set decided at start.
+
+use super::policy::Layers;
+
+/// How a promise is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    /// Every run, on every machine: where nothing holds it, `require` mode
+    /// refuses to start.
+    Always,
+    /// Where the kernel gives the layer that holds it; the start-up line
+    /// names each one not held here.
+    WhereAvailable,
+    /// Only with a feature the owner turns on (`--allow-drafts`): where
+    /// nothing holds it, the feature is withheld in `require` mode.
+    Feature,
+}
+
+/// One promise and what holds it here.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PromiseStatus {
+    pub id: &'static str,
+    pub text: &'static str,
+    pub tier: Tier,
+    /// The layers (or server mechanisms) that hold it here; empty: not held.
+    pub held_by: Vec<&'static str>,
+    /// What would hold it, said when nothing does.
+    pub needs: &'static str,
+}
+
+impl PromiseStatus {
+    pub fn held(&self) -> bool {
+        !self.held_by.is_empty()
+    }
+}
+
+/// The facts beyond the layer set that decide a promise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Facts {
+    /// The server runs as uid 0, which `RLIMIT_NPROC` does not bind.
+    pub root: bool,
+    /// The database sits alone in its folder (no other entry), so Landlock's
+    /// rules alone keep a draft run to the database and its companions.
+    pub db_alone: bool,
+}
+
+fn on(list: &mut Vec<&'static str>, cond: bool, name: &'static str) {
+    if cond {
+        list.push(name);
+    }
+}
+
+/// Every promise, in the order the README lists them. Pure.
+pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
+    let landlock = l.landlock_abi.is_some();
+    let mut out = Vec::new();
+    let mut push = |id, text, tier, held_by: Vec<&'static str>, needs| {
+        out.push(PromiseStatus {
+            id,
+            text,
+            tier,
+            held_by,
+            needs,
+        })
+    };
+
+    // seccomp refuses every socket family and the network namespace has no
+    // route: either holds the whole promise. Landlock's TCP rules hold TCP
+    // only, so they are named but never enough alone.
+    let mut net = Vec::new();
+    on(&mut net, l.netns, "netns");
+    on(&mut net, l.seccomp, "seccomp");
+    if !net.is_empty() {
+        on(&mut net, l.landlock_net, "landlock_tcp");
+    }
+    push(
+        "no_network",
+        "no network",
+        Tier::Always,
+        net,
+        "seccomp or a network namespace",
+    );
+
+    let mut fs = Vec::new();
+    on(&mut fs, l.mountns, "mountns");
+    on(&mut fs, landlock, "landlock");
+    push(
+        "reads_confined",
+        "reads limited to the root, the home's fixed files, the database and the runtime",
+        Tier::Always,
+        fs.clone(),
+        "Landlock or the mount layer",
+    );
+    push(
+        "writes_confined",
+        "no writing outside TMPDIR (a draft: and the database)",
+        Tier::Always,
+        fs,
+        "Landlock or the mount layer",
+    );
+
+    // no_new_privs is set in every run whatever the layers.
+    let mut privs = vec!["no_new_privs"];
+    on(&mut privs, l.caps, "caps");
+    push(
+        "no_privileges",
+        "no capability and no new privileges",
+        Tier::Always,
+        privs,
+        "",
+    );
+
+    // Without a PID namespace the run's helper is its child subreaper and
+    // kills every process the run leaves.
+    push(
+        "nothing_outlives",
+        "nothing outlives its call",
+        Tier::Always,
+        vec![if l.pidns { "pidns" } else { "subreaper" }],
+        "",
+    );
+
+    let mut procs = Vec::new();
+    on(&mut procs, l.pid_max.is_some(), "pid_max");
+    on(&mut procs, l.cgroup, "cgroup");
+    on(&mut procs, l.rlimits && !f.root, "rlimits");
+    push(
+        "processes_bounded",
+        "a run's processes bounded",
+        Tier::Always,
+        procs,
+        "for a server run as root (RLIMIT_NPROC does not bind root): a PID namespace with its own \
+         pid_max (Linux 6.14) or a delegated cgroup v2; or run the server as an ordinary user",
+    );
+
+    let mount = |m: bool| if m { vec!["mountns"] } else { Vec::new() };
+    push(
+        "tmpdir_bounded",
+        "TMPDIR bounded (64 MiB, 4,096 files) and gone with the run",
+        Tier::WhereAvailable,
+        mount(l.mountns),
+        "the mount layer (user and PID namespaces)",
+    );
+    push(
+        "host_hidden",
+        "the host not observable (stat, readlink, xattrs, inotify of paths outside the grant)",
+        Tier::WhereAvailable,
+        mount(l.mountns),
+        "the mount layer (user and PID namespaces)",
+    );
+    push(
+        "protected_hidden",
+        "protected files under the root and home hidden inside runs",
+        Tier::WhereAvailable,
+        mount(l.mountns),
+        "the mount layer (user and PID namespaces); arguments naming them are refused everywhere",
+    );
+
+    let mut draft = Vec::new();
+    on(&mut draft, l.mountns, "mountns");
+    on(&mut draft, !l.mountns && landlock && f.db_alone, "landlock");
+    push(
+        "draft_confined",
+        "a draft writes only the database and its companions",
+        Tier::Feature,
+        draft,
+        "the mount layer, or a database alone in its folder (then Landlock holds it)",
+    );
+    out
+}
+
+/// The promises every run must have that nothing holds here (`require`
+/// mode refuses to start on any). Pure.
+pub fn unheld_always(ps: &[PromiseStatus]) -> Vec<String> {
+    ps.iter()
+        .filter(|p| p.tier == Tier::Always && !p.held())
+        .map(|p| format!("{} (needs {})", p.text, p.needs))
+        .collect()
+}
+
+/// The start-up line's part: each promise held, by what, and those not
+/// held here. Pure.
+pub fn line(ps: &[PromiseStatus], drafts: bool) -> String {
+    let mut held = Vec::new();
+    let mut not = Vec::new();
+    for p in ps {
+        if p.tier == Tier::Feature && !drafts {
+            continue;
+        }
+        if p.held() {
+            held.push(format!("{}({})", p.id, p.held_by.join(" ")));
+        } else {
+            not.push(p.id);
+        }
+    }
+    let mut s = format!("promises: {}", held.join(" "));
+    if !not.is_empty() {
+        s.push_str(&format!("; not held here: {}", not.join(", ")));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full() -> Layers {
+        Layers {
+            userns: true,
+            netns: true,
+            ipcns: true,
+            pidns: true,
+            pid_max: Some(512),
+            ns_limits: true,
+            landlock_abi: Some(7),
+            landlock_net: true,
+            landlock_scope: true,
+            seccomp: true,
+            caps: true,
+            caps_bounding: true,
+            rlimits: true,
+            mountns: true,
+            cgroup: false,
+        }
+    }
+
+    /// Shape (c) for an ordinary user: no namespace at all.
+    fn no_namespaces() -> Layers {
+        Layers {
+            userns: false,
+            netns: false,
+            ipcns: false,
+            pidns: false,
+            pid_max: None,
+            ns_limits: false,
+            mountns: false,
+            caps_bounding: false,
+            ..full()
+        }
+    }
+
+    fn held(ps: &[PromiseStatus], id: &str) -> Vec<&'static str> {
+        ps.iter().find(|p| p.id == id).unwrap().held_by.clone()
+    }
+
+    #[test]
+    fn every_promise_is_held_on_a_full_kernel() {
+        let ps = assess(&full(), Facts::default());
+        assert!(ps.iter().all(PromiseStatus::held), "{ps:?}");
+        assert_eq!(
+            held(&ps, "no_network"),
+            vec!["netns", "seccomp", "landlock_tcp"]
+        );
+        assert_eq!(held(&ps, "nothing_outlives"), vec!["pidns"]);
+        assert_eq!(held(&ps, "processes_bounded"), vec!["pid_max", "rlimits"]);
+        assert_eq!(
+            line(&ps, false),
+            "promises: no_network(netns seccomp landlock_tcp) reads_confined(mountns landlock) \
+             writes_confined(mountns landlock) no_privileges(no_new_privs caps) \
+             nothing_outlives(pidns) processes_bounded(pid_max rlimits) tmpdir_bounded(mountns) \
+             host_hidden(mountns) protected_hidden(mountns)"
+        );
+    }
+
+    #[test]
+    fn an_ordinary_user_without_namespaces_keeps_every_always_promise() {
+        let ps = assess(&no_namespaces(), Facts::default());
+        assert!(unheld_always(&ps).is_empty(), "{ps:?}");
+        assert_eq!(held(&ps, "no_network"), vec!["seccomp", "landlock_tcp"]);
+        assert_eq!(held(&ps, "nothing_outlives"), vec!["subreaper"]);
+        assert_eq!(held(&ps, "processes_bounded"), vec!["rlimits"]);
+        let l = line(&ps, true);
+        assert!(
+            l.ends_with("; not held here: tmpdir_bounded, host_hidden, protected_hidden, draft_confined"),
+            "{l}"
+        );
+    }
+
+    #[test]
+    fn root_without_pid_max_or_a_cgroup_has_no_process_bound() {
+        let l = Layers {
+            pid_max: None,
+            ..no_namespaces()
+        };
+        let ps = assess(
+            &l,
+            Facts {
+                root: true,
+                ..Facts::default()
+            },
+        );
+        let unheld = unheld_always(&ps);
+        assert_eq!(unheld.len(), 1, "{unheld:?}");
+        assert!(unheld[0].starts_with("a run's processes bounded (needs for a server run as root"));
+        // A cgroup holds it for root.
+        let ps = assess(
+            &Layers {
+                cgroup: true,
+                ..l
+            },
+            Facts {
+                root: true,
+                ..Facts::default()
+            },
+        );
+        assert_eq!(held(&ps, "processes_bounded"), vec!["cgroup"]);
+    }
+
+    #[test]
+    fn the_network_needs_seccomp_or_a_namespace_landlock_tcp_is_not_enough() {
+        let l = Layers {
+            seccomp: false,
+            ..no_namespaces()
+        };
+        let ps = assess(&l, Facts::default());
+        assert!(held(&ps, "no_network").is_empty());
+        assert_eq!(unheld_always(&ps).len(), 1);
+        let l = Layers {
+            seccomp: false,
+            netns: true,
+            ..no_namespaces()
+        };
+        assert_eq!(
+            held(&assess(&l, Facts::default()), "no_network"),
+            vec!["netns", "landlock_tcp"]
+        );
+    }
+
+    #[test]
+    fn files_need_landlock_or_the_mount_layer() {
+        let l = Layers {
+            landlock_abi: None,
+            landlock_net: false,
+            landlock_scope: false,
+            ..no_namespaces()
+        };
+        let ps = assess(&l, Facts::default());
+        let unheld = unheld_always(&ps);
+        assert_eq!(unheld.len(), 2, "{unheld:?}");
+        let l = Layers {
+            landlock_abi: None,
+            ..full()
+        };
+        assert_eq!(held(&assess(&l, Facts::default()), "reads_confined"), vec!["mountns"]);
+    }
+
+    #[test]
+    fn a_draft_without_the_mount_layer_needs_the_database_alone_and_landlock() {
+        let ps = assess(&no_namespaces(), Facts::default());
+        assert!(held(&ps, "draft_confined").is_empty());
+        let alone = Facts {
+            db_alone: true,
+            ..Facts::default()
+        };
+        assert_eq!(
+            held(&assess(&no_namespaces(), alone), "draft_confined"),
+            vec!["landlock"]
+        );
+        let no_ll = Layers {
+            landlock_abi: None,
+            ..no_namespaces()
+        };
+        assert!(held(&assess(&no_ll, alone), "draft_confined").is_empty());
+        // The mount layer holds it whatever the folder holds.
+        assert_eq!(
+            held(&assess(&full(), Facts::default()), "draft_confined"),
+            vec!["mountns"]
+        );
+    }
+}

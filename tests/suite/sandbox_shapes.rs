@@ -1,0 +1,370 @@
+//! The machine shapes owners run, simulated here: a Linux without user
+//! namespaces (`tests/fixtures/shape-no-userns`: a child user namespace
+//! whose `max_user_namespaces` is 0, as root of it and as an ordinary
+//! uid), and Landlock without its TCP or scope rules (`--without`).
+//!
+//! On every shape the probe must report nothing through; an attempt whose
+//! promise the server does not make there is reported as "not promised",
+//! never as blocked; every network and read-outside attempt is blocked.
+//! A real `mcp-serve` session runs a tool on each shape.
+//!
+//! What the simulation cannot show: a host whose kernel has user
+//! namespaces compiled out behaves the same for these calls (unshare fails
+//! with EINVAL instead of ENOSPC), and Ubuntu's AppArmor restriction (a
+//! user namespace without capabilities) is not reproduced: these machines
+//! have no AppArmor. `sandbox status` reports that restriction where it is.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::fixture;
+use crate::support::mcp::{req, Server, Workspace};
+use crate::support::sandbox::{is_root, output_within, text, Who, World};
+
+/// Network attempts: blocked on every shape (raw and packet sockets may be
+/// unproven where no user may open them outside either).
+const NETWORK: &[&str] = &[
+    "tcp-connect-127.0.0.1",
+    "tcp-connect-::1",
+    "udp-send-127.0.0.1",
+    "mptcp-connect-127.0.0.1",
+    "dns-lookup-localhost",
+    "socket-netlink",
+    "socket-vsock",
+    "abstract-unix-connect",
+    "host-unix-connect",
+];
+const NETWORK_MAYBE_UNPROVEN: &[&str] = &["socket-raw-icmp", "socket-packet"];
+
+/// Reading outside the grant: blocked on every shape.
+const READ_OUTSIDE: &[&str] = &[
+    "read-outside-root",
+    "list-outside-root",
+    "read-symlink-out-of-root",
+    "read-dotdot-out-of-root",
+    "read-through-planted-symlink",
+    "read-server-environ",
+    "read-server-cmdline",
+    "exec-outside-runtime",
+];
+
+/// What only the mount layer holds, so what an ordinary user on a machine
+/// without user namespaces is not promised (`tmpdir-name-carries-server-pid`
+/// is held there too: the host folder is named without the server's pid) (the start-up line's "not held
+/// here": tmpdir_bounded, host_hidden, protected_hidden, draft_confined).
+const WITHOUT_MOUNT_LAYER: &[&str] = &[
+    "draft-db-replaced-by-symlink",
+    "draft-rename-beside-db",
+    "draft-replace-beside-db",
+    "draft-write-beside-db",
+    "stat-through-planted-symlink",
+    "tmpdir-size-cap",
+    "tmpdir-inode-cap",
+    "inotify-system-tmp",
+    "inotify-etc",
+    "getxattr-outside-file",
+    "stat-etc-hostname",
+    "stat-outside-file",
+    "stat-server-home",
+    "readlink-outside",
+    "stat-proc-server",
+    "exec-via-loader-from-tmpdir",
+    "mmap-exec-tmpdir",
+];
+
+fn need_root() {
+    assert!(
+        is_root(),
+        "the shape tests build a child user namespace with ids mapped, which needs root"
+    );
+}
+
+/// `shape-no-userns UID EXE ARGS...` as a command.
+fn no_userns(uid: u32, exe: &Path, cwd: &Path) -> Command {
+    let mut c = Command::new(fixture("shape-no-userns"));
+    c.arg(uid.to_string()).arg(exe).current_dir(cwd);
+    c
+}
+
+fn probe_json(mut cmd: Command) -> Value {
+    cmd.args(["sandbox", "probe", "--json"]);
+    let out = output_within(cmd, Duration::from_secs(600));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON ({e}): {}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    })
+}
+
+fn verdicts(report: &Value) -> Vec<(String, String)> {
+    report["attempts"]
+        .as_array()
+        .expect("attempts")
+        .iter()
+        .map(|a| {
+            (
+                a["name"].as_str().unwrap().to_string(),
+                a["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn verdict<'a>(v: &'a [(String, String)], name: &str) -> &'a str {
+    &v.iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("no attempt {name}"))
+        .1
+}
+
+/// What holds on every shape.
+fn check_every_shape(report: &Value) {
+    assert_eq!(report["escaped"], 0, "{report:#}");
+    assert_eq!(report["broken"], 0, "{report:#}");
+    let v = verdicts(report);
+    for n in NETWORK {
+        assert_eq!(verdict(&v, n), "blocked", "{n} on {}", report["layers"]);
+    }
+    for n in NETWORK_MAYBE_UNPROVEN {
+        assert!(
+            ["blocked", "unproven"].contains(&verdict(&v, n)),
+            "{n}: {}",
+            verdict(&v, n)
+        );
+    }
+    for n in READ_OUTSIDE {
+        assert_eq!(verdict(&v, n), "blocked", "{n} on {}", report["layers"]);
+    }
+    for (n, verdict) in &v {
+        assert_ne!(verdict, "ESCAPED", "{n}");
+    }
+}
+
+fn not_promised(report: &Value) -> Vec<String> {
+    verdicts(report)
+        .into_iter()
+        .filter(|(_, v)| v == "not promised")
+        .map(|(n, _)| n)
+        .collect()
+}
+
+#[test]
+fn without_user_namespaces_root_keeps_every_other_namespace_and_nothing_gets_through() {
+    need_root();
+    let w = World::new();
+    let r = probe_json(no_userns(0, &w.exe, w.path()));
+    check_every_shape(&r);
+    let layers = r["layers"].as_str().unwrap();
+    assert!(
+        layers.starts_with("netns+ipcns+pidns(pid_max 512)+mountns "),
+        "{layers}"
+    );
+    assert!(!layers.contains("userns"), "{layers}");
+    // Root's run is uid 0 with no capability there: the one promise made
+    // only with a user namespace (uid 0 does not exist in the run).
+    assert_eq!(not_promised(&r), vec!["setuid-0".to_string()]);
+    let v = verdicts(&r);
+    for n in ["caps-held", "daemon-outlives-call", "fork-bomb", "stat-outside-file"] {
+        assert_eq!(verdict(&v, n), "blocked", "{n}");
+    }
+}
+
+#[test]
+fn without_user_namespaces_an_ordinary_user_gets_a_working_sandbox() {
+    need_root();
+    let w = World::new();
+    let r = probe_json(no_userns(65534, &w.exe, w.path()));
+    check_every_shape(&r);
+    assert_eq!(
+        r["layers"].as_str().unwrap(),
+        "landlock(abi7: fs tcp scope) seccomp caps rlimits",
+        "this test expects Landlock ABI 6 or newer, as on the machines it is run on"
+    );
+    let mut np = not_promised(&r);
+    np.sort();
+    let mut want: Vec<String> = WITHOUT_MOUNT_LAYER.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(np, want);
+    let v = verdicts(&r);
+    // The subreaper holds what the PID namespace would; RLIMIT_NPROC the
+    // fork bomb; the capability sets are empty (the bounding set is kept:
+    // emptying it needs CAP_SETPCAP).
+    for n in ["daemon-outlives-call", "fork-bomb", "caps-held", "setuid-0"] {
+        assert!(
+            ["blocked", "unproven"].contains(&verdict(&v, n)),
+            "{n}: {}",
+            verdict(&v, n)
+        );
+    }
+    assert_eq!(verdict(&v, "daemon-outlives-call"), "blocked");
+    assert_eq!(verdict(&v, "caps-held"), "blocked");
+}
+
+#[test]
+fn landlock_without_tcp_or_scope_rules_still_holds_every_promise() {
+    for layer in ["landlock_tcp", "landlock_scope"] {
+        for who in [Who::Me, Who::Unprivileged] {
+            let w = World::new();
+            let mut c = w.cmd(who, w.path());
+            c.args(["sandbox", "probe", "--json", "--without", layer]);
+            let out = output_within(c, Duration::from_secs(600));
+            let r: Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("no JSON ({e}): {}", text(&out.stderr)));
+            assert!(
+                r["layers"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("SWITCHED OFF: {layer}")),
+                "{}",
+                r["layers"]
+            );
+            // The other layers hold every network and signal attempt.
+            assert_eq!(r["escaped"], 0, "{layer} {who:?}: {r:#}");
+            assert_eq!(r["broken"], 0, "{layer} {who:?}: {r:#}");
+            assert_eq!(out.status.code(), Some(0));
+        }
+    }
+}
+
+/// A workspace every uid may use (the ordinary user's server writes drafts).
+fn open_workspace(w: &World) -> (Workspace, std::path::PathBuf) {
+    let ws = Workspace::new();
+    chmod_tree(ws.path());
+    let backend = w.path().join("bin-copy/reachweaver-reference");
+    std::fs::copy(crate::support::reference_bin(), &backend).expect("copy the backend");
+    std::fs::set_permissions(&backend, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (ws, backend)
+}
+
+fn chmod_tree(p: &Path) {
+    let meta = std::fs::symlink_metadata(p).unwrap();
+    if meta.is_dir() {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
+        for e in std::fs::read_dir(p).unwrap() {
+            chmod_tree(&e.unwrap().path());
+        }
+    } else if meta.is_file() {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+}
+
+/// One session: initialize, a tool call, EOF. Returns the call's result
+/// and the server's stderr.
+fn session(uid: u32, extra: &[&str]) -> (Value, String) {
+    let w = World::new();
+    let (ws, backend) = open_workspace(&w);
+    let mut cmd = no_userns(uid, &w.exe, ws.path());
+    cmd.arg(format!("--backend={}", backend.display()))
+        .arg(format!("--home={}", ws.path().display()))
+        .arg("mcp-serve")
+        .args(extra);
+    let mut s = Server::spawn(cmd);
+    s.initialize("2025-06-18");
+    let r = s.request(req(
+        json!(2),
+        "tools/call",
+        json!({"name": "campaign_check", "arguments": {"campaign": "campaigns/spring-launch.yaml"}}),
+    ));
+    let (status, _) = s.finish();
+    assert!(status.success(), "{status:?}\n{}", s.stderr_text());
+    (r, s.stderr_text())
+}
+
+fn layers_of(result: &Value) -> Vec<String> {
+    result["result"]["_meta"]["io.reachweaver/sandbox"]["layers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no attestation: {result:#}"))
+        .iter()
+        .map(|l| l.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_real_session_runs_without_user_namespaces_as_root_and_as_an_ordinary_user() {
+    need_root();
+    let (r, stderr) = session(0, &[]);
+    assert_eq!(r["result"]["isError"], false, "{r:#}\n{stderr}");
+    let layers = layers_of(&r);
+    assert!(
+        layers.contains(&"mountns".to_string()) && !layers.contains(&"userns".to_string()),
+        "{layers:?}"
+    );
+    assert!(
+        stderr.contains("promises: no_network(netns seccomp landlock_tcp)")
+            && !stderr.contains("not held here"),
+        "{stderr}"
+    );
+
+    let (r, stderr) = session(65534, &[]);
+    assert_eq!(r["result"]["isError"], false, "{r:#}\n{stderr}");
+    assert_eq!(
+        layers_of(&r),
+        vec!["rlimits", "landlock", "landlock_tcp", "landlock_scope", "caps", "seccomp"]
+    );
+    assert!(
+        stderr.contains("nothing_outlives(subreaper)")
+            && stderr.contains("not held here: tmpdir_bounded, host_hidden, protected_hidden"),
+        "{stderr}"
+    );
+}
+
+/// Serve with `--allow-drafts` as an ordinary user without user
+/// namespaces; returns the tool names and the server's stderr.
+fn draft_session(beside_db: bool) -> (Vec<String>, String) {
+    let w = World::new();
+    let (ws, backend) = open_workspace(&w);
+    let db_dir = ws.path().join("data");
+    if beside_db {
+        std::fs::write(db_dir.join("notes.txt"), "beside the database\n").unwrap();
+        chmod_tree(&db_dir);
+    } else {
+        // The example's folder keeps a placeholder beside the database.
+        for e in std::fs::read_dir(&db_dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name().is_some_and(|n| n != "reachweaver.db") {
+                std::fs::remove_file(&p).unwrap();
+            }
+        }
+    }
+    let mut cmd = no_userns(65534, &w.exe, ws.path());
+    cmd.arg(format!("--backend={}", backend.display()))
+        .arg(format!("--home={}", ws.path().display()))
+        .args(["mcp-serve", "--allow-drafts"]);
+    let mut s = Server::spawn(cmd);
+    s.initialize("2025-06-18");
+    let list = s.request(req(json!(2), "tools/list", json!({})));
+    let (status, _) = s.finish();
+    assert!(status.success(), "{}", s.stderr_text());
+    let names = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    (names, s.stderr_text())
+}
+
+#[test]
+fn drafts_are_offered_only_where_their_promise_holds() {
+    need_root();
+    // Something beside the database (the example's placeholder, and a note):
+    // only the mount layer could keep a draft from renaming or rewriting it,
+    // and there is none here.
+    let (names, stderr) = draft_session(true);
+    assert!(!names.iter().any(|n| n == "draft"), "{names:?}");
+    assert!(
+        stderr.contains("refused: --allow-drafts (a draft writes only the database and its companions is held by nothing here"),
+        "{stderr}"
+    );
+    // The database alone in its folder: Landlock's rules hold it.
+    let (names, stderr) = draft_session(false);
+    assert!(names.iter().any(|n| n == "draft"), "{names:?}");
+    assert!(stderr.contains("draft_confined(landlock)"), "{stderr}");
+    assert!(!stderr.contains("refused: --allow-drafts"), "{stderr}");
+}
