@@ -45,6 +45,7 @@ pub fn status() -> StatusReport {
         require_missing: vec!["a sandbox for this platform".into()],
         require_layers: "none".into(),
         best_effort_layers: "none".into(),
+        apparmor: None,
     }
 }
 

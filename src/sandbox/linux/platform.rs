@@ -134,6 +134,7 @@ pub fn status() -> StatusReport {
         require_missing: d.missing_for_require(),
         require_layers: layers_line(&d, &layers, SandboxMode::Require, &[]),
         best_effort_layers: layers_line(&d, &layers, SandboxMode::BestEffort, &[]),
+        apparmor: Some(super::apparmor::restriction().report()),
     }
 }
 

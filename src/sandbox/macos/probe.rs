@@ -80,6 +80,7 @@ pub fn status() -> StatusReport {
         require_missing: missing,
         require_layers: LINE.into(),
         best_effort_layers: LINE.into(),
+        apparmor: None,
     }
 }
 
