@@ -4,7 +4,9 @@
 # It installs what the checks need (pinned), runs every check, and never
 # skips one: a check that cannot run counts as failed. Steps:
 #   1. formatting and lints
-#   2. build, then the Rust test suite with every server reply logged
+#   2. build, then the Rust test suite with every server reply logged; the
+#      AppArmor profile `sandbox apparmor-profile` prints, compiled by
+#      apparmor_parser (ci/apparmor-check.sh says what that proves)
 #   3. that log validated against the protocol models of each revision
 #   4. real MCP clients (Python SDK, MCP Inspector CLI, TypeScript SDK) in
 #      every era they speak, against the reference backend, sandbox required
@@ -113,6 +115,8 @@ cargo fmt --version >/dev/null 2>&1 || record "tools: rustfmt present" 1 "rustup
 have setpriv || apt_install util-linux || record "tools: setpriv (util-linux) installed" 1
 # ci/piped-session.sh checks the server's answers with jq, as docs/CI.md does.
 have jq || apt_install jq || record "tools: jq installed" 1
+# ci/apparmor-check.sh compiles the printed AppArmor profile with apparmor_parser.
+have apparmor_parser || [ -x /usr/sbin/apparmor_parser ] || apt_install apparmor || record "tools: apparmor_parser (apparmor) installed" 1
 if ! have node || ! have npm; then
     apt_install nodejs npm || record "tools: node and npm installed" 1
 fi
@@ -213,6 +217,8 @@ install_server_only() {
     [ "$got" = "reachweaver-mcp" ] && "$dest/bin/reachweaver-mcp" --version
 }
 check "cargo install --path . installs reachweaver-mcp only" install_server_only
+check "AppArmor profile compiles with apparmor_parser (ci/apparmor-check.sh)" \
+    built bash ci/apparmor-check.sh "$ROOT/target/debug/reachweaver-mcp"
 
 # ---------------------------------------------------------------------------
 say "3. wire validation"

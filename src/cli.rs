@@ -193,6 +193,21 @@ pub enum SandboxCommand {
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
     },
+    /// Print an AppArmor profile that lets this binary use user namespaces where Ubuntu restricts them (Linux).
+    #[command(
+        name = "apparmor-profile",
+        after_help = "Install (where kernel.apparmor_restrict_unprivileged_userns=1, e.g. Ubuntu 24.04):\n  \
+            reachweaver-mcp sandbox apparmor-profile | sudo tee /etc/apparmor.d/reachweaver-mcp\n  \
+            sudo apparmor_parser -r /etc/apparmor.d/reachweaver-mcp\n\
+            Remove:\n  \
+            sudo apparmor_parser -R /etc/apparmor.d/reachweaver-mcp && sudo rm /etc/apparmor.d/reachweaver-mcp\n\
+            The profile names the binary's path: print and install it again after moving the binary."
+    )]
+    ApparmorProfile {
+        /// The binary the profile is for (default: this one), e.g. a packaged copy; its canonical path is used.
+        #[arg(long, value_name = "PATH")]
+        exe: Option<PathBuf>,
+    },
 }
 
 // The sandbox's own setting; the command line only names it.

@@ -1,4 +1,4 @@
-//! `sandbox status|run|probe`: let owners and CI jobs see, on their own
+//! `sandbox status|run|probe|apparmor-profile`: let owners and CI jobs see, on their own
 //! machine, which layers the kernel gives and that they hold, with the same
 //! policy a tool call gets.
 //!
@@ -14,7 +14,7 @@ use crate::cli::{Globals, SandboxCommand};
 use crate::config::{Owner, OwnerInput};
 use crate::sandbox::{self, Layer, RunKind, Sandbox, SandboxMode, SandboxOptions};
 
-/// `sandbox status|run|probe`.
+/// `sandbox status|run|probe|apparmor-profile`.
 pub(crate) fn cli(globals: &Globals, cmd: SandboxCommand) -> anyhow::Result<u8> {
     match cmd {
         SandboxCommand::Status { json } => status(json),
@@ -28,6 +28,7 @@ pub(crate) fn cli(globals: &Globals, cmd: SandboxCommand) -> anyhow::Result<u8> 
             without,
             junit,
         } => probe(json, without, junit.as_deref()),
+        SandboxCommand::ApparmorProfile { exe } => apparmor_profile(exe.as_deref()),
     }
 }
 
@@ -68,6 +69,9 @@ fn status(json: bool) -> anyhow::Result<u8> {
                 };
                 writeln!(out, "  {mark}  {}{tier}: {by}", p.text)?;
             }
+        }
+        if let Some(a) = &report.apparmor {
+            writeln!(out, "apparmor: {}", a.detail)?;
         }
         if report.require_missing.is_empty() {
             writeln!(
@@ -177,4 +181,39 @@ pub(crate) fn exit_code(status: std::process::ExitStatus) -> u8 {
 
 fn probe(json: bool, without: Option<Layer>, junit: Option<&Path>) -> anyhow::Result<u8> {
     sandbox::probe(json, without, junit)
+}
+
+/// `sandbox apparmor-profile [--exe PATH]`: the profile for this binary, or
+/// for the one at `PATH`, on stdout.
+#[cfg(target_os = "linux")]
+fn apparmor_profile(exe: Option<&Path>) -> anyhow::Result<u8> {
+    use crate::sandbox::linux::apparmor;
+    let (exe, named) = match exe {
+        Some(p) => (p.to_path_buf(), format!("--exe {}", p.display())),
+        None => {
+            let p = std::env::current_exe().context("could not find this binary's path")?;
+            let named = format!("this binary ({})", p.display());
+            (p, named)
+        }
+    };
+    // The kernel attaches a profile by the executed file's resolved path,
+    // so links are followed here, once.
+    let canonical = std::fs::canonicalize(&exe).with_context(|| named.clone())?;
+    if !canonical.is_file() {
+        anyhow::bail!("{named}: {} is not a file", canonical.display());
+    }
+    let text = apparmor::profile(&canonical)?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(0)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn apparmor_profile(_exe: Option<&Path>) -> anyhow::Result<u8> {
+    anyhow::bail!(
+        "sandbox apparmor-profile is for Linux, where AppArmor may restrict user namespaces; \
+         this is {}",
+        std::env::consts::OS
+    )
 }

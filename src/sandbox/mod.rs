@@ -194,6 +194,27 @@ pub struct StatusReport {
     pub trial: Option<String>,
     /// Each promise and what holds it here (empty where not assessed).
     pub promises: Vec<promises::PromiseStatus>,
+    /// AppArmor's restriction on unprivileged user namespaces (Linux only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub apparmor: Option<AppArmorStatus>,
+}
+
+/// AppArmor's restriction on unprivileged user namespaces, as `sandbox
+/// status` reports it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AppArmorStatus {
+    /// AppArmor is enabled in the running kernel.
+    pub enabled: bool,
+    /// `kernel.apparmor_restrict_unprivileged_userns`: `not_present`, `off`,
+    /// `on` or `unrecognised`.
+    pub userns_restriction: &'static str,
+    /// On, with AppArmor enabled: unprivileged programs that no profile
+    /// allows `userns` get no capabilities in their user namespaces.
+    pub restricted: bool,
+    /// The AppArmor profile this binary runs under, if any.
+    pub profile: Option<String>,
+    /// The one line `sandbox status` prints after `apparmor: `.
+    pub detail: String,
 }
 
 /// The hidden helper: confine this process, then execve the backend. Returns only on failure.

@@ -57,6 +57,7 @@ pub fn status() -> StatusReport {
         best_effort_layers: "none".into(),
         trial: None,
         promises: Vec::new(),
+        apparmor: None,
     }
 }
 

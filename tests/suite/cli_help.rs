@@ -96,6 +96,8 @@ fn every_subcommand_has_complete_help() {
     assert!(run.contains("--root") && run.contains("--allow-read"));
     let probe = help(&["sandbox", "probe"]);
     assert!(probe.contains("--json") && probe.contains("--without"));
+    let apparmor = help(&["sandbox", "apparmor-profile"]);
+    assert!(apparmor.contains("--exe") && apparmor.contains("sudo apparmor_parser -R"));
     // The README documents the same options.
     let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
     for opt in &serve {

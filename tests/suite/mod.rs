@@ -12,6 +12,8 @@ mod faults_protocol;
 mod protocol_calls;
 mod protocol_eras;
 mod protocol_framing;
+#[cfg(target_os = "linux")]
+mod sandbox_apparmor;
 mod sandbox_lifetime;
 mod sandbox_limits;
 mod sandbox_matrix;

@@ -1,5 +1,5 @@
 //! `sandbox status`: the shape of the JSON report and what it says about
-//! this machine (which offers every layer).
+//! this machine (which offers every layer), and its AppArmor line.
 
 use std::time::Duration;
 
@@ -43,7 +43,8 @@ fn check(v: &Value) {
             "layers",
             "require_missing",
             "require_layers",
-            "best_effort_layers"
+            "best_effort_layers",
+            "apparmor"
         ]
     );
     assert_eq!(v["platform"], "linux");
@@ -80,6 +81,7 @@ fn check(v: &Value) {
         }
     }
     assert_eq!(v["require_missing"], serde_json::json!([]));
+    check_apparmor(&v["apparmor"]);
     let line = v["require_layers"].as_str().unwrap();
     for part in [
         "userns+netns+ipcns+pidns",
@@ -90,6 +92,47 @@ fn check(v: &Value) {
         "rlimits",
     ] {
         assert!(line.contains(part), "{line}");
+    }
+}
+
+/// The AppArmor fields, against the kernel's files read here.
+fn check_apparmor(a: &Value) {
+    let fields: Vec<&str> = a.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        fields,
+        [
+            "enabled",
+            "userns_restriction",
+            "restricted",
+            "profile",
+            "detail"
+        ]
+    );
+    let sysctl = std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+    let want = match sysctl.as_deref() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "not_present",
+        Ok("0\n") => "off",
+        Ok("1\n") => "on",
+        _ => "unrecognised",
+    };
+    assert_eq!(a["userns_restriction"], want, "{a}");
+    let enabled = std::fs::read_to_string("/sys/module/apparmor/parameters/enabled")
+        .is_ok_and(|t| t == "Y\n");
+    assert_eq!(a["enabled"], enabled, "{a}");
+    assert_eq!(a["restricted"], want == "on" && enabled, "{a}");
+    let detail = a["detail"].as_str().unwrap();
+    if a["restricted"] == true && a["profile"] != "reachweaver-mcp" {
+        assert!(
+            detail.contains("sudo apparmor_parser -r /etc/apparmor.d/reachweaver-mcp"),
+            "{detail}"
+        );
+    }
+    if want == "not_present" {
+        assert_eq!(
+            detail,
+            "no user namespace restriction on this kernel \
+             (kernel.apparmor_restrict_unprivileged_userns not present)"
+        );
     }
 }
 
@@ -115,4 +158,15 @@ fn status_text_says_what_mcp_serve_would_use() {
         "{t}"
     );
     assert!(t.contains("available  seccomp"), "{t}");
+    // One line about AppArmor's user-namespace restriction, before the verdict.
+    let lines: Vec<&str> = t.lines().collect();
+    let apparmor: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].starts_with("apparmor: "))
+        .collect();
+    assert_eq!(apparmor.len(), 1, "{t}");
+    assert!(
+        lines[apparmor[0]].contains("kernel.apparmor_restrict_unprivileged_userns"),
+        "{t}"
+    );
+    assert!(lines[apparmor[0] + 1].starts_with("mcp-serve "), "{t}");
 }

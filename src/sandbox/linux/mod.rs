@@ -14,6 +14,8 @@
 //!
 //! Wire formats (`wire.rs`): the status pipe, the request, the run channel.
 //! What the kernel offers (`detect.rs`) is found once at start.
+//! `apparmor.rs` reads Ubuntu's AppArmor restriction on user namespaces for
+//! `sandbox status` and builds the profile `sandbox apparmor-profile` prints.
 //!
 //! Layers, one file each, in the order a run applies them: `namespaces.rs`,
 //! `mounts.rs`, `cgroup.rs` (entered by the init first, where available), `rlimits.rs`,
@@ -44,6 +46,7 @@
 //! thread that outlives the run. The zygote is spawned from a thread of its
 //! own for that reason.
 
+pub mod apparmor;
 pub mod caps;
 pub mod cgroup;
 mod detect;

@@ -289,6 +289,7 @@ pub fn status() -> StatusReport {
         best_effort_layers: layers_line(&d, &layers, SandboxMode::BestEffort, &[]),
         trial: Some(trial_line),
         promises,
+        apparmor: Some(super::apparmor::restriction().report()),
     }
 }
 

@@ -82,6 +82,7 @@ pub fn status() -> StatusReport {
         best_effort_layers: LINE.into(),
         trial: None,
         promises: Vec::new(),
+        apparmor: None,
     }
 }
 
