@@ -18,12 +18,12 @@ use crate::cli::{Globals, ServeArgs};
 use crate::config::{Config, ConfigError, Owner, OwnerInput};
 use crate::confine::{Root, RootError};
 use crate::dispatch::{Identity, ProtocolInput};
-use crate::sandbox::SandboxMode;
 use crate::limits::{RateLimiter, CATALOG_MAX_BYTES, CATALOG_TIMEOUT};
 use crate::protect::{self, PatternError, Protected};
 use crate::redact::Redactor;
 use crate::run::{self, Bounds, RunEnd, RunError};
 use crate::sandbox::policy::is_loader_or_interpreter_hook;
+use crate::sandbox::SandboxMode;
 use crate::sandbox::{RunKind, Sandbox, SandboxError};
 use crate::tools::{self, Report, ToolKind, ToolSet};
 
@@ -230,8 +230,7 @@ impl App {
             .then(|| sandbox.drafts_refused())
             .flatten();
         let refuse_drafts = drafts_refused.is_some() && serve.start.sandbox == SandboxMode::Require;
-        let (tool_set, report) =
-            tools::build(&catalog, serve.start.allow_drafts && !refuse_drafts);
+        let (tool_set, report) = tools::build(&catalog, serve.start.allow_drafts && !refuse_drafts);
         let invocation = Invocation::new(
             backend_str,
             config.globals_argv()?,

@@ -278,7 +278,9 @@ mod tests {
         assert_eq!(held(&ps, "processes_bounded"), vec!["rlimits"]);
         let l = line(&ps, true);
         assert!(
-            l.ends_with("; not held here: tmpdir_bounded, host_hidden, protected_hidden, draft_confined"),
+            l.ends_with(
+                "; not held here: tmpdir_bounded, host_hidden, protected_hidden, draft_confined"
+            ),
             "{l}"
         );
     }
@@ -301,10 +303,7 @@ mod tests {
         assert!(unheld[0].starts_with("a run's processes bounded (needs for a server run as root"));
         // A cgroup holds it for root.
         let ps = assess(
-            &Layers {
-                cgroup: true,
-                ..l
-            },
+            &Layers { cgroup: true, ..l },
             Facts {
                 root: true,
                 ..Facts::default()
@@ -348,7 +347,10 @@ mod tests {
             landlock_abi: None,
             ..full()
         };
-        assert_eq!(held(&assess(&l, Facts::default()), "reads_confined"), vec!["mountns"]);
+        assert_eq!(
+            held(&assess(&l, Facts::default()), "reads_confined"),
+            vec!["mountns"]
+        );
     }
 
     #[test]

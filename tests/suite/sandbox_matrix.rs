@@ -233,7 +233,11 @@ fn without_pid_namespaces_the_reexec_helper_holds_the_rest() {
             .iter()
             .find(|a| a["name"] == "fork-bomb")
             .unwrap();
-        let want = if report["uid"] == 0 { "ESCAPED" } else { "blocked" };
+        let want = if report["uid"] == 0 {
+            "ESCAPED"
+        } else {
+            "blocked"
+        };
         assert_eq!(bomb["verdict"], want, "{bomb}");
     }
 }

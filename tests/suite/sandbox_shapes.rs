@@ -170,7 +170,12 @@ fn without_user_namespaces_root_keeps_every_other_namespace_and_nothing_gets_thr
     // only with a user namespace (uid 0 does not exist in the run).
     assert_eq!(not_promised(&r), vec!["setuid-0".to_string()]);
     let v = verdicts(&r);
-    for n in ["caps-held", "daemon-outlives-call", "fork-bomb", "stat-outside-file"] {
+    for n in [
+        "caps-held",
+        "daemon-outlives-call",
+        "fork-bomb",
+        "stat-outside-file",
+    ] {
         assert_eq!(verdict(&v, n), "blocked", "{n}");
     }
 }
@@ -305,7 +310,14 @@ fn a_real_session_runs_without_user_namespaces_as_root_and_as_an_ordinary_user()
     assert_eq!(r["result"]["isError"], false, "{r:#}\n{stderr}");
     assert_eq!(
         layers_of(&r),
-        vec!["rlimits", "landlock", "landlock_tcp", "landlock_scope", "caps", "seccomp"]
+        vec![
+            "rlimits",
+            "landlock",
+            "landlock_tcp",
+            "landlock_scope",
+            "caps",
+            "seccomp"
+        ]
     );
     assert!(
         stderr.contains("nothing_outlives(subreaper)")

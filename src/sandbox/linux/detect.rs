@@ -499,7 +499,9 @@ mod tests {
         assert!(!l.netns && !l.pidns && !l.mountns && l.pid_max.is_none());
         assert!(l.caps && !l.caps_bounding);
         assert!(u.caps_detail().contains("the bounding set is kept"));
-        assert!(detected(7, true).caps_detail().contains("bounding set included"));
+        assert!(detected(7, true)
+            .caps_detail()
+            .contains("bounding set included"));
     }
 
     #[test]

@@ -191,7 +191,8 @@ pub(super) fn kill_descendants() {
         }
         let mut st = 0;
         // SAFETY: reaping our own children; with none left, ECHILD ends it.
-        let r = unsafe { libc::waitpid(-1, &mut st, if kids.is_empty() { libc::WNOHANG } else { 0 }) };
+        let r =
+            unsafe { libc::waitpid(-1, &mut st, if kids.is_empty() { libc::WNOHANG } else { 0 }) };
         if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
             return;
         }

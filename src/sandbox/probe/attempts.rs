@@ -293,7 +293,11 @@ fn attempt(name: &str, args: &[String]) -> Outcome {
                 h.effective, h.permitted, h.inheritable, h.bounding, h.ambient
             );
             // "sets": the bounding set is not part of the promise here.
-            let bounding = if arg(args, 0)? == "sets" { 0 } else { h.bounding };
+            let bounding = if arg(args, 0)? == "sets" {
+                0
+            } else {
+                h.bounding
+            };
             if h.effective | h.permitted | h.inheritable | bounding | h.ambient == 0 {
                 if bounding == 0 && h.bounding != 0 {
                     return Err(format!(

@@ -1762,10 +1762,7 @@ pub(super) fn run(json: bool, without: Option<Layer>, junit: Option<&Path>) -> a
         lines.push(l);
     }
     let escaped = lines.iter().filter(|l| l.verdict == "ESCAPED").count();
-    let not_promised = lines
-        .iter()
-        .filter(|l| l.verdict == "not promised")
-        .count();
+    let not_promised = lines.iter().filter(|l| l.verdict == "not promised").count();
     let broken = lines
         .iter()
         .filter(|l| l.verdict == "BROKEN" || l.verdict == "FAILED")
