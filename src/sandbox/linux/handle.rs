@@ -150,6 +150,18 @@ impl Zygote {
             .name("sandbox-zygote".into())
             .stack_size(128 * 1024)
             .spawn(move || {
+                // The server takes SIGTERM and SIGINT on a thread of its own
+                // (serve.rs); a sandbox thread started before it blocked them
+                // (the trial run at start) must never be the one they hit.
+                // std gives the spawned child an empty mask again.
+                // SAFETY: plain libc signal-set calls on a local set.
+                unsafe {
+                    let mut set: libc::sigset_t = std::mem::zeroed();
+                    libc::sigemptyset(&mut set);
+                    libc::sigaddset(&mut set, libc::SIGTERM);
+                    libc::sigaddset(&mut set, libc::SIGINT);
+                    libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                }
                 let mut child = match cmd.spawn() {
                     Ok(c) => c,
                     Err(e) => {
