@@ -121,6 +121,7 @@ fn protected_json(app: &App) -> Value {
         "patterns": p.patterns.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
         "fixed_files": fixed,
         "hidden_in_runs": app.masked,
+        "hidden_hard_links": app.masked_links,
         "hidden_scan_truncated": app.mask_note.is_some(),
     })
 }
@@ -140,6 +141,22 @@ fn fixed_files_text(p: &Protected) -> String {
     }
 }
 
+/// `; and other names (hard links) of ...`: what the argument check also
+/// refuses by device and inode.
+fn other_names_text(p: &Protected) -> String {
+    let found = match p.remembered() {
+        0 => None,
+        1 => Some("the 1 protected file the start-up scan found".to_string()),
+        n => Some(format!("the {n} protected files the start-up scan found")),
+    };
+    let fixed = (!p.fixed_files.is_empty()).then(|| "the fixed files".to_string());
+    match (fixed, found) {
+        (None, None) => String::new(),
+        (Some(a), None) | (None, Some(a)) => format!("; and other names (hard links) of {a}"),
+        (Some(a), Some(b)) => format!("; and other names (hard links) of {a} and of {b}"),
+    }
+}
+
 /// `tools`: for people.
 fn tools_text(app: &App) -> String {
     let mut out = format!(
@@ -156,20 +173,22 @@ fn tools_text(app: &App) -> String {
         ));
     }
     out.push_str(&format!(
-        "protected (no path argument may name these): {}{}\n",
-        app.protected
-            .patterns
-            .iter()
-            .map(|p| p.as_str())
-            .collect::<Vec<_>>()
-            .join(" "),
+        "protected (no path argument may name these): {}{}{}\n",
+        app.protected.patterns_line(),
         fixed_files_text(&app.protected),
+        other_names_text(&app.protected),
     ));
     if cfg!(target_os = "linux") {
         out.push_str(&format!(
-            "hidden in every run by its mount namespace (found at start): {} protected entr{} under the root and home\n",
+            "hidden in every run by its mount namespace (found at start): {} protected entr{} under the root and home{}\n",
             app.masked,
-            if app.masked == 1 { "y" } else { "ies" }
+            if app.masked == 1 { "y" } else { "ies" },
+            match app.masked_links {
+                0 => String::new(),
+                n => format!(
+                    ", {n} of them only as another name (hard link) of a protected or fixed file"
+                ),
+            }
         ));
     } else {
         out.push_str("hidden in runs: nothing (only Linux runs have a mount namespace to hide protected files in)\n");

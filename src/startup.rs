@@ -6,7 +6,7 @@
 //! path of [`App::call`](crate::call); `tools` and `call` go through the very
 //! same code so an owner can see and try exactly what a client would get.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -135,6 +135,8 @@ pub struct App {
     /// How many protected entries every run hides (found at start), and a
     /// note when the scan for them stopped at its bounds.
     pub(crate) masked: usize,
+    /// How many of those are hidden as another name of a protected or fixed file.
+    pub(crate) masked_links: usize,
     pub(crate) mask_note: Option<String>,
 }
 
@@ -180,7 +182,7 @@ impl App {
 
         let config = owner.with_catalog(&catalog.paths)?;
         let root = Root::new(&config.root)?;
-        let protected = Protected::new(
+        let mut protected = Protected::new(
             &serve.start.protect,
             &[
                 config
@@ -199,27 +201,24 @@ impl App {
         )?;
         let mut options =
             config.sandbox_options(serve.start.sandbox, &serve.start.pass_env, helper);
-        // Files under the root (and the home) that match a protected pattern
-        // are hidden in every run's minimal root too, so a backend that walks
-        // the folder can't read them either. Found once, here: a file made
-        // later is still refused as an argument, but not hidden.
-        let mut masks: Vec<PathBuf> = Vec::new();
-        let mut mask_scan_cut: Vec<PathBuf> = Vec::new();
+        // Files under the root (and the home) that match a protected
+        // pattern, and other names (hard links) of protected and fixed
+        // files, are hidden in every run's minimal root too, so a backend
+        // that walks the folder can't read them either; the protected files
+        // seen are also refused as arguments under any other name. Found
+        // once, here: a file made later is still refused as an argument by
+        // its name (and a new name of a file seen here by its inode), but
+        // not hidden.
         let home = config.home.as_ref().filter(|h| h.path != config.root);
-        for folder in std::iter::once(&config.root).chain(home.map(|h| &h.path)) {
-            let walk = protect::protected_under(folder, &protected);
-            if walk.truncated {
-                mask_scan_cut.push(folder.clone());
-            }
-            for m in walk.found {
-                if !masks.contains(&m) {
-                    masks.push(m);
-                }
-            }
-        }
-        let mask_note = mask_scan_note(&mask_scan_cut);
-        let masked = masks.len();
-        options.masks = masks;
+        let folders: Vec<&Path> = std::iter::once(config.root.as_path())
+            .chain(home.map(|h| h.path.as_path()))
+            .collect();
+        let scan = protect::scan(&folders, &protected);
+        protected.remember(&scan);
+        let mask_note = mask_scan_note(&scan.cut);
+        let masked = scan.hidden.len();
+        let masked_links = scan.links;
+        options.masks = scan.hidden;
         let sandbox = Sandbox::detect(&options)?;
 
         // A draft is offered only where its promise holds (or, in
@@ -304,6 +303,7 @@ impl App {
                     .then(|| Duration::from_secs(serve.limits.call_timeout)),
             },
             masked,
+            masked_links,
             mask_note,
         })
     }
@@ -363,7 +363,7 @@ fn mask_scan_note(cut: &[PathBuf]) -> Option<String> {
     }
     let folders: Vec<String> = cut.iter().map(|p| p.display().to_string()).collect();
     Some(format!(
-        "the scan for protected files to hide in runs stopped at its limit ({} entries or {} folders deep) in {}: protected files it did not reach are still refused as arguments, but a run that walks the folder can read them",
+        "the scan for protected files to hide in runs stopped at its limit ({} entries or {} folders deep) in {}: a protected file beyond it is still refused as an argument by its name, but a run that walks the folder can read it unless it lies in a protected folder, and other names (hard links) of protected files beyond it are neither refused nor hidden",
         protect::WALK_MAX_ENTRIES,
         protect::WALK_MAX_DEPTH,
         folders.join(", ")

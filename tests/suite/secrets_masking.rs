@@ -1,8 +1,9 @@
 //! Protected files beneath the root are hidden inside every run, through
 //! the real binary: a backend that reads them itself, with no path argument
-//! for the server to refuse, finds them empty, while ordinary files and the
-//! fixed files (even inside a protected folder) read as they are. Linux
-//! only: the mount namespace is what hides them.
+//! for the server to refuse, finds them empty, and so are other names (hard
+//! links) of them, while ordinary files and the fixed files (even inside a
+//! protected folder) read as they are. Linux only: the mount namespace is
+//! what hides them.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -78,6 +79,46 @@ fn a_backend_walking_the_root_finds_protected_files_empty() {
     assert_eq!(output["text"], "channeldemo42");
 }
 
+/// Other names of the secrets, by names no pattern matches, and a second
+/// name of an ordinary file.
+fn add_hard_links(root: &Path) {
+    for (from, to) in [
+        (".env", "env-copy.txt"),
+        (".aws/credentials", "sub/aws-copy.txt"),
+        (".aws/accounts.yaml", "accounts-copy.txt"),
+        ("notes.txt", "notes-again.txt"),
+    ] {
+        fs::hard_link(root.join(from), root.join(to)).unwrap();
+    }
+}
+
+#[test]
+fn a_backend_walking_the_root_finds_hard_links_to_protected_files_empty() {
+    let (_dir, root) = root_with_secrets();
+    add_hard_links(&root);
+    // Each an ordinary name, two links to its file (the positive control
+    // for the count: outside the run every one of them reads in full).
+    for file in ["env-copy.txt", "sub/aws-copy.txt", "accounts-copy.txt"] {
+        let meta = fs::metadata(root.join(file)).unwrap();
+        assert_eq!(std::os::unix::fs::MetadataExt::nlink(&meta), 2, "{file}");
+        assert!(fs::read_to_string(root.join(file)).unwrap().len() > 10);
+        let (output, out) = peek(&root, file);
+        assert_eq!(
+            output,
+            json!({"file": file, "readable": true, "bytes": 0, "text": ""}),
+            "{file}"
+        );
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("HIDDENMARKER"));
+    }
+    // The protected names stay hidden; the fixed file is read under its own
+    // name (only its other name is covered); an ordinary file with two
+    // names reads under both.
+    assert_eq!(peek(&root, ".env").0["bytes"], 0);
+    assert_eq!(peek(&root, ".aws/accounts.yaml").0["text"], "channeldemo42");
+    assert_eq!(peek(&root, "notes.txt").0["text"], "plainnotes42");
+    assert_eq!(peek(&root, "notes-again.txt").0["text"], "plainnotes42");
+}
+
 #[test]
 fn tools_says_how_many_entries_every_run_hides() {
     let (_dir, root) = root_with_secrets();
@@ -106,11 +147,38 @@ fn tools_says_how_many_entries_every_run_hides() {
         .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["protected"]["hidden_in_runs"], 3);
+    assert_eq!(v["protected"]["hidden_hard_links"], 0);
     assert_eq!(v["protected"]["hidden_scan_truncated"], false);
+
+    // With three other names of protected or fixed files, and a second
+    // name of an ordinary file (not counted).
+    add_hard_links(&root);
+    let out = server(&root)
+        .args(["tools", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(
+        "hidden in every run by its mount namespace (found at start): 6 protected entries under the root and home, 3 of them only as another name (hard link) of a protected or fixed file\n"
+    ), "{text}");
+    assert!(
+        text.contains("; and other names (hard links) of the fixed files and of the 3 protected files the start-up scan found\n"),
+        "{text}"
+    );
+    let out = server(&root)
+        .args(["tools", "--json", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["protected"]["hidden_in_runs"], 6);
+    assert_eq!(v["protected"]["hidden_hard_links"], 3);
 }
 
-/// The list is taken at start: a protected file made later is not hidden
-/// from a server already running (README, "Protected files and redaction").
+/// The list is taken at start: a protected file made later, or a hard link
+/// made later to one, is not hidden from a server already running (README,
+/// "Protected files and redaction").
 #[test]
 fn the_mask_list_is_a_start_up_snapshot() {
     let (_dir, root) = root_with_secrets();
@@ -129,6 +197,11 @@ fn the_mask_list_is_a_start_up_snapshot() {
     assert_eq!(call(&mut s, 1, ".env")["bytes"], 0);
     fs::write(root.join(".env.late"), "madeafterstart\n").unwrap();
     assert_eq!(call(&mut s, 2, ".env.late")["text"], "madeafterstart");
+    fs::hard_link(root.join(".env"), root.join("late-copy.txt")).unwrap();
+    assert_eq!(
+        call(&mut s, 3, "late-copy.txt")["text"],
+        "HIDDENMARKERenv1234"
+    );
     s.close_stdin();
     let (status, _) = s.finish();
     assert!(status.success());

@@ -1,10 +1,12 @@
 //! What the server refuses before anything runs (bad arguments, paths
 //! outside the root) and what it scrubs from results (secrets).
 
-use std::os::unix::fs::symlink;
+use std::fs;
+use std::os::unix::fs::{symlink, MetadataExt};
 
+use crate::support::mcp::{envelope_of, modern, req, Server};
 use crate::support::tools::Workspace;
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// Commands other than the catalog read that the backend recorded as run.
 fn tool_runs(ws: &Workspace) -> Vec<String> {
@@ -193,6 +195,107 @@ fn paths_inside_the_root_are_passed_canonical() {
     );
     assert_eq!(r.code, 1, "findings: {}", r.stdout);
     assert_eq!(r.envelope["output"]["findings"], json!(["unfinished row"]));
+}
+
+/// A root with `.env` and `.aws/credentials`, a second name of each that
+/// no pattern matches, and ordinary sheets with one name and with two.
+fn root_with_linked_secrets(ws: &Workspace) {
+    fs::create_dir_all(ws.root.join("sheets")).unwrap();
+    fs::create_dir_all(ws.root.join(".aws")).unwrap();
+    fs::write(ws.root.join(".env"), "SHELF_DB_PASSWORD=hunter2hunter2\n").unwrap();
+    fs::write(
+        ws.root.join(".aws/credentials"),
+        "aws_secret_access_key=abc\n",
+    )
+    .unwrap();
+    fs::write(ws.root.join("sheets/week1.csv"), "a\nb\n").unwrap();
+    fs::write(ws.root.join("sheets/week2.csv"), "a\nb\nc\n").unwrap();
+    fs::hard_link(ws.root.join(".env"), ws.root.join("sheets/env.csv")).unwrap();
+    fs::hard_link(
+        ws.root.join(".aws/credentials"),
+        ws.root.join("sheets/aws.csv"),
+    )
+    .unwrap();
+    fs::hard_link(
+        ws.root.join("sheets/week2.csv"),
+        ws.root.join("week2-again.csv"),
+    )
+    .unwrap();
+    symlink(ws.root.join("sheets/env.csv"), ws.root.join("latest.csv")).unwrap();
+}
+
+#[test]
+fn a_hard_link_to_a_protected_file_is_refused_by_its_inode() {
+    let ws = Workspace::new();
+    root_with_linked_secrets(&ws);
+    for (raw, pattern) in [
+        ("sheets/env.csv", ".env"),
+        ("sheets/aws.csv", ".aws/"),
+        // A symlink to the link: the file it leads to decides.
+        ("latest.csv", ".env"),
+    ] {
+        let r = ws.call("sheet_check", &json!({"sheet": raw}).to_string(), &[]);
+        r.assert_error("path_protected");
+        assert!(
+            r.error_message().contains(&format!(
+                "it is another name (a hard link) of a file protected by the pattern `{pattern}`"
+            )),
+            "{raw}: {}",
+            r.error_message()
+        );
+        assert!(!r.stdout.contains("hunter2"), "{}", r.stdout);
+    }
+    assert!(tool_runs(&ws).is_empty(), "{:?}", ws.ran());
+    // Ordinary sheets run: one name (the usual case), and two names.
+    for (raw, lines) in [("sheets/week1.csv", 2), ("week2-again.csv", 3)] {
+        let nlink = fs::metadata(ws.root.join(raw)).unwrap().nlink();
+        assert_eq!(nlink, if lines == 2 { 1 } else { 2 }, "{raw}");
+        let r = ws.call("sheet_check", &json!({"sheet": raw}).to_string(), &[]);
+        assert_eq!(r.code, 0, "{raw}: {} {}", r.stdout, r.stderr);
+        assert_eq!(r.envelope["output"]["lines"], lines, "{raw}");
+    }
+}
+
+/// A hard link made while the server runs, to a protected file its start-up
+/// scan saw, is refused by its inode in both protocol eras.
+#[test]
+fn a_hard_link_made_after_start_is_refused_in_every_revision() {
+    for legacy in [false, true] {
+        let ws = Workspace::new();
+        root_with_linked_secrets(&ws);
+        let mut cmd = ws.command();
+        cmd.args(["mcp-serve", "--sandbox", "best-effort", "--root"])
+            .arg(&ws.root);
+        let mut s = Server::spawn(cmd);
+        let call = |s: &mut Server, id: i64, sheet: &str| -> Value {
+            let params = json!({"name": "sheet_check", "arguments": {"sheet": sheet}});
+            let r = match legacy {
+                true => s.request(req(json!(id), "tools/call", params)),
+                false => s.request(modern(json!(id), "tools/call", params)),
+            };
+            envelope_of(&r["result"])
+        };
+        if legacy {
+            s.initialize("2025-06-18");
+        }
+        // Answered, so the server has started (and scanned) before the link.
+        assert_eq!(call(&mut s, 1, "sheets/week1.csv")["output"]["lines"], 2);
+        fs::hard_link(ws.root.join(".env"), ws.root.join("sheets/late.csv")).unwrap();
+        let env = call(&mut s, 2, "sheets/late.csv");
+        assert_eq!(
+            env["output"]["error"]["code"], "path_protected",
+            "legacy={legacy}: {env}"
+        );
+        s.close_stdin();
+        let (status, _) = s.finish();
+        assert!(status.success(), "legacy={legacy}: {}", s.stderr_text());
+        assert!(
+            s.stderr_text()
+                .contains("call tool=sheet_check exit=2 error=path_protected "),
+            "{}",
+            s.stderr_text()
+        );
+    }
 }
 
 #[test]
