@@ -698,4 +698,67 @@ mod tests {
         assert!(w.truncated);
         assert!(w.found.len() <= 2);
     }
+
+    #[test]
+    fn an_anchored_folder_pattern_covers_a_real_file_directly_inside() {
+        let extra = vec!["conf/keys/".to_string()];
+        let p = Protected::new(&extra, &[]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        fs::create_dir_all(root.join("conf/keys/old")).unwrap();
+        fs::write(root.join("conf/keys/signing.txt"), "x").unwrap();
+        fs::write(root.join("conf/keys/old/a.txt"), "x").unwrap();
+        let why = |root: &Path, rel: &str| p.reason(root, &root.join(rel));
+        let pattern = Some(Reason::Pattern("conf/keys/".into()));
+        assert_eq!(why(&root, "conf/keys/signing.txt"), pattern);
+        assert_eq!(why(&root, "conf/keys/old/a.txt"), pattern);
+        assert_eq!(why(&root, "conf/keys"), pattern);
+        assert_eq!(why(&root, "conf"), None);
+        assert_eq!(why(&root, "other/conf/keys/signing.txt"), None);
+        // A plain file spelled like the folder is not the folder.
+        let dir2 = tempfile::tempdir().unwrap();
+        let root2 = dir2.path().canonicalize().unwrap();
+        fs::create_dir(root2.join("conf")).unwrap();
+        fs::write(root2.join("conf/keys"), "x").unwrap();
+        assert_eq!(why(&root2, "conf/keys"), None);
+        // The walk hides the folder whole.
+        assert_eq!(
+            protected_under(&root, &p).found,
+            vec![root.join("conf/keys")]
+        );
+        assert!(protected_under(&root2, &p).found.is_empty());
+    }
+
+    #[test]
+    fn the_default_list_in_order() {
+        // The list `tools` shows and every run hides; one assertion, so a
+        // change to the list is a change to this line too.
+        let p = defaults();
+        let shown: Vec<&str> = p.patterns.iter().map(Pattern::as_str).collect();
+        assert_eq!(
+            shown,
+            [
+                ".env",
+                ".env.*",
+                "*.pem",
+                "*.key",
+                "*.p12",
+                "*.pfx",
+                "id_rsa*",
+                "id_ecdsa*",
+                "id_ed25519*",
+                ".netrc",
+                ".git-credentials",
+                ".npmrc",
+                ".pypirc",
+                "credentials*",
+                "*.kdbx",
+                ".ssh/",
+                ".gnupg/",
+                ".aws/",
+                ".docker/",
+                ".kube/",
+            ]
+        );
+    }
 }
