@@ -234,4 +234,28 @@ mod tests {
         }
         assert_eq!(plain_decimal("1e-500"), None);
     }
+
+    #[test]
+    fn globals_are_kept_as_given_in_order() {
+        assert_eq!(inv(true).globals(), ["--home=/h", "--db=/h/rw.db"]);
+        let none = Invocation::new("/b".into(), Vec::new(), "--format".into(), true);
+        assert!(none.globals().is_empty());
+        assert_eq!(
+            none.build(&sample_call(json!({}))).unwrap(),
+            vec!["/b", "campaign-check", "--format=json"]
+        );
+    }
+
+    #[test]
+    fn a_nul_byte_never_reaches_the_argv() {
+        let nul_global = Invocation::new(
+            "/b".into(),
+            vec!["--home=/h\0x".into()],
+            "--format".into(),
+            true,
+        );
+        let e = nul_global.build(&sample_call(json!({}))).unwrap_err();
+        assert_eq!(e.code(), "invalid_argument");
+        assert!(e.message().contains("NUL byte"), "{}", e.message());
+    }
 }

@@ -353,4 +353,48 @@ mod tests {
             Err(RootError::Unusable(..))
         ));
     }
+
+    #[test]
+    fn each_root_error_says_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let file = base.join("plain.txt");
+        fs::write(&file, "x").unwrap();
+        let e = Root::new(&file).unwrap_err();
+        assert!(
+            matches!(&e, RootError::NotAFolder(p) if *p == file),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("the root {} is not a folder", file.display())
+        );
+        let missing = base.join("missing");
+        let e = Root::new(&missing).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the root folder {} cannot be used: {}",
+                missing.display(),
+                io::Error::from_raw_os_error(libc::ENOENT)
+            )
+        );
+        assert_eq!(
+            RootError::IsSlash.to_string(),
+            "a root of / would share every file on this machine; pass --root with a smaller folder"
+        );
+        // A link to `/` is `/`.
+        symlink("/", base.join("slash")).unwrap();
+        assert!(matches!(
+            Root::new(&base.join("slash")),
+            Err(RootError::IsSlash)
+        ));
+        // And a fine folder comes back canonical.
+        fs::create_dir(base.join("ok")).unwrap();
+        symlink(base.join("ok"), base.join("ok-link")).unwrap();
+        assert_eq!(
+            Root::new(&base.join("ok-link")).unwrap().path(),
+            base.join("ok")
+        );
+    }
 }

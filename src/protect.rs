@@ -863,4 +863,28 @@ mod tests {
         );
         assert!(p.check(&root, "file", &root.join("notes.txt")).is_ok());
     }
+
+    #[test]
+    fn an_anchored_folder_pattern_covers_a_real_file_directly_inside() {
+        let extra = vec!["conf/keys/".to_string()];
+        let p = Protected::new(&extra, &[]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        fs::create_dir_all(root.join("conf/keys/old")).unwrap();
+        fs::write(root.join("conf/keys/signing.txt"), "x").unwrap();
+        fs::write(root.join("conf/keys/old/a.txt"), "x").unwrap();
+        let why = |root: &Path, rel: &str| p.reason(root, &root.join(rel));
+        let pattern = Some(Reason::Pattern("conf/keys/".into()));
+        assert_eq!(why(&root, "conf/keys/signing.txt"), pattern);
+        assert_eq!(why(&root, "conf/keys/old/a.txt"), pattern);
+        assert_eq!(why(&root, "conf/keys"), pattern);
+        assert_eq!(why(&root, "conf"), None);
+        assert_eq!(why(&root, "other/conf/keys/signing.txt"), None);
+        // A plain file spelled like the folder is not the folder.
+        let dir2 = tempfile::tempdir().unwrap();
+        let root2 = dir2.path().canonicalize().unwrap();
+        fs::create_dir(root2.join("conf")).unwrap();
+        fs::write(root2.join("conf/keys"), "x").unwrap();
+        assert_eq!(why(&root2, "conf/keys"), None);
+    }
 }

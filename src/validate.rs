@@ -514,6 +514,8 @@ mod tests {
                 {"name": "--ratio", "type": "number", "minimum": 0, "maximum": 1},
                 {"name": "--channel", "type": "choice", "choices": ["x", "linkedin"], "repeatable": true},
                 {"name": "--label", "type": "string"},
+                {"name": "--weight", "type": "number", "minimum": 0.5},
+                {"name": "--top", "type": "integer", "maximum": 10},
                 {"name": "--online", "type": "boolean", "network": true},
                 {"name": "--format", "type": "choice", "choices": ["json"], "output_format": true}
             ]
@@ -736,5 +738,153 @@ mod tests {
             .confine(&root, &Protected::new(&[], &[]).unwrap())
             .unwrap_err();
         assert_eq!(e.code(), "path_outside_root");
+    }
+
+    /// The one flag value a call with only `campaign` and `args` gives.
+    fn flag_value(args: Value) -> FlagValue<RawPath> {
+        let mut args = args;
+        args["campaign"] = json!("c");
+        let c = check(args.clone()).unwrap_or_else(|e| panic!("{args}: {}", e.message()));
+        assert_eq!(c.flags().len(), 1, "{args}");
+        c.flags()[0].1.clone()
+    }
+
+    #[test]
+    fn integer_bounds_are_inclusive_to_the_exact_value() {
+        for (days, ok) in [
+            (0, false),
+            (1, true),
+            (2, true),
+            (364, true),
+            (365, true),
+            (366, false),
+        ] {
+            let args = json!({"campaign": "c", "days": days});
+            if ok {
+                assert_eq!(
+                    flag_value(args),
+                    FlagValue::Value(Scalar::Integer(days)),
+                    "{days}"
+                );
+            } else {
+                let e = refused(args);
+                assert_eq!(e.code(), "invalid_argument");
+                assert_eq!(
+                    e.message(),
+                    format!("`days` must be between 1 and 365 (got {days})."),
+                );
+            }
+        }
+        // One bound only.
+        assert_eq!(
+            flag_value(json!({"top": 10})),
+            FlagValue::Value(Scalar::Integer(10))
+        );
+        assert_eq!(
+            flag_value(json!({"top": -5})),
+            FlagValue::Value(Scalar::Integer(-5))
+        );
+        assert_eq!(
+            refused(json!({"campaign": "c", "top": 11})).message(),
+            "`top` must be at most 10 (got 11)."
+        );
+    }
+
+    #[test]
+    fn number_bounds_are_inclusive_to_the_exact_value() {
+        for (ratio, want) in [
+            ("0", "0"),
+            ("0.0", "0"),
+            ("1", "1"),
+            ("1.0", "1"),
+            ("0.5", "0.5"),
+        ] {
+            let args: Value =
+                serde_json::from_str(&format!(r#"{{"campaign": "c", "ratio": {ratio}}}"#)).unwrap();
+            assert_eq!(
+                flag_value(args),
+                FlagValue::Value(Scalar::Decimal(want.into())),
+                "{ratio}"
+            );
+        }
+        for ratio in ["-0.01", "-1", "1.01", "2"] {
+            let args: Value =
+                serde_json::from_str(&format!(r#"{{"campaign": "c", "ratio": {ratio}}}"#)).unwrap();
+            let e = refused(args);
+            assert_eq!(e.code(), "invalid_argument", "{ratio}");
+            assert_eq!(
+                e.message(),
+                format!("`ratio` must be between 0 and 1 (got {ratio})."),
+            );
+        }
+        // A minimum only.
+        assert_eq!(
+            flag_value(json!({"weight": 0.5})),
+            FlagValue::Value(Scalar::Decimal("0.5".into()))
+        );
+        assert_eq!(
+            flag_value(json!({"weight": 1000})),
+            FlagValue::Value(Scalar::Decimal("1000".into()))
+        );
+        assert_eq!(
+            refused(json!({"campaign": "c", "weight": 0.25})).message(),
+            "`weight` must be at least 0.5 (got 0.25)."
+        );
+    }
+
+    #[test]
+    fn an_integer_written_as_a_decimal_or_exponent_is_whole() {
+        let args: Value = serde_json::from_str(r#"{"campaign": "c", "days": 1e2}"#).unwrap();
+        assert_eq!(flag_value(args), FlagValue::Value(Scalar::Integer(100)));
+        let args: Value = serde_json::from_str(r#"{"campaign": "c", "top": -3.0}"#).unwrap();
+        assert_eq!(flag_value(args), FlagValue::Value(Scalar::Integer(-3)));
+        // Too big for an integer, whatever the range says.
+        for big in ["9.5e18", "1e19"] {
+            let args: Value =
+                serde_json::from_str(&format!(r#"{{"campaign": "c", "top": {big}}}"#)).unwrap();
+            assert!(refused(args).message().contains("whole number"), "{big}");
+        }
+        assert_eq!(whole(&Number::from(7)), Some(7));
+        assert_eq!(
+            whole(&serde_json::from_str("-8.0e17").unwrap()),
+            Some(-800_000_000_000_000_000)
+        );
+        assert_eq!(whole(&serde_json::from_str("0.5").unwrap()), None);
+    }
+
+    #[test]
+    fn a_value_is_accepted_up_to_exactly_64_kib() {
+        assert_eq!(MAX_VALUE_BYTES, 65_536);
+        for len in [
+            1024,
+            1025,
+            4096,
+            32 * 1024,
+            MAX_VALUE_BYTES - 1,
+            MAX_VALUE_BYTES,
+        ] {
+            let label = "x".repeat(len);
+            assert_eq!(
+                flag_value(json!({"label": label.clone()})),
+                FlagValue::Value(Scalar::Text(label)),
+                "{len}"
+            );
+        }
+        // Bytes, not characters: 32,768 two-byte characters are exactly the limit.
+        let wide = "é".repeat(MAX_VALUE_BYTES / 2);
+        assert!(check(json!({"campaign": "c", "label": wide})).is_ok());
+        let wide = format!("{}x", "é".repeat(MAX_VALUE_BYTES / 2));
+        let e = refused(json!({"campaign": "c", "label": wide}));
+        assert_eq!(
+            e.message(),
+            "`label` is longer than 65536 bytes; give a shorter value."
+        );
+        let e = refused(json!({"campaign": "x".repeat(MAX_VALUE_BYTES + 1)}));
+        assert_eq!(
+            e.message(),
+            "`campaign` is longer than 65536 bytes; give a shorter value."
+        );
+        // A path at the limit passes this step (confinement judges it next).
+        assert!(check(json!({"campaign": "x".repeat(MAX_VALUE_BYTES)})).is_ok());
     }
 }

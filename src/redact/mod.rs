@@ -953,4 +953,23 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn text_of_exactly_the_shortest_length_is_looked_at() {
+        assert_eq!(MIN_SHAPE_LEN, 8);
+        assert_eq!("pass=abc".len(), MIN_SHAPE_LEN);
+        assert_eq!(counted("pass=abc"), (format!("pass={REDACTED}"), 1));
+        assert_eq!(counted("pass=abcd"), (format!("pass={REDACTED}"), 1));
+        // A server secret of exactly eight characters, alone.
+        let r = Redactor::new([("API_TOKEN".to_string(), "k3y-4567".to_string())]);
+        assert_eq!(r.redact_str("k3y-4567"), REDACTED);
+        // A passed secret of exactly four characters, alone.
+        let r = Redactor::with_passed(
+            [("PIN_TOKEN".to_string(), "4821".to_string())],
+            &["PIN_TOKEN".to_string()],
+        );
+        assert_eq!(r.min_len, MIN_PASSED_SECRET_LEN);
+        assert_eq!(r.redact_str("4821"), REDACTED);
+        assert_eq!(r.redact_str("482"), "482");
+    }
 }

@@ -242,4 +242,27 @@ mod tests {
             assert!(!is_secret_key(key), "{key}");
         }
     }
+
+    #[test]
+    fn a_lower_case_word_joined_to_capitals_is_two_words() {
+        fn w(s: &str) -> Vec<&str> {
+            words(s).collect()
+        }
+        assert_eq!(w("dbPASSWORD"), ["db", "PASSWORD"]);
+        assert_eq!(w("clientSECRET"), ["client", "SECRET"]);
+        assert_eq!(w("v2TOKEN"), ["v2", "TOKEN"]);
+        // A run of capitals ends where the next word starts.
+        assert_eq!(w("myAPIKey"), ["my", "API", "Key"]);
+        assert_eq!(w("PASSWORD"), ["PASSWORD"]);
+        assert_eq!(w("A"), ["A"]);
+        assert_eq!(w("aB"), ["a", "B"]);
+        assert_eq!(w("Ab"), ["Ab"]);
+        assert_eq!(w("ABc"), ["A", "Bc"]);
+        assert_eq!(w("é_TOKEN"), ["TOKEN"]);
+        assert!(is_secret_name("dbPASSWORD"));
+        assert!(is_secret_key("clientSECRET"));
+        assert!(is_secret_key("dbPASSWORD"));
+        assert!(!is_secret_key("dbPASSWORDHint"));
+        assert!(!is_secret_name("PASSWORDLESSmode"));
+    }
 }

@@ -637,4 +637,119 @@ mod tests {
         std::os::unix::fs::symlink("/", &slash).unwrap();
         assert_eq!(guard.check(&slash), Err(Refusal::FileSystemRoot));
     }
+
+    #[test]
+    fn a_path_not_yet_made_is_checked_where_its_parent_really_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        // /dev is guarded on both systems, so this runs on a Mac too.
+        let link = base.join("to-dev");
+        std::os::unix::fs::symlink("/dev", &link).unwrap();
+        let missing = link.join("not-there");
+        assert_eq!(
+            canonical_or_parent(&missing),
+            PathBuf::from("/dev/not-there")
+        );
+        let guard = Guard::with_homes(homes());
+        assert_eq!(guard.check(&missing), Err(Refusal::InsideSystem("/dev")));
+        // A link to a fine folder: the new name comes back where it will be made.
+        std::fs::create_dir(base.join("real")).unwrap();
+        std::os::unix::fs::symlink(base.join("real"), base.join("to-real")).unwrap();
+        assert_eq!(
+            guard.check(&base.join("to-real/new.db")),
+            Ok(base.join("real/new.db"))
+        );
+        // Neither the path nor its parent exists: `.` and `..` applied by name.
+        assert_eq!(
+            canonical_or_parent(&base.join("gone/../also-gone/./x")),
+            base.join("also-gone/x")
+        );
+        // What exists comes back fully resolved.
+        assert_eq!(
+            canonical_or_parent(&base.join("to-real")),
+            base.join("real")
+        );
+        assert_eq!(canonical_or_parent(Path::new("/")), PathBuf::from("/"));
+    }
+
+    #[test]
+    fn the_guards_pure_check_refuses_what_check_refuses() {
+        let guard = Guard::with_homes(homes());
+        assert_eq!(
+            guard.refusal(Path::new("/home/u")),
+            Some(Refusal::Home("/home/u".into()))
+        );
+        assert_eq!(
+            guard.refusal(Path::new("/home")),
+            Some(Refusal::HoldsHome("/home/u".into()))
+        );
+        assert_eq!(guard.refusal(Path::new("/")), Some(Refusal::FileSystemRoot));
+        assert_eq!(
+            guard.refusal(Path::new("/dev/null")),
+            Some(Refusal::InsideSystem("/dev"))
+        );
+        assert_eq!(guard.refusal(Path::new("rw")), Some(Refusal::Relative));
+        assert_eq!(guard.refusal(Path::new("/home/u/rw")), None);
+        assert_eq!(guard.homes(), &[PathBuf::from("/home/u")]);
+    }
+
+    #[test]
+    fn a_macos_home_given_in_its_data_volume_spelling_is_known_in_the_short_one() {
+        let long = PathBuf::from("/System/Volumes/Data/Users/ann");
+        let home = vec![long.clone()];
+        let mac = |p: &str| refusal_on(Platform::MacOs, Path::new(p), &home);
+        assert_eq!(mac("/Users/ann"), Some(Refusal::Home(long.clone())));
+        assert_eq!(
+            mac("/System/Volumes/Data/Users/ann"),
+            Some(Refusal::Home(long.clone()))
+        );
+        // /Users is guarded anyway; the home decides first.
+        assert_eq!(mac("/Users"), Some(Refusal::HoldsHome(long.clone())));
+        assert_eq!(mac("/Users/ann/campaigns"), None);
+        assert_eq!(mac("/Users/bob"), None);
+        // A /private home asked for by its short spelling, and the reverse.
+        let home = vec![PathBuf::from("/private/var/root")];
+        assert_eq!(
+            refusal_on(Platform::MacOs, Path::new("/var/root"), &home),
+            Some(Refusal::Home("/private/var/root".into()))
+        );
+        // Linux knows no other spelling: there the long form is just a path.
+        assert_eq!(
+            refusal_on(Platform::Linux, Path::new("/Users/ann"), &[long]),
+            None
+        );
+    }
+
+    #[test]
+    fn each_refusal_says_why() {
+        for (r, want) in [
+            (
+                Refusal::FileSystemRoot,
+                "/ would open every file on this machine",
+            ),
+            (
+                Refusal::Home("/home/u".into()),
+                "it is your home folder /home/u, which holds every file of yours; name a folder inside it",
+            ),
+            (
+                Refusal::HoldsHome("/home/u".into()),
+                "it holds your home folder /home/u",
+            ),
+            (
+                Refusal::System("/etc"),
+                "it is or holds /etc, which is never granted",
+            ),
+            (
+                Refusal::InsideSystem("/proc"),
+                "it is inside /proc, which is never granted",
+            ),
+            (
+                Refusal::UserTemp("/private/var/folders/xy".into()),
+                "/private/var/folders/xy holds users' temp and cache folders (every run's private folder among them), which are never granted",
+            ),
+            (Refusal::Relative, "it is not an absolute path"),
+        ] {
+            assert_eq!(r.to_string(), want);
+        }
+    }
 }
