@@ -121,6 +121,8 @@ pub enum Layer {
     /// minimal root and the cgroup): runs then use the re-executed helper,
     /// the shape machines without PID namespaces get.
     Pidns,
+    /// The run's own UTS namespace (its host and domain name).
+    Utsns,
 }
 
 impl Layer {
@@ -132,6 +134,7 @@ impl Layer {
             Layer::Caps => "caps",
             Layer::Mountns => "mountns",
             Layer::Pidns => "pidns",
+            Layer::Utsns => "utsns",
         }
     }
 }

@@ -10,6 +10,7 @@ const LAYERS: &[&str] = &[
     "userns",
     "netns",
     "ipcns",
+    "utsns",
     "pidns",
     "pid_max",
     "mountns",
