@@ -52,7 +52,7 @@ const READ_OUTSIDE: &[&str] = &[
     "exec-outside-runtime",
 ];
 
-/// What only the mount layer holds, so what an ordinary user on a machine
+/// What only the mount layer (and the UTS namespace) holds, so what an ordinary user on a machine
 /// without user namespaces is not promised (`tmpdir-name-carries-server-pid`
 /// is held there too: the host folder is named without the server's pid) (the start-up line's "not held
 /// here": tmpdir_bounded, host_hidden, protected_hidden, draft_confined).
@@ -74,6 +74,8 @@ const WITHOUT_MOUNT_LAYER: &[&str] = &[
     "stat-proc-server",
     "exec-via-loader-from-tmpdir",
     "mmap-exec-tmpdir",
+    // The host's name: a UTS namespace needs a user namespace or root.
+    "uname-nodename",
 ];
 
 fn need_root() {
@@ -162,7 +164,7 @@ fn without_user_namespaces_root_keeps_every_other_namespace_and_nothing_gets_thr
     check_every_shape(&r);
     let layers = r["layers"].as_str().unwrap();
     assert!(
-        layers.starts_with("netns+ipcns+pidns(pid_max 512)+mountns "),
+        layers.starts_with("netns+ipcns+utsns+pidns(pid_max 512)+mountns "),
         "{layers}"
     );
     assert!(!layers.contains("userns"), "{layers}");

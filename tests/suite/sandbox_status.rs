@@ -10,6 +10,7 @@ const LAYERS: &[&str] = &[
     "userns",
     "netns",
     "ipcns",
+    "utsns",
     "pidns",
     "pid_max",
     "mountns",
@@ -84,7 +85,7 @@ fn check(v: &Value) {
     check_apparmor(&v["apparmor"]);
     let line = v["require_layers"].as_str().unwrap();
     for part in [
-        "userns+netns+ipcns+pidns",
+        "userns+netns+ipcns+utsns+pidns",
         "+mountns",
         "landlock(abi",
         "seccomp",
