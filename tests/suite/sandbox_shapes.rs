@@ -54,7 +54,8 @@ const READ_OUTSIDE: &[&str] = &[
 
 /// What only the mount layer (and the UTS namespace) holds, so what an ordinary user on a machine
 /// without user namespaces is not promised (`tmpdir-name-carries-server-pid`
-/// is held there too: the host folder is named without the server's pid) (the start-up line's "not held
+/// is held there too: the host folder is named without the server's pid;
+/// inotify is refused by seccomp) (the start-up line's "not held
 /// here": tmpdir_bounded, host_hidden, protected_hidden, draft_confined).
 const WITHOUT_MOUNT_LAYER: &[&str] = &[
     "draft-db-replaced-by-symlink",
@@ -64,8 +65,6 @@ const WITHOUT_MOUNT_LAYER: &[&str] = &[
     "stat-through-planted-symlink",
     "tmpdir-size-cap",
     "tmpdir-inode-cap",
-    "inotify-system-tmp",
-    "inotify-etc",
     "getxattr-outside-file",
     "stat-etc-hostname",
     "stat-outside-file",
@@ -381,4 +380,45 @@ fn drafts_are_offered_only_where_their_promise_holds() {
     assert!(names.iter().any(|n| n == "draft"), "{names:?}");
     assert!(stderr.contains("draft_confined(landlock)"), "{stderr}");
     assert!(!stderr.contains("refused: --allow-drafts"), "{stderr}");
+}
+
+/// Root on a machine without user or PID namespaces (as in many
+/// containers): nothing bounds a run's fork bomb (`RLIMIT_NPROC` exempts
+/// root, and `pid_max` needs a PID namespace), so the default mode refuses
+/// to start and says why; best-effort starts and says what it lacks.
+#[test]
+fn root_without_pid_namespaces_is_refused_and_best_effort_says_what_it_lacks() {
+    need_root();
+    let w = World::new();
+    let (ws, backend) = open_workspace(&w);
+    let serve = |extra: &[&str]| {
+        let mut c = Command::new(fixture("shape-no-userns"));
+        c.args(["--no-pidns", "0"])
+            .arg(&w.exe)
+            .arg(format!("--backend={}", backend.display()))
+            .arg(format!("--home={}", ws.path().display()))
+            .arg("mcp-serve")
+            .args(extra)
+            .current_dir(ws.path())
+            .stdin(std::process::Stdio::null());
+        output_within(c, Duration::from_secs(60))
+    };
+    let out = serve(&[]);
+    let stderr = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("this machine cannot hold what every run is promised: a run's processes bounded (needs for a server run as root"),
+        "{stderr}"
+    );
+    // stdin is empty: best-effort starts, says what it gave up, and exits at EOF.
+    let out = serve(&["--sandbox", "best-effort"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("nothing_outlives(subreaper)")
+            && stderr.contains(
+                "not held here: processes_bounded, tmpdir_bounded, host_hidden, protected_hidden"
+            ),
+        "{stderr}"
+    );
 }
