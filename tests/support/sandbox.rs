@@ -247,6 +247,7 @@ pub fn kill_marker(marker: &str) {
 /// sees when it tries. What it cannot show: AppArmor also denies every
 /// capability inside that user namespace (mounts, capability changes);
 /// the server, seeing it can make nothing inside one, never uses it.
+#[cfg(target_os = "linux")]
 pub fn restrict_namespaces_like_ubuntu(cmd: &mut Command) {
     use seccompiler::{
         BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
