@@ -318,16 +318,18 @@ fn map_end(end: Result<RunEnd, RunError>, bounds: Bounds) -> CallEnd {
 }
 
 /// On macOS, sandbox-exec's own refusal (a profile it could not apply, a
-/// program it may not start) ends the run before the backend ran: that is
-/// `sandbox_failed`, not the backend's exit code.
+/// program it may not start) and a program the profile stopped before its
+/// `main` (dyld's abort, with nothing printed) end the run before the
+/// backend ran: that is `sandbox_failed`, not the backend's exit.
 fn refused_by_sandbox(f: &Finished) -> Option<ToolError> {
     if !cfg!(target_os = "macos") {
         return None;
     }
-    let Exit::Code(code) = f.exit else {
-        return None;
+    let ended = match f.exit {
+        Exit::Code(c) => crate::sandbox::macos::Ended::Code(c),
+        Exit::Signal(s) => crate::sandbox::macos::Ended::Signal(s),
     };
-    let why = crate::sandbox::macos::sandbox_exec_refusal(code, &f.stderr)?;
+    let why = crate::sandbox::macos::died_at_start(ended, &f.stdout, &f.stderr)?;
     Some(ToolError::templated(
         ErrorCode::SandboxFailed,
         &why.to_string(),

@@ -29,9 +29,18 @@ pub const BASE_PROFILE: &str = include_str!("../../sandbox/reachweaver.sb");
 /// sandbox-exec, by absolute path so `PATH` can't substitute another.
 pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
 
-/// macOS spells several system folders through `/private`; the sandbox
-/// matches the resolved spelling only.
+/// macOS spells several system folders through `/private`, and every
+/// folder of the data volume also through `/System/Volumes/Data` (the
+/// firmlinks that join the read-only system volume to it); the sandbox
+/// matches the spelling a path resolves to, the `/private` one and the
+/// short one under `/`, so both long spellings are brought to it. (Case is
+/// not folded: APFS compares names without case by default, but the
+/// sandbox matches the case stored on disk, which only the file system can
+/// say; the path guard canonicalizes owner paths on the machine itself.)
 pub fn canonical(path: &Path) -> PathBuf {
+    if let Ok(rest) = path.strip_prefix("/System/Volumes/Data") {
+        return canonical(&Path::new("/").join(rest));
+    }
     for short in ["/tmp", "/var", "/etc"] {
         if let Ok(rest) = path.strip_prefix(short) {
             return Path::new("/private")
@@ -190,7 +199,7 @@ pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
          calls realpath() on its own folder and SQLite checks each folder of the\n\
          database's path; without this both stop with \"Operation not permitted\".\n\
          Chromium and Apple's own tool profiles allow metadata more widely.",
-        "(allow file-read-metadata",
+        "(allow file-read-metadata file-test-existence",
         "literal",
         "META",
         &meta,
@@ -202,7 +211,7 @@ pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
          their libraries); the interpreter runs the backend's #! line and may\n\
          start itself again (multiprocessing). Found at start from the exec\n\
          chain, each tree held to the path guard, never a shared prefix.",
-        "(allow file-read* file-map-executable process-exec*",
+        "(allow file-read* file-test-existence file-map-executable process-exec*",
         "subpath",
         "EXEC",
         &exec,
@@ -211,7 +220,7 @@ pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
         "Each symlink on the way to the interpreter in its literal spelling: the\n\
          sandbox checks every link it crosses, so a venv or a Homebrew or uv\n\
          Python failed to start when only the resolved file was granted.",
-        "(allow file-read* process-exec*",
+        "(allow file-read* file-test-existence process-exec*",
         "literal",
         "HOP",
         &chain.hops,
@@ -221,7 +230,7 @@ pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
          OpenSSL, xz, ...) and a site-packages folder its installation links\n\
          to: each keg's lib folder, read and mapped, never its etc or var nor\n\
          the prefix. Without them _sqlite3, _ssl, _hashlib and _lzma can't load.",
-        "(allow file-read* file-map-executable",
+        "(allow file-read* file-test-existence file-map-executable",
         "subpath",
         "LIB",
         &chain.lib_trees,
@@ -230,7 +239,7 @@ pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
         "The root folder and the backend's fixed files (its settings, the\n\
          database), read only: what a tool call reads. Every path passed the\n\
          path guard at start.",
-        "(allow file-read*",
+        "(allow file-read* file-test-existence",
         "subpath",
         "READ",
         &read,
@@ -239,7 +248,7 @@ pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
         "SQLite looks for a hot journal and a WAL beside the database on open\n\
          (a read-only open too), and stops when it may not even look; each is\n\
          a literal, so nothing else beside the database is readable.",
-        "(allow file-read*",
+        "(allow file-read* file-test-existence",
         "literal",
         "DBX",
         &companions,
@@ -249,7 +258,7 @@ pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
          user's $TMPDIR: read and write (Python's tempfile, SQLite's temp\n\
          files), never run, as no exec rule names it. Anthropic's sandbox-runtime\n\
          grants the whole per-user temp folder; one run's folder is narrower.",
-        "(allow file-read* file-write*",
+        "(allow file-read* file-test-existence file-write*",
         "subpath",
         "TMP",
         &tmp,
@@ -259,7 +268,7 @@ pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
          journal or WAL it writes beside the database, as on Linux): a folder\n\
          grant would let it write anything beside the database (up to\n\
          ~/Library/LaunchAgents, run at the next login, when that is the home).",
-        "(allow file-read* file-write*",
+        "(allow file-read* file-test-existence file-write*",
         "literal",
         "DB",
         &draft_files,
@@ -311,6 +320,86 @@ pub fn sandbox_exec_refusal(code: i32, stderr: &[u8]) -> Option<String> {
     line.starts_with("sandbox-exec: ")
         .then(|| line.chars().take(300).collect())
 }
+
+/// How a run under sandbox-exec ended, as far as telling the sandbox's
+/// failures from the backend's goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Code(i32),
+    Signal(i32),
+}
+
+/// Signals that end a program the sandbox stopped before its `main`: dyld
+/// aborts (SIGABRT) when it may not read what it needs, halts with a trap
+/// on some releases (SIGTRAP), and the kernel kills (SIGKILL) a process
+/// whose exec the sandbox or code signing refused after the point of no
+/// return.
+const START_SIGNALS: [i32; 3] = [libc::SIGABRT, libc::SIGTRAP, libc::SIGKILL];
+
+/// Whether a run died at start under the profile instead of running: a
+/// `sandbox-exec: ...` refusal ([`sandbox_exec_refusal`]), or one of the
+/// signals above (or exit 134, the same abort reported through a shell)
+/// with nothing on stdout and, on stderr, nothing or only dyld's own lines.
+/// A backend that wrote anything of its own had started, and its crash is
+/// its own. Returns the reason, for a `sandbox_failed` answer. Pure.
+pub fn died_at_start(ended: Ended, stdout: &[u8], stderr: &[u8]) -> Option<String> {
+    if let Ended::Code(code) = ended {
+        if let Some(why) = sandbox_exec_refusal(code, stderr) {
+            return Some(why);
+        }
+    }
+    let how = match ended {
+        Ended::Signal(sig) if START_SIGNALS.contains(&sig) => format!("signal {sig}"),
+        Ended::Code(134) => "exit 134 (SIGABRT)".to_string(),
+        _ => return None,
+    };
+    if stdout.iter().any(|b| !b.is_ascii_whitespace()) {
+        return None;
+    }
+    let text = String::from_utf8_lossy(stderr);
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next();
+    let dyld_only = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .all(|l| l.starts_with("dyld"));
+    if !dyld_only {
+        return None;
+    }
+    let said = first
+        .map(|l| format!(": {}", l.chars().take(200).collect::<String>()))
+        .unwrap_or_else(|| ", printing nothing".to_string());
+    Some(format!(
+        "the program was stopped before it started ({how}{said}); the sandbox profile refused \
+         something the system loader needs"
+    ))
+}
+
+// ---------------------------------------------------------------------
+// The probe's socket paths.
+// ---------------------------------------------------------------------
+
+/// `sun_path`'s size, its closing NUL included: a socket's path must be
+/// shorter by one.
+pub const SUN_PATH_MACOS: usize = 104;
+pub const SUN_PATH_LINUX: usize = 108;
+
+/// Whether a socket can be bound at `path` where `sun_path` has `size` bytes.
+pub fn fits_sun_path(path: &Path, size: usize) -> bool {
+    path.as_os_str().len() < size
+}
+
+/// The folder for the probe's listening socket: always a short name under
+/// `/private/tmp`, whatever `$TMPDIR` is, as a user's temp folder
+/// (`/private/var/folders/xx/…/T/`) is already about 50 bytes long and
+/// macOS allows 103. Not under any grant, so the socket is "outside".
+pub fn probe_socket_dir(tag: u64) -> PathBuf {
+    PathBuf::from(format!("/private/tmp/rwp-{tag:016x}"))
+}
+
+/// The socket's name in that folder.
+pub const PROBE_SOCKET: &str = "s";
 
 // ---------------------------------------------------------------------
 // Inherited descriptors (the decisions; spawn does the system calls).

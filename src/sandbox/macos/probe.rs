@@ -26,28 +26,31 @@ use crate::sandbox::{RunKind, Sandbox, SandboxOptions, StatusReport};
 
 const LINE: &str = "sandbox-exec (deny-by-default profile, no network)";
 
-/// Whether sandbox-exec can apply a profile here at all (it can't inside
-/// another sandbox: "sandbox_apply: Operation not permitted").
-fn applies() -> Result<(), String> {
-    let out = Command::new(super::SANDBOX_EXEC)
-        .args([
-            "-p",
-            "(version 1)\n(allow default)\n",
-            "--",
-            "/usr/bin/true",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{}: {e}", super::SANDBOX_EXEC))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} cannot apply a profile here: {}",
-            super::SANDBOX_EXEC,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+/// A sandbox like a server's, with a throwaway root and `/usr/bin/true` as
+/// its backend, and one run of it under the real generated profile: what
+/// `status` reports is what a tool call would meet (a profile this release
+/// refuses, a loader the profile stops before `main`, a sandbox that can't
+/// be applied inside another one).
+fn trial() -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let root = std::env::temp_dir().join(format!(
+        "reachweaver-trial-{:016x}",
+        crate::sandbox::random_u64()
+    ));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&root)
+        .map_err(|e| format!("a folder for the trial: {e}"))?;
+    let dir = FixtureDir(root);
+    let root = std::fs::canonicalize(&dir.0).map_err(|e| e.to_string())?;
+    let opts = SandboxOptions {
+        mode: SandboxMode::BestEffort,
+        backend: PathBuf::from(super::spawn::TRIAL_PROGRAM),
+        root,
+        ..SandboxOptions::default()
+    };
+    let state = super::spawn::State::prepare(&opts).map_err(|e| e.to_string())?;
+    state.trial_run(&opts)
 }
 
 fn os_version() -> String {
@@ -61,12 +64,18 @@ fn os_version() -> String {
 
 pub fn status() -> StatusReport {
     let mut layer = super::spawn::layer_status();
-    if layer.available {
-        if let Err(e) = applies() {
-            layer.available = false;
-            layer.detail = e;
+    let trial_line = if layer.available {
+        match trial() {
+            Ok(()) => "passed: /usr/bin/true ran under the generated profile".to_string(),
+            Err(e) => {
+                layer.available = false;
+                layer.detail = format!("a trial run under the generated profile failed: {e}");
+                format!("FAILED: {e}")
+            }
         }
-    }
+    } else {
+        format!("not run: {}", layer.detail)
+    };
     let missing = if layer.available {
         Vec::new()
     } else {
@@ -80,7 +89,7 @@ pub fn status() -> StatusReport {
         require_missing: missing,
         require_layers: LINE.into(),
         best_effort_layers: LINE.into(),
-        trial: None,
+        trial: Some(trial_line),
         promises: Vec::new(),
         apparmor: None,
     }
@@ -365,6 +374,7 @@ impl Drop for FixtureDir {
 
 struct Fixture {
     _dir: FixtureDir,
+    _sockets: FixtureDir,
     root: PathBuf,
     outside: PathBuf,
     secret: PathBuf,
@@ -423,7 +433,19 @@ fn fixture() -> anyhow::Result<Fixture> {
             }
         });
     }
-    let sock = outside.join("s.sock");
+    // The socket lives apart, under a short name: the temp folder's path is
+    // already about 50 bytes, and a socket's path must fit sun_path (103
+    // bytes on macOS, the NUL aside).
+    let sock_dir = super::probe_socket_dir(crate::sandbox::random_u64());
+    std::fs::DirBuilder::new().mode(0o700).create(&sock_dir)?;
+    let sockets = FixtureDir(sock_dir);
+    let sock = sockets.0.join(super::PROBE_SOCKET);
+    if !super::fits_sun_path(&sock, super::SUN_PATH_MACOS) {
+        anyhow::bail!(
+            "the probe's socket path {} is too long for a unix socket",
+            sock.display()
+        );
+    }
     let unix = UnixListener::bind(&sock)?;
     {
         let hits = unix_hits.clone();
@@ -437,6 +459,7 @@ fn fixture() -> anyhow::Result<Fixture> {
     }
     Ok(Fixture {
         _dir: dir,
+        _sockets: sockets,
         root,
         outside,
         secret,

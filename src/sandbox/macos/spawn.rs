@@ -45,8 +45,72 @@ fn home_dir() -> Option<PathBuf> {
     }
 }
 
+/// What the trial run starts: a program that does nothing, linked like
+/// any other (dyld, libSystem), so a profile that stops the loader stops it.
+pub(super) const TRIAL_PROGRAM: &str = "/usr/bin/true";
+
 impl State {
+    /// The sandbox for `opts`, after one trial run of [`TRIAL_PROGRAM`]
+    /// under the generated profile: a profile this macOS refuses or whose
+    /// runs die before `main` stops the start, in either mode, since every
+    /// run would fail the same way and there is no other layer to fall
+    /// back to.
     pub fn detect(opts: &SandboxOptions) -> Result<State, SandboxError> {
+        let state = State::prepare(opts)?;
+        if available().is_ok() {
+            state.trial_run(opts).map_err(|e| {
+                SandboxError::Unavailable(format!(
+                    "a trial run of {TRIAL_PROGRAM} under the generated sandbox profile failed: {e}"
+                ))
+            })?;
+        }
+        Ok(state)
+    }
+
+    /// One run of [`TRIAL_PROGRAM`] under this sandbox's profile, in the
+    /// root: `Err` says why it failed.
+    pub(super) fn trial_run(&self, opts: &SandboxOptions) -> Result<(), String> {
+        let argv = [TRIAL_PROGRAM.to_string()];
+        let mut child = self
+            .spawn(opts, RunKind::ReadOnly, &argv, &opts.root, None)
+            .map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        {
+            use std::io::Read;
+            if let Some(mut o) = child.stdout.take() {
+                let _ = o.read_to_end(&mut out);
+            }
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_end(&mut err);
+            }
+        }
+        let status = child.wait().map_err(|e| e.to_string())?;
+        if status.success() {
+            return Ok(());
+        }
+        use std::os::unix::process::ExitStatusExt;
+        let ended = match (status.code(), status.signal()) {
+            (Some(c), _) => super::Ended::Code(c),
+            (None, Some(s)) => super::Ended::Signal(s),
+            (None, None) => return Err(format!("it ended with {status}")),
+        };
+        Err(super::died_at_start(ended, &out, &err).unwrap_or_else(|| {
+            let said = String::from_utf8_lossy(&err);
+            let said = said.trim();
+            if said.is_empty() {
+                format!("it ended with {status}")
+            } else {
+                format!(
+                    "it ended with {status}: {}",
+                    said.chars().take(300).collect::<String>()
+                )
+            }
+        }))
+    }
+
+    /// The sandbox for `opts` without the trial run.
+    pub(super) fn prepare(opts: &SandboxOptions) -> Result<State, SandboxError> {
         if let Err(e) = available() {
             if opts.mode == SandboxMode::Require {
                 return Err(SandboxError::Unavailable(e));

@@ -414,10 +414,13 @@ fn the_base_profile_names_no_owner_location() {
         "/private/var/db/oah",
         "(subpath \"/dev/fd\")",
         "/dev/dtracehelper",
-        "(allow ipc-posix-sem)",
+        "(allow ipc-posix-sem\n  (ipc-posix-name-prefix \"/mp-\")",
+        "(literal \"/private/var/select/sh\")",
     ] {
         assert!(BASE_PROFILE.contains(needed), "{needed}");
     }
+    // Semaphores are shared by name machine-wide: never unfiltered.
+    assert!(!BASE_PROFILE.contains("(allow ipc-posix-sem)"));
 }
 
 #[test]
@@ -460,7 +463,7 @@ fn writes_are_the_temp_folder_and_for_drafts_the_database_files_only() {
     let rule_head = text[..db_rule].rfind("(allow").unwrap();
     assert_eq!(
         &text[rule_head..text[rule_head..].find('\n').unwrap() + rule_head],
-        "(allow file-read* file-write*"
+        "(allow file-read* file-test-existence file-write*"
     );
 }
 
@@ -485,7 +488,7 @@ fn ancestors_of_every_grant_get_metadata_and_nothing_more() {
     }
     let text = &run(b, &c, RunKind::ReadOnly)[2];
     let meta_rule_start = text
-        .find("(allow file-read-metadata\n  (literal (param \"META_0\"))")
+        .find("(allow file-read-metadata file-test-existence\n  (literal (param \"META_0\"))")
         .unwrap();
     let meta_rule = &text[meta_rule_start..];
     let meta_rule = &meta_rule[..meta_rule.find(")\n;;").unwrap()];
@@ -518,8 +521,12 @@ fn hops_and_libraries_are_granted_as_discovered() {
             .collect::<Vec<_>>()
     );
     let text = &run(b, &c, RunKind::ReadOnly)[2];
-    assert!(text.contains("(allow file-read* process-exec*\n  (literal (param \"HOP_0\"))"));
-    assert!(text.contains("(allow file-read* file-map-executable\n  (subpath (param \"LIB_0\"))"));
+    assert!(text.contains(
+        "(allow file-read* file-test-existence process-exec*\n  (literal (param \"HOP_0\"))"
+    ));
+    assert!(text.contains(
+        "(allow file-read* file-test-existence file-map-executable\n  (subpath (param \"LIB_0\"))"
+    ));
     // No Homebrew etc or var, no whole prefix.
     for (_, v) in &params {
         assert!(!v.starts_with("/opt/homebrew/etc") && !v.starts_with("/opt/homebrew/var"));
@@ -1066,7 +1073,9 @@ fn an_env_line_whose_program_is_not_on_path_stops_the_start() {
 /// dyld and Python's launcher stat each folder of a path on the way down.
 #[test]
 fn the_base_profile_gives_metadata_above_every_system_grant() {
-    let meta_start = BASE_PROFILE.find("(allow file-read-metadata\n").unwrap();
+    let meta_start = BASE_PROFILE
+        .find("(allow file-read-metadata file-test-existence\n")
+        .unwrap();
     let meta_block = &BASE_PROFILE[meta_start..];
     let meta_block = &meta_block[..meta_block.find("))\n").unwrap() + 2];
     let quoted = |text: &str, head: &str| -> Vec<String> {
@@ -1120,4 +1129,128 @@ fn a_descriptor_list_that_may_be_cut_short_is_not_trusted() {
     // The call failed.
     assert_eq!(listed_fd_count(-1, 8, 10), None);
     assert_eq!(listed_fd_count(24, 0, 10), None);
+}
+
+/// macOS 26's dyld reads `/` itself before it loads anything: the literal
+/// root is readable, and nothing grants a read of the whole tree under it.
+#[test]
+fn the_root_folder_itself_is_readable_and_nothing_under_it() {
+    let rules: String = BASE_PROFILE
+        .lines()
+        .filter(|l| !l.trim_start().starts_with(";;"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(
+        rules.contains("(allow file-read-data file-test-existence (literal \"/\"))"),
+        "{rules}"
+    );
+    for (b, c) in [
+        framework_python(),
+        homebrew_venv(),
+        homebrew_python(),
+        uv_python(),
+        compiled_in_cargo_home(),
+        env_script(),
+    ] {
+        for kind in [RunKind::ReadOnly, RunKind::Draft] {
+            let argv = run(b, &c, kind);
+            let text = &argv[2];
+            let squeezed: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(!squeezed.contains("(subpath \"/\")"), "{b}");
+            assert!(!squeezed.contains("(prefix \"/\")"), "{b}");
+            assert!(!squeezed.contains("(regex"), "{b}");
+            // No parameter is the root either, but for the metadata literal.
+            for (k, v) in params_of(&argv) {
+                assert!(v != "/" || k.starts_with("META_"), "{k}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_program_stopped_before_main_is_the_sandboxs_failure() {
+    // dyld's abort on macOS 26: SIGABRT, nothing printed.
+    let why = died_at_start(Ended::Signal(libc::SIGABRT), b"", b"").unwrap();
+    assert!(why.contains("signal 6"), "{why}");
+    assert!(why.contains("printing nothing"), "{why}");
+    // The same through a shell, and with dyld's own message.
+    assert!(died_at_start(Ended::Code(134), b"\n", b"").is_some());
+    let why = died_at_start(
+        Ended::Signal(libc::SIGABRT),
+        b"",
+        b"dyld[123]: Library not loaded: /opt/homebrew/opt/libpq/lib/libpq.5.dylib\n",
+    )
+    .unwrap();
+    assert!(why.contains("libpq"), "{why}");
+    assert!(died_at_start(Ended::Signal(libc::SIGKILL), b"", b"").is_some());
+    assert!(died_at_start(Ended::Signal(libc::SIGTRAP), b"", b"").is_some());
+    // sandbox-exec's refusals stay refusals.
+    assert!(died_at_start(
+        Ended::Code(71),
+        b"",
+        b"sandbox-exec: sandbox_apply: Operation not permitted\n"
+    )
+    .is_some());
+    // A backend that printed anything had started: its crash is its own.
+    assert_eq!(died_at_start(Ended::Signal(libc::SIGABRT), b"{", b""), None);
+    assert_eq!(
+        died_at_start(Ended::Signal(libc::SIGABRT), b"", b"Fatal Python error\n"),
+        None
+    );
+    assert_eq!(
+        died_at_start(Ended::Signal(libc::SIGABRT), b"", b"dyld: x\nTraceback\n"),
+        None
+    );
+    // Other signals and exits are the backend's.
+    assert_eq!(died_at_start(Ended::Signal(libc::SIGSEGV), b"", b""), None);
+    assert_eq!(died_at_start(Ended::Signal(libc::SIGTERM), b"", b""), None);
+    assert_eq!(died_at_start(Ended::Code(133), b"", b""), None);
+    assert_eq!(died_at_start(Ended::Code(135), b"", b""), None);
+    assert_eq!(died_at_start(Ended::Code(1), b"", b""), None);
+    assert_eq!(died_at_start(Ended::Code(0), b"", b""), None);
+}
+
+/// Every path the macOS probe binds fits `sun_path` (103 bytes there, 107
+/// on Linux), with the longest tag, wherever `$TMPDIR` points.
+#[test]
+fn the_probes_socket_path_fits_sun_path_everywhere() {
+    let longest = probe_socket_dir(u64::MAX).join(PROBE_SOCKET);
+    assert_eq!(longest, p("/private/tmp/rwp-ffffffffffffffff/s"));
+    assert!(fits_sun_path(&longest, SUN_PATH_MACOS));
+    assert!(fits_sun_path(&longest, SUN_PATH_LINUX));
+    // The boundary, exactly: 103 bytes fit macOS, 104 do not; 107 and 108 on Linux.
+    let of = |n: usize| PathBuf::from(format!("/{}", "a".repeat(n - 1)));
+    assert!(fits_sun_path(&of(103), SUN_PATH_MACOS));
+    assert!(!fits_sun_path(&of(104), SUN_PATH_MACOS));
+    assert!(fits_sun_path(&of(107), SUN_PATH_LINUX));
+    assert!(!fits_sun_path(&of(108), SUN_PATH_LINUX));
+    // The layout it replaces did not fit on a Mac.
+    let old = p(
+        "/private/var/folders/zz/zyxvpxvq6csfxvn_n0000000000000/T/reachweaver-probe-0123456789abcdef/outside/s.sock",
+    );
+    assert!(
+        !fits_sun_path(&old, SUN_PATH_MACOS),
+        "{}",
+        old.as_os_str().len()
+    );
+}
+
+#[test]
+fn firmlinked_spellings_are_brought_to_the_short_one() {
+    assert_eq!(
+        canonical(Path::new("/System/Volumes/Data/Users/ann/x")),
+        p("/Users/ann/x")
+    );
+    assert_eq!(
+        canonical(Path::new("/System/Volumes/Data/private/var/folders/ab")),
+        p("/private/var/folders/ab")
+    );
+    assert_eq!(
+        canonical(Path::new("/System/Volumes/Data/tmp")),
+        p("/private/tmp")
+    );
+    assert_eq!(
+        canonical(Path::new("/System/Volumes/Preboot")),
+        p("/System/Volumes/Preboot")
+    );
 }
