@@ -365,17 +365,46 @@ pub(super) fn layer_status() -> LayerStatus {
 mod tests {
     use super::*;
 
+    /// Set in a copy of this test binary that runs the test below alone:
+    /// it raises its descriptor limit, which holds for the whole process.
+    const FD_SWEEP_CHILD: &str = "REACHWEAVER_TEST_FD_SWEEP";
+
     /// A descriptor without close-on-exec at the highest number this
     /// process may use (above 65536 wherever the limits allow) does not
-    /// reach a program started through the sweep.
+    /// reach a program started through the sweep. The limit is raised in a
+    /// process of its own (this test binary again, running only this
+    /// test), so no test running beside it sees a changed limit.
     #[test]
     fn inherited_descriptors_never_reach_the_child() {
+        if std::env::var_os(FD_SWEEP_CHILD).is_some() {
+            sweep_at_the_raised_limit();
+            return;
+        }
+        let module = module_path!()
+            .split_once("::")
+            .map_or(module_path!(), |(_, m)| m);
+        let name = format!("{module}::inherited_descriptors_never_reach_the_child");
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([name.as_str(), "--exact", "--test-threads=1", "--nocapture"])
+            .env(FD_SWEEP_CHILD, "1")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains(" 1 passed;"), "the copy ran no test: {text}");
+    }
+
+    fn sweep_at_the_raised_limit() {
         let mut lim = libc::rlimit {
             rlim_cur: 0,
             rlim_max: 0,
         };
         // SAFETY: valid out-parameter; raising the soft limit to the hard
-        // one affects only this test process.
+        // one affects only this copy of the test binary.
         unsafe {
             assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
             let want = lim.rlim_max.min(maxfilesperproc().unwrap());
