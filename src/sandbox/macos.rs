@@ -597,6 +597,16 @@ pub enum DiscoverError {
     },
     /// A `#!/usr/bin/env` line that names no program at all.
     EnvWithoutProgram { script: PathBuf, line: String },
+    /// The interpreter is a version manager's shim (pyenv's and asdf's are
+    /// shell scripts that run the manager, mise's are links to `mise`):
+    /// the manager reads its settings and versions from folders no grant
+    /// covers, so the run could only fail, and it would fail without
+    /// saying why.
+    Shim {
+        script: PathBuf,
+        shim: PathBuf,
+        manager: &'static str,
+    },
 }
 
 impl std::fmt::Display for DiscoverError {
@@ -626,6 +636,24 @@ impl std::fmt::Display for DiscoverError {
                 "{} starts with `{line}`, which names no program for env to run",
                 script.display()
             ),
+            DiscoverError::Shim {
+                script,
+                shim,
+                manager,
+            } => {
+                let name = shim
+                    .file_name()
+                    .map_or_else(|| "python3".into(), |n| n.to_string_lossy());
+                write!(
+                    f,
+                    "{} is started by {}, a {manager} shim, which runs {manager} to pick the \
+                     interpreter from settings the sandbox does not grant; name the real \
+                     interpreter in the #! line (`{manager} which {name}` prints it), or put \
+                     its folder before the shims on the server's PATH",
+                    script.display(),
+                    shim.display()
+                )
+            }
         }
     }
 }
@@ -660,6 +688,13 @@ pub fn discover(
         let Ok((resolved, hops)) = resolve_recording(&literal) else {
             break;
         };
+        if let Some(manager) = shim_manager(&literal, &resolved) {
+            return Err(DiscoverError::Shim {
+                script: script.clone(),
+                shim: literal,
+                manager,
+            });
+        }
         for h in hops {
             push_unique(&mut chain.hops, h);
         }
@@ -675,8 +710,213 @@ pub fn discover(
         add_homebrew_kegs(&mut chain, &resolved);
         script = resolved;
     }
+    if let Some(site) = home.and_then(|h| user_site_for(backend, h)) {
+        if site.is_dir() {
+            push_unique(&mut chain.lib_trees, site);
+        }
+    }
+    add_module_kegs(&mut chain);
     keep_guarded(&mut chain, home);
     Ok(chain)
+}
+
+/// Whether `interpreter` is a version manager's shim, and whose: a file in
+/// a folder named `shims` (pyenv's `~/.pyenv/shims`, asdf's `~/.asdf/shims`,
+/// mise's `~/.local/share/mise/shims`), or a link that resolves to `mise`
+/// itself (how mise makes its shims). Pure but for `resolved`, which the
+/// caller found.
+pub fn shim_manager(interpreter: &Path, resolved: &Path) -> Option<&'static str> {
+    let named = |p: &Path, n: &str| p.file_name().is_some_and(|f| f == n);
+    if named(resolved, "mise") || named(resolved, "rtx") {
+        return Some("mise");
+    }
+    let dir = interpreter.parent()?;
+    if !named(dir, "shims") {
+        return None;
+    }
+    let owner = dir.parent().and_then(Path::file_name);
+    Some(match owner.and_then(|o| o.to_str()) {
+        Some(".pyenv" | "pyenv") => "pyenv",
+        Some(".asdf" | "asdf") => "asdf",
+        Some("mise" | ".mise" | "rtx") => "mise",
+        _ => "version manager",
+    })
+}
+
+/// A `pip install --user` of a framework Python puts the backend in
+/// `~/Library/Python/3.X/bin` and its packages in
+/// `~/Library/Python/3.X/lib/python/site-packages`, which the interpreter
+/// adds to its path only because it is the user's own site folder: the
+/// folder the backend imports from. Pure.
+pub fn user_site_for(backend: &Path, home: &Path) -> Option<PathBuf> {
+    let rest = backend.strip_prefix(home.join("Library/Python")).ok()?;
+    let mut parts = rest.components();
+    let version = parts.next()?.as_os_str().to_str()?;
+    let is_version = version
+        .split_once('.')
+        .is_some_and(|(a, b)| a == "3" && !b.is_empty() && b.bytes().all(|c| c.is_ascii_digit()));
+    let in_bin = parts.next().is_some_and(|c| c.as_os_str() == "bin");
+    let leaf = parts.next().is_some() && parts.next().is_none();
+    (is_version && in_bin && leaf).then(|| {
+        home.join("Library/Python")
+            .join(version)
+            .join("lib/python/site-packages")
+    })
+}
+
+/// The Homebrew kegs whose libraries a Mach-O file loads through
+/// `BREW/opt/NAME/...` (an extension module such as psycopg2's, linking
+/// `opt/libpq/lib/libpq.5.dylib`): its load commands hold those paths as
+/// plain text near the start of the file. Sorted, without repeats. Pure.
+pub fn opt_kegs_named(bytes: &[u8], brew: &Path) -> Vec<String> {
+    let mut needle = brew.as_os_str().as_encoded_bytes().to_vec();
+    needle.extend_from_slice(b"/opt/");
+    let mut out: Vec<String> = Vec::new();
+    let mut at = 0;
+    while let Some(i) = bytes[at..]
+        .windows(needle.len())
+        .position(|w| w == needle.as_slice())
+    {
+        let start = at + i + needle.len();
+        let name: Vec<u8> = bytes[start..]
+            .iter()
+            .take_while(|&&b| b != b'/' && b != 0)
+            .copied()
+            .collect();
+        let ends_in_slash = bytes.get(start + name.len()) == Some(&b'/');
+        let keg_like = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || b"@._+-".contains(b));
+        if ends_in_slash && keg_like && name != b"." && name != b".." {
+            let name = String::from_utf8_lossy(&name).into_owned();
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+        at = start;
+    }
+    out.sort();
+    out
+}
+
+/// How much of each extension module is read for its load commands, and
+/// how many modules at most: a start-up cost bounded whatever the venv holds.
+const MODULE_HEAD: u64 = 64 * 1024;
+const MODULE_LIMIT: usize = 4000;
+
+/// Extension modules (`*.so`, `*.dylib`) under `dir`, at most `limit`.
+fn extension_modules(dir: &Path, limit: usize) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![(dir.to_path_buf(), 0usize)];
+    while let Some((d, depth)) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(t) = e.file_type() else { continue };
+            let p = e.path();
+            if t.is_dir() && depth < 12 {
+                todo.push((p, depth + 1));
+            } else if t.is_file() && p.extension().is_some_and(|x| x == "so" || x == "dylib") {
+                out.push(p);
+                if out.len() >= limit {
+                    return out;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The site-packages folders of the chain: each tree's
+/// `lib/python3.X/site-packages` and each library folder that is one.
+fn site_packages(chain: &ExecChain) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for t in &chain.exec_trees {
+        let Ok(entries) = std::fs::read_dir(t.join("lib")) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with("python3") {
+                let sp = e.path().join("site-packages");
+                if sp.is_dir() {
+                    push_unique(&mut out, sp);
+                }
+            }
+        }
+    }
+    for l in &chain.lib_trees {
+        if l.file_name().is_some_and(|n| n == "site-packages") {
+            push_unique(&mut out, l.clone());
+        }
+    }
+    out
+}
+
+/// Homebrew prefixes the chain came through (a `.../Cellar/...` path's
+/// prefix), and the two standard ones where they hold a Homebrew.
+fn brew_prefixes(chain: &ExecChain) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in chain.exec_files.iter().chain(&chain.exec_trees) {
+        let s = p.to_string_lossy();
+        if let Some(at) = s.find("/Cellar/") {
+            push_unique(&mut out, PathBuf::from(&s[..at]));
+        }
+    }
+    for std_prefix in ["/opt/homebrew", "/usr/local"] {
+        let p = PathBuf::from(std_prefix);
+        if p.join("Cellar").is_dir() {
+            push_unique(&mut out, p);
+        }
+    }
+    out
+}
+
+/// Each keg an extension module of the chain links through `opt/NAME`:
+/// its link as a hop and its `lib` folder as a library grant, as for the
+/// interpreter's own kegs (psycopg2 and libpq, lxml and libxml2, ...).
+fn add_module_kegs(chain: &mut ExecChain) {
+    use std::io::Read;
+    let brews = brew_prefixes(chain);
+    if brews.is_empty() {
+        return;
+    }
+    let mut kegs: Vec<(PathBuf, String)> = Vec::new();
+    for sp in site_packages(chain) {
+        for m in extension_modules(&sp, MODULE_LIMIT) {
+            let mut head = Vec::new();
+            let Ok(f) = std::fs::File::open(&m) else {
+                continue;
+            };
+            if f.take(MODULE_HEAD).read_to_end(&mut head).is_err() {
+                continue;
+            }
+            for b in &brews {
+                for k in opt_kegs_named(&head, b) {
+                    let pair = (b.clone(), k);
+                    if !kegs.contains(&pair) {
+                        kegs.push(pair);
+                    }
+                }
+            }
+        }
+    }
+    for (brew, keg) in kegs {
+        let link = brew.join("opt").join(&keg);
+        let Ok((target, hops)) = resolve_recording(&link) else {
+            continue;
+        };
+        let lib = target.join("lib");
+        if !lib.is_dir() {
+            continue;
+        }
+        for h in hops {
+            push_unique(&mut chain.hops, h);
+        }
+        push_unique(&mut chain.lib_trees, lib);
+    }
 }
 
 struct ShebangArgs {

@@ -1254,3 +1254,183 @@ fn firmlinked_spellings_are_brought_to_the_short_one() {
         p("/System/Volumes/Preboot")
     );
 }
+
+#[test]
+fn version_manager_shims_are_named() {
+    let same = |s: &str| shim_manager(Path::new(s), Path::new(s));
+    assert_eq!(same("/Users/ann/.pyenv/shims/python3"), Some("pyenv"));
+    assert_eq!(same("/Users/ann/.asdf/shims/python3"), Some("asdf"));
+    assert_eq!(
+        same("/Users/ann/.local/share/mise/shims/python3"),
+        Some("mise")
+    );
+    assert_eq!(same("/opt/tools/shims/python3"), Some("version manager"));
+    // mise's shims are links to mise itself, wherever they live.
+    assert_eq!(
+        shim_manager(
+            Path::new("/Users/ann/bin/python3"),
+            Path::new("/opt/homebrew/Cellar/mise/2025.1.0/bin/mise")
+        ),
+        Some("mise")
+    );
+    // Real interpreters are not shims, even inside a manager's tree.
+    assert_eq!(
+        same("/Users/ann/.pyenv/versions/3.12.7/bin/python3.12"),
+        None
+    );
+    assert_eq!(same("/opt/homebrew/bin/python3"), None);
+    assert_eq!(same("/usr/bin/python3"), None);
+}
+
+#[test]
+fn a_pip_user_install_reads_its_own_site_folder() {
+    let home = Path::new("/Users/ann");
+    assert_eq!(
+        user_site_for(
+            Path::new("/Users/ann/Library/Python/3.12/bin/reachweaver"),
+            home
+        ),
+        Some(p("/Users/ann/Library/Python/3.12/lib/python/site-packages"))
+    );
+    assert_eq!(
+        user_site_for(
+            Path::new("/Users/ann/Library/Python/3.9/bin/reachweaver"),
+            home
+        ),
+        Some(p("/Users/ann/Library/Python/3.9/lib/python/site-packages"))
+    );
+    for not in [
+        "/Users/ann/Library/Python/3.12/reachweaver",
+        "/Users/ann/Library/Python/3.12/bin/sub/reachweaver",
+        "/Users/ann/Library/Python/2.7/bin/reachweaver",
+        "/Users/ann/Library/Python/3.x/bin/reachweaver",
+        "/Users/ann/Library/Python/3./bin/reachweaver",
+        "/Users/bob/Library/Python/3.12/bin/reachweaver",
+        "/Library/Python/3.12/bin/reachweaver",
+    ] {
+        assert_eq!(user_site_for(Path::new(not), home), None, "{not}");
+    }
+}
+
+#[test]
+fn kegs_an_extension_module_links_are_read_from_its_load_commands() {
+    let brew = Path::new("/opt/homebrew");
+    let mut module = b"\xcf\xfa\xed\xfe\x00\x00".to_vec();
+    module.extend_from_slice(b"/opt/homebrew/opt/libpq/lib/libpq.5.dylib\0");
+    module.extend_from_slice(b"\0\0/usr/lib/libSystem.B.dylib\0");
+    module.extend_from_slice(b"/opt/homebrew/opt/openssl@3/lib/libssl.3.dylib\0");
+    module.extend_from_slice(b"/opt/homebrew/opt/libpq/lib/libpq.5.dylib\0");
+    assert_eq!(
+        opt_kegs_named(&module, brew),
+        vec!["libpq".to_string(), "openssl@3".to_string()]
+    );
+    // Another prefix's paths, a name without its folder, and odd names are not kegs.
+    assert!(opt_kegs_named(b"/usr/local/opt/libpq/lib/x\0", brew).is_empty());
+    assert!(opt_kegs_named(b"/opt/homebrew/opt/libpq\0", brew).is_empty());
+    assert!(opt_kegs_named(b"/opt/homebrew/opt/../lib/x\0", brew).is_empty());
+    assert!(opt_kegs_named(b"/opt/homebrew/opt//lib/x\0", brew).is_empty());
+    assert!(opt_kegs_named(b"/opt/homebrew/opt/a b/lib\0", brew).is_empty());
+    assert_eq!(
+        opt_kegs_named(b"/usr/local/opt/libpq/lib/x\0", Path::new("/usr/local")),
+        vec!["libpq".to_string()]
+    );
+}
+
+#[test]
+fn discovery_refuses_a_pyenv_shim_and_names_the_fix() {
+    let top = tempfile::tempdir().unwrap();
+    let t = std::fs::canonicalize(top.path()).unwrap();
+    let home = t.join("Users/ann");
+    let shim = home.join(".pyenv/shims/python3");
+    file(&shim, b"#!/usr/bin/env bash\nexec pyenv exec \"$@\"\n");
+    let script = home.join("tools/rw");
+    file(&script, format!("#!{}\n", shim.display()).as_bytes());
+    let e = discover(&script, Some(&home), Some("/usr/bin")).unwrap_err();
+    assert_eq!(
+        e,
+        DiscoverError::Shim {
+            script: script.clone(),
+            shim: shim.clone(),
+            manager: "pyenv",
+        }
+    );
+    let msg = e.to_string();
+    assert!(msg.contains("pyenv shim"), "{msg}");
+    assert!(msg.contains("`pyenv which python3`"), "{msg}");
+    // The same shim found on PATH for an env line.
+    let env_script = home.join("tools/rw-env");
+    file(&env_script, b"#!/usr/bin/env python3\n");
+    let path_env = shim.parent().unwrap().display().to_string();
+    assert!(matches!(
+        discover(&env_script, Some(&home), Some(&path_env)),
+        Err(DiscoverError::Shim {
+            manager: "pyenv",
+            ..
+        })
+    ));
+    // mise: a link to the mise binary.
+    let mise = home.join(".local/bin/mise");
+    file(&mise, b"\xcf\xfa\xed\xfe");
+    let link = home.join("bin/python3");
+    symlink(&mise.display().to_string(), &link);
+    let s2 = home.join("tools/rw2");
+    file(&s2, format!("#!{}\n", link.display()).as_bytes());
+    assert!(matches!(
+        discover(&s2, Some(&home), None),
+        Err(DiscoverError::Shim {
+            manager: "mise",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn discovery_grants_a_pip_user_site_and_the_kegs_its_modules_link() {
+    let top = tempfile::tempdir().unwrap();
+    let t = std::fs::canonicalize(top.path()).unwrap();
+    let home = t.join("Users/ann");
+    // A Homebrew-style Python under a prefix of its own.
+    let brew = t.join("brew");
+    std::fs::create_dir_all(brew.join("Cellar")).unwrap();
+    let fw = brew.join("Cellar/python@3.12/3.12.7_1/Frameworks/Python.framework/Versions/3.12");
+    file(&fw.join("bin/python3.12"), b"\xcf\xfa\xed\xfe");
+    std::fs::create_dir_all(fw.join("lib/python3.12")).unwrap();
+    // libpq's keg and its opt link.
+    let libpq = brew.join("Cellar/libpq/17.2/lib");
+    file(&libpq.join("libpq.5.dylib"), b"\xcf\xfa\xed\xfe");
+    symlink("../Cellar/libpq/17.2", &brew.join("opt/libpq"));
+    // A pip --user install: the backend and a module that links libpq.
+    let backend = home.join("Library/Python/3.12/bin/reachweaver");
+    file(
+        &backend,
+        format!("#!{}\n", fw.join("bin/python3.12").display()).as_bytes(),
+    );
+    let site = home.join("Library/Python/3.12/lib/python/site-packages");
+    let mut module = b"\xcf\xfa\xed\xfe".to_vec();
+    module
+        .extend_from_slice(format!("{}/opt/libpq/lib/libpq.5.dylib\0", brew.display()).as_bytes());
+    file(
+        &site.join("psycopg2/_psycopg.cpython-312-darwin.so"),
+        &module,
+    );
+    let chain = discover(&backend, Some(&home), None).unwrap();
+    assert!(chain.lib_trees.contains(&site), "{:?}", chain.lib_trees);
+    assert!(
+        chain
+            .lib_trees
+            .contains(&brew.join("Cellar/libpq/17.2/lib")),
+        "{:?}",
+        chain.lib_trees
+    );
+    assert!(
+        chain.hops.contains(&brew.join("opt/libpq")),
+        "{:?}",
+        chain.hops
+    );
+    // Not the user's other Library folders, nor the home.
+    assert!(!chain.lib_trees.iter().any(|l| l == &home.join("Library")));
+    assert!(!chain
+        .exec_trees
+        .iter()
+        .any(|l| l.starts_with(home.join("Library"))));
+}
