@@ -23,6 +23,9 @@
 //! `sandbox/LAYERS.md`; `policy.rs` decides what a run may touch; the
 //! platform modules enforce it.
 
+// The sweep after a draft run: shared by Linux and macOS, whose sandboxes
+// both let a draft write the database's companions under their names.
+pub mod draft;
 pub mod guard;
 // Built on every platform so its golden tests run everywhere; only macOS
 // starts processes with it.

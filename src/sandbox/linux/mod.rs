@@ -50,7 +50,7 @@ pub mod apparmor;
 pub mod caps;
 pub mod cgroup;
 mod detect;
-pub mod draft;
+use super::draft;
 mod handle;
 mod init;
 pub mod landlock;

@@ -195,13 +195,35 @@ impl State {
                 Ok(())
             });
         }
+        // The database's folder as it was, so that what a draft leaves
+        // under a companion's name that is not a plain file, and any
+        // execute bit on one, is undone once it ends (as on Linux).
+        let sweep = match (kind, &opts.db) {
+            (RunKind::Draft, Some(db)) => match db.parent() {
+                Some(folder) => Some(
+                    crate::sandbox::draft::DraftSweep::before(&policy::DraftDb {
+                        folder: folder.to_path_buf(),
+                        db: db.clone(),
+                        pin: None,
+                        folder_pin: None,
+                    })
+                    .map_err(SandboxError::Io)?,
+                ),
+                None => None,
+            },
+            _ => None,
+        };
         let mut child = cmd.spawn().map_err(SandboxError::Io)?;
         // What confined the run: the profile and argv sandbox-exec received.
         let attestation =
             crate::sandbox::layers::Attestation::new(&["sandbox_exec"], full.join("\0").as_bytes());
         Ok(SandboxedChild {
             attestation: Some(attestation),
-            after: None,
+            after: sweep.map(|s| {
+                Box::new(move || {
+                    s.after();
+                }) as Box<dyn FnOnce() + Send>
+            }),
             stdout: child.stdout.take(),
             stderr: child.stderr.take(),
             child: child.into(),

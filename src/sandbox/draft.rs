@@ -1,5 +1,9 @@
 //! What a `draft` run leaves in the database's folder. The run may write
-//! the database and SQLite's companions there; Landlock lets it create and
+//! the database and SQLite's companions there. On macOS the profile names
+//! each of those files as a literal, so nothing under another name can
+//! appear, but a run could still make a link, folder or pipe under a
+//! companion's name or set an execute bit on one: the same sweep runs
+//! after a draft there. On Linux, Landlock lets it create and
 //! remove regular files in that folder (SQLite makes and deletes its
 //! journal as it goes, under names Landlock cannot tell apart) but no
 //! links, folders, pipes or devices; the mount layer makes every entry that
