@@ -134,6 +134,90 @@ fn mach_lookup(name: &str) -> std::io::Result<()> {
     }
 }
 
+#[link(name = "IOKit", kind = "framework")]
+extern "C" {
+    fn IOServiceMatching(name: *const libc::c_char) -> *mut libc::c_void;
+    fn IOServiceGetMatchingService(
+        main_port: libc::mach_port_t,
+        matching: *mut libc::c_void,
+    ) -> u32;
+    fn IORegistryEntryCreateCFProperty(
+        entry: u32,
+        key: *const libc::c_void,
+        allocator: *const libc::c_void,
+        options: u32,
+    ) -> *const libc::c_void;
+    fn IOObjectRelease(object: u32) -> libc::c_int;
+}
+
+#[link(name = "CoreFoundation", kind = "framework")]
+extern "C" {
+    fn CFStringCreateWithCString(
+        allocator: *const libc::c_void,
+        text: *const libc::c_char,
+        encoding: u32,
+    ) -> *const libc::c_void;
+    fn CFRelease(object: *const libc::c_void);
+}
+
+const CF_STRING_ENCODING_UTF8: u32 = 0x0800_0100;
+
+/// Read an IOKit property of the platform device (`IOPlatformUUID`, the
+/// machine's hardware identifier): what `ioreg` shows and what the profile
+/// denies with `iokit-get-properties`.
+fn iokit_property(name: &str) -> std::io::Result<()> {
+    let key = std::ffi::CString::new(name).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+    // SAFETY: C strings outlive the calls; every object made here is
+    // released here; a null answer is checked before use.
+    unsafe {
+        let matching = IOServiceMatching(c"IOPlatformExpertDevice".as_ptr());
+        if matching.is_null() {
+            return Err(std::io::Error::other("IOServiceMatching failed"));
+        }
+        // Consumes `matching`; 0 is kIOMainPortDefault.
+        let service = IOServiceGetMatchingService(0, matching);
+        if service == 0 {
+            return Err(std::io::Error::other("no platform device found"));
+        }
+        let cf_key =
+            CFStringCreateWithCString(std::ptr::null(), key.as_ptr(), CF_STRING_ENCODING_UTF8);
+        if cf_key.is_null() {
+            IOObjectRelease(service);
+            return Err(std::io::Error::other("CFStringCreateWithCString failed"));
+        }
+        let value = IORegistryEntryCreateCFProperty(service, cf_key, std::ptr::null(), 0);
+        CFRelease(cf_key);
+        IOObjectRelease(service);
+        if value.is_null() {
+            return Err(std::io::Error::other(format!("{name}: no answer")));
+        }
+        CFRelease(value);
+        Ok(())
+    }
+}
+
+/// Whether launchd knows a job by this label (`launchctl list LABEL`).
+fn launchd_job_exists(label: &str) -> bool {
+    Command::new("/bin/launchctl")
+        .args(["list", label])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Remove a job the probe's control submitted; whether it is gone.
+fn remove_launchd_job(label: &str) -> bool {
+    let _ = Command::new("/bin/launchctl")
+        .args(["remove", label])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    !launchd_job_exists(label)
+}
+
 /// `sysctl kern.procargs2` for a pid: its argv and environment.
 fn procargs(pid: i32) -> std::io::Result<usize> {
     let mut mib = [libc::CTL_KERN, libc::KERN_PROCARGS2, pid];
@@ -288,6 +372,14 @@ pub fn attempt(name: &str, args: &[String]) -> u8 {
             )
         }
         "sysctl" => io(sysctl_by_name(a0), &format!("sysctl {a0}")),
+        "iokit" => io(iokit_property(a0), &format!("IOKit property {a0}")),
+        "chmod-x" => {
+            use std::os::unix::fs::PermissionsExt;
+            io(
+                std::fs::set_permissions(a0, std::fs::Permissions::from_mode(0o755)),
+                &format!("chmod 755 {a0}"),
+            )
+        }
         "mach" => io(mach_lookup(a0), &format!("look up {a0}")),
         "exec" => io(
             Command::new(a0)
@@ -330,7 +422,7 @@ enum Expect {
     Allowed,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Check {
     /// Only the attempt's own exit status.
     Report,
@@ -338,6 +430,10 @@ enum Check {
     Counter(usize),
     /// This path must not exist afterwards.
     Absent(usize),
+    /// launchd must not know a job by this label afterwards.
+    LaunchdJob(String),
+    /// This file must have no execute bit afterwards.
+    NotExecutable(PathBuf),
 }
 
 struct Spec {
@@ -350,15 +446,23 @@ struct Spec {
     /// work inside.
     expect: Expect,
     check: Check,
+    /// The session the positive control needs, for attempts that only work
+    /// in some (a GUI login, a launchd user domain): where the control
+    /// fails, the line says "not applicable here" and why, instead of
+    /// failing the probe. `None`: the control must work everywhere.
+    session: Option<&'static str>,
+    /// The kind of run the attempt is made in.
+    kind: RunKind,
 }
 
 #[derive(Debug, serde::Serialize)]
 struct Line {
     name: &'static str,
     what: String,
-    /// "held", "escaped", "allowed", "wrongly refused".
+    /// "held", "escaped", "allowed", "wrongly refused", "not applicable here".
     result: &'static str,
-    /// "ok", "failed" (proves nothing here) or "none".
+    /// "ok", "failed" (proves nothing here), "not applicable" (the control
+    /// needs a session this machine does not have) or "none".
     control: &'static str,
     detail: String,
 }
@@ -378,6 +482,8 @@ struct Fixture {
     root: PathBuf,
     outside: PathBuf,
     secret: PathBuf,
+    /// The database a draft attempt may write, alone in its folder.
+    db: PathBuf,
     /// Paths that attempts must not create, by index.
     absent: Vec<PathBuf>,
     tcp: String,
@@ -406,6 +512,9 @@ fn fixture() -> anyhow::Result<Fixture> {
     std::fs::write(root.join("allowed.txt"), b"readable")?;
     let secret = outside.join("secret.txt");
     std::fs::write(&secret, b"not for runs")?;
+    std::fs::create_dir_all(base.join("db"))?;
+    let db = base.join("db/probe.db");
+    std::fs::write(&db, b"")?;
 
     let tcp_hits = Arc::new(AtomicUsize::new(0));
     let udp_hits = Arc::new(AtomicUsize::new(0));
@@ -463,6 +572,7 @@ fn fixture() -> anyhow::Result<Fixture> {
         root,
         outside,
         secret,
+        db,
         absent: Vec::new(),
         tcp: tcp_addr,
         udp: udp_addr,
@@ -488,11 +598,17 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
         .join(format!("{marker}.probe"));
     let outside_write = fx.outside.join("written.txt");
     let root_write = fx.root.join("written.txt");
+    let beside_db = fx
+        .db
+        .parent()
+        .map_or_else(|| fx.outside.join("beside.txt"), |d| d.join("beside.txt"));
     fx.absent = vec![
         launch_agent.clone(),
         outside_write.clone(),
         root_write.clone(),
+        beside_db.clone(),
     ];
+    let job = format!("org.reachweaver.probe.{marker}");
     let spec = |name: &'static str, what: &str, attempt: &'static str, args: Vec<String>| Spec {
         name,
         what: what.to_string(),
@@ -500,7 +616,13 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
         args,
         expect: Expect::Refused,
         check: Check::Report,
+        session: None,
+        kind: RunKind::ReadOnly,
     };
+    const GUI: &str = "needs a GUI login session (Launch Services, the pasteboard and Apple \
+                       Events serve only that), which this machine's session is not";
+    const USER_DOMAIN: &str = "needs a launchd per-user domain of a login session, which this \
+                               machine's session does not reach";
     let mut v = vec![
         // Network: nothing may leave, not even to loopback.
         Spec {
@@ -622,33 +744,107 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             "mach",
             vec!["com.apple.securityd.xpc".into()],
         ),
+        Spec {
+            session: Some(GUI),
+            ..spec(
+                "open",
+                "look up Launch Services, as `open` does",
+                "mach",
+                vec!["com.apple.coreservices.launchservicesd".into()],
+            )
+        },
+        Spec {
+            session: Some(GUI),
+            ..spec(
+                "appleevents",
+                "look up the Apple Event manager",
+                "mach",
+                vec!["com.apple.coreservices.appleevents".into()],
+            )
+        },
+        Spec {
+            session: Some(GUI),
+            ..spec(
+                "pasteboard",
+                "look up the pasteboard (what was copied)",
+                "mach",
+                vec!["com.apple.pasteboard.1".into()],
+            )
+        },
+        Spec {
+            session: Some(GUI),
+            ..spec(
+                "notifications",
+                "look up distributed notifications (messages to every app)",
+                "mach",
+                vec!["com.apple.distributed_notifications@Uv3".into()],
+            )
+        },
+        // A job launchd starts runs outside this sandbox: submitting one
+        // is an escape, not a lookup.
+        Spec {
+            session: Some(USER_DOMAIN),
+            check: Check::LaunchdJob(job.clone()),
+            ..spec(
+                "launchctl-submit",
+                "submit a launchd job (runs outside the sandbox)",
+                "exec",
+                vec![
+                    "/bin/launchctl".into(),
+                    "submit".into(),
+                    "-l".into(),
+                    job.clone(),
+                    "--".into(),
+                    "/usr/bin/true".into(),
+                ],
+            )
+        },
         spec(
-            "open",
-            "look up Launch Services, as `open` does",
-            "mach",
-            vec!["com.apple.coreservices.launchservicesd".into()],
+            "iokit-properties",
+            "read the machine's hardware identifier (IOKit IOPlatformUUID)",
+            "iokit",
+            vec!["IOPlatformUUID".into()],
         ),
-        spec(
-            "appleevents",
-            "look up the Apple Event manager",
-            "mach",
-            vec!["com.apple.coreservices.appleevents".into()],
-        ),
+        // A draft writes the database and its companions, nothing beside
+        // them, and leaves no execute bit on them.
+        Spec {
+            check: Check::Absent(3),
+            kind: RunKind::Draft,
+            ..spec(
+                "draft-write-beside",
+                "write beside the database in a draft run",
+                "write",
+                vec![s(&beside_db)],
+            )
+        },
+        Spec {
+            check: Check::NotExecutable(fx.db.clone()),
+            kind: RunKind::Draft,
+            ..spec(
+                "draft-exec-bit",
+                "leave an execute bit on the database in a draft run",
+                "chmod-x",
+                vec![s(&fx.db)],
+            )
+        },
         // Ask Launch Services to bring the already running Finder up hidden
         // and in the background: the same request `open` makes for any
         // app, with nothing shown when the control succeeds outside.
-        spec(
-            "open-tool",
-            "run /usr/bin/open (Launch Services starts an app)",
-            "exec",
-            vec![
-                "/usr/bin/open".into(),
-                "-g".into(),
-                "-j".into(),
-                "-a".into(),
-                "Finder".into(),
-            ],
-        ),
+        Spec {
+            session: Some(GUI),
+            ..spec(
+                "open-tool",
+                "run /usr/bin/open (Launch Services starts an app)",
+                "exec",
+                vec![
+                    "/usr/bin/open".into(),
+                    "-g".into(),
+                    "-j".into(),
+                    "-a".into(),
+                    "Finder".into(),
+                ],
+            )
+        },
     ];
     // Positive checks: what a run must still be able to do.
     for (name, what, attempt, args) in [
@@ -682,13 +878,66 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             "mach",
             vec!["com.apple.system.opendirectoryd.libinfo".to_string()],
         ),
+        (
+            "allowed-sh",
+            "run /bin/sh -c (it reads which shell to be)",
+            "exec",
+            vec!["/bin/sh".into(), "-c".into(), "exit 0".into()],
+        ),
     ] {
         v.push(Spec {
             expect: Expect::Allowed,
             ..spec(name, what, attempt, args)
         });
     }
+    v.push(Spec {
+        expect: Expect::Allowed,
+        kind: RunKind::Draft,
+        ..spec(
+            "allowed-draft-write-db",
+            "write the database in a draft run",
+            "write",
+            vec![s(&fx.db)],
+        )
+    });
     v
+}
+
+/// A line's result. An escape attempt whose control needs a session this
+/// machine lacks is "not applicable here" when it held (an escape is an
+/// escape wherever it happens). Pure.
+fn line_result(expect: Expect, escaped: bool, control: &str) -> &'static str {
+    match (expect, escaped) {
+        (Expect::Refused, false) if control == "not applicable" => "not applicable here",
+        (Expect::Refused, false) => "held",
+        (Expect::Refused, true) => "escaped",
+        (Expect::Allowed, true) => "allowed",
+        (Expect::Allowed, false) => "wrongly refused",
+    }
+}
+
+/// A folder made for the probe when it was missing, removed (if still
+/// empty) when the probe ends; one that existed is left as it was.
+struct MadeDir(Option<PathBuf>);
+
+impl MadeDir {
+    fn ensure(dir: &Path) -> std::io::Result<MadeDir> {
+        if dir.is_dir() {
+            return Ok(MadeDir(None));
+        }
+        // Only the missing folders are made, and only the deepest is
+        // removed: ~/Library exists on every account.
+        std::fs::create_dir_all(dir)?;
+        Ok(MadeDir(Some(dir.to_path_buf())))
+    }
+}
+
+impl Drop for MadeDir {
+    fn drop(&mut self) {
+        if let Some(d) = self.0.take() {
+            let _ = std::fs::remove_dir(&d);
+        }
+    }
 }
 
 fn run_attempt(cmd: &mut Command) -> (bool, String) {
@@ -715,7 +964,7 @@ fn run_inside(sb: &Sandbox, exe: &Path, cwd: &Path, sp: &Spec) -> (bool, String)
         sp.attempt.to_string(),
     ];
     argv.extend(sp.args.iter().cloned());
-    let mut child = match sb.spawn(RunKind::ReadOnly, &argv, cwd) {
+    let mut child = match sb.spawn(sp.kind, &argv, cwd) {
         Ok(c) => c,
         Err(e) => return (false, format!("could not start: {e}")),
     };
@@ -728,10 +977,19 @@ fn run_inside(sb: &Sandbox, exe: &Path, cwd: &Path, sp: &Spec) -> (bool, String)
         let _ = e.read_to_string(&mut err);
     }
     let status = child.wait();
+    // The draft sweep runs when the child goes: before anything is checked.
+    drop(child);
     let ok = status.as_ref().map(|s| s.success()).unwrap_or(false);
-    let code = status.ok().and_then(|s| s.code()).unwrap_or(-1);
-    if let Some(refusal) = super::sandbox_exec_refusal(code, err.as_bytes()) {
-        return (false, format!("the sandbox refused to start it: {refusal}"));
+    let ended = match status.as_ref().ok().map(|s| {
+        use std::os::unix::process::ExitStatusExt;
+        (s.code(), s.signal())
+    }) {
+        Some((Some(c), _)) => Some(super::Ended::Code(c)),
+        Some((None, Some(sig))) => Some(super::Ended::Signal(sig)),
+        _ => None,
+    };
+    if let Some(why) = ended.and_then(|e| super::died_at_start(e, out.as_bytes(), err.as_bytes())) {
+        return (false, format!("the sandbox stopped it at start: {why}"));
     }
     let detail = if out.trim().is_empty() { err } else { out };
     (ok, detail.trim().to_string())
@@ -743,8 +1001,21 @@ fn run_inside(sb: &Sandbox, exe: &Path, cwd: &Path, sp: &Spec) -> (bool, String)
 /// stops the probe, as every later line would be wrong.
 fn clean_after_control(fx: &Fixture, sp: &Spec) -> anyhow::Result<()> {
     let mut made = vec![fx.outside.join("hardlink"), fx.outside.join("probe.sh")];
-    if let Check::Absent(i) = sp.check {
-        made.extend(fx.absent.get(i).cloned());
+    match &sp.check {
+        Check::Absent(i) => made.extend(fx.absent.get(*i).cloned()),
+        Check::LaunchdJob(label) => {
+            if !remove_launchd_job(label) {
+                anyhow::bail!(
+                    "the positive control of {} left launchd job {label} behind",
+                    sp.name
+                );
+            }
+        }
+        Check::NotExecutable(path) => {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        }
+        Check::Report | Check::Counter(_) => {}
     }
     for p in made {
         match std::fs::remove_file(&p) {
@@ -770,12 +1041,17 @@ pub fn run(json: bool) -> anyhow::Result<u8> {
         .filter(|h| h.is_absolute())
         .ok_or_else(|| anyhow::anyhow!("HOME is not set"))?;
     let mut fx = fixture()?;
+    // The LaunchAgents control writes into ~/Library/LaunchAgents, which a
+    // fresh account (a CI machine's) does not have yet: made for the probe
+    // and removed afterwards if the probe made it.
+    let _agents = MadeDir::ensure(&home.join("Library/LaunchAgents"))?;
     let server_pid = std::process::id();
     let specs = specs(&mut fx, server_pid, &home);
     let opts = SandboxOptions {
         mode: SandboxMode::Require,
         backend: exe.clone(),
         root: fx.root.clone(),
+        db: Some(fx.db.clone()),
         ..SandboxOptions::default()
     };
     let sb = Sandbox::detect(&opts)?;
@@ -790,10 +1066,10 @@ pub fn run(json: bool) -> anyhow::Result<u8> {
             cmd.env("TMPDIR", &fx.outside);
             let (ok, _) = run_attempt(&mut cmd);
             clean_after_control(&fx, sp)?;
-            if ok {
-                "ok"
-            } else {
-                "failed"
+            match (ok, sp.session) {
+                (true, _) => "ok",
+                (false, Some(_)) => "not applicable",
+                (false, None) => "failed",
             }
         } else {
             "none"
@@ -811,27 +1087,45 @@ pub fn run(json: bool) -> anyhow::Result<u8> {
             fx.unix_hits.load(Ordering::SeqCst),
         );
         let mut escaped = ok;
-        match sp.check {
+        let mut detail = detail;
+        match &sp.check {
             Check::Report => {}
             Check::Counter(i) => {
                 let d = [after.0 - before.0, after.1 - before.1, after.2 - before.2];
-                escaped |= d.get(i).copied().unwrap_or(0) > 0;
+                escaped |= d.get(*i).copied().unwrap_or(0) > 0;
             }
             Check::Absent(i) => {
-                if let Some(p) = fx.absent.get(i) {
+                if let Some(p) = fx.absent.get(*i) {
                     if p.exists() {
                         escaped = true;
                         let _ = std::fs::remove_file(p);
                     }
                 }
             }
+            Check::LaunchdJob(label) => {
+                if launchd_job_exists(label) {
+                    escaped = true;
+                    remove_launchd_job(label);
+                }
+            }
+            Check::NotExecutable(path) => {
+                use std::os::unix::fs::PermissionsExt;
+                // Checked after the run and its sweep: a draft may try to
+                // set the bit, none may be left on the host.
+                let mode = std::fs::metadata(path).map(|m| m.permissions().mode());
+                escaped = mode.as_ref().map_or(true, |m| m & 0o111 != 0);
+                let shown = match &mode {
+                    Ok(m) => format!("{:o}", m & 0o7777),
+                    Err(e) => e.to_string(),
+                };
+                detail = format!("{detail}; afterwards the mode is {shown}");
+                let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+            }
         }
-        let result = match (sp.expect, escaped) {
-            (Expect::Refused, false) => "held",
-            (Expect::Refused, true) => "escaped",
-            (Expect::Allowed, true) => "allowed",
-            (Expect::Allowed, false) => "wrongly refused",
-        };
+        let result = line_result(sp.expect, escaped, control);
+        if result == "not applicable here" {
+            detail = format!("{} ({detail})", sp.session.unwrap_or("not applicable"));
+        }
         lines.push(Line {
             name: sp.name,
             what: sp.what.clone(),
@@ -847,6 +1141,10 @@ pub fn run(json: bool) -> anyhow::Result<u8> {
         .filter(|l| l.result == "wrongly refused")
         .count();
     let no_control = lines.iter().filter(|l| l.control == "failed").count();
+    let not_here = lines
+        .iter()
+        .filter(|l| l.result == "not applicable here")
+        .count();
     let mut out = std::io::stdout().lock();
     if json {
         serde_json::to_writer_pretty(
@@ -858,6 +1156,7 @@ pub fn run(json: bool) -> anyhow::Result<u8> {
                 "escapes": escapes,
                 "wrongly_refused": refused,
                 "controls_failed": no_control,
+                "not_applicable": not_here,
             }),
         )?;
         writeln!(out)?;
@@ -873,7 +1172,8 @@ pub fn run(json: bool) -> anyhow::Result<u8> {
         }
         writeln!(
             out,
-            "{} attempts: {escapes} escaped, {refused} wrongly refused, {no_control} without a working control",
+            "{} attempts: {escapes} escaped, {refused} wrongly refused, {no_control} without a working control, \
+             {not_here} not applicable here",
             lines.len()
         )?;
     }
@@ -924,11 +1224,117 @@ mod tests {
                 assert!(!fx.outside.join("hardlink").exists());
             }
         }
-        // write-outside, write-root and write-launchagents all check a path.
+        // write-outside, write-root, write-launchagents and
+        // draft-write-beside all check a path.
         let checked = specs
             .iter()
             .filter(|s| matches!(s.check, Check::Absent(_)))
             .count();
-        assert_eq!(checked, 3);
+        assert_eq!(checked, 4);
+    }
+
+    /// Only what needs a GUI login or a launchd user domain may be "not
+    /// applicable": files, sockets, sysctls, signals, process information,
+    /// exec, IOKit and drafts must have a working control everywhere.
+    #[test]
+    fn only_session_bound_controls_may_be_not_applicable() {
+        let mut fx = fixture().unwrap();
+        let home = fx.outside.join("home");
+        let specs = specs(&mut fx, std::process::id(), &home);
+        let bound: Vec<&str> = specs
+            .iter()
+            .filter(|s| s.session.is_some())
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(
+            bound,
+            vec![
+                "open",
+                "appleevents",
+                "pasteboard",
+                "notifications",
+                "launchctl-submit",
+                "open-tool"
+            ]
+        );
+        for name in [
+            "net-tcp",
+            "net-unix",
+            "read-outside",
+            "write-outside",
+            "write-launchagents",
+            "procargs",
+            "signal",
+            "exec-tmpdir",
+            "iokit-properties",
+            "draft-write-beside",
+            "draft-exec-bit",
+        ] {
+            let sp = specs.iter().find(|s| s.name == name).unwrap();
+            assert_eq!(sp.session, None, "{name}");
+            assert_eq!(sp.expect, Expect::Refused, "{name}");
+        }
+        let drafts: Vec<&str> = specs
+            .iter()
+            .filter(|s| s.kind == RunKind::Draft)
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(
+            drafts,
+            vec![
+                "draft-write-beside",
+                "draft-exec-bit",
+                "allowed-draft-write-db"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_held_attempt_without_its_session_is_not_applicable_and_an_escape_still_an_escape() {
+        assert_eq!(
+            line_result(Expect::Refused, false, "not applicable"),
+            "not applicable here"
+        );
+        assert_eq!(
+            line_result(Expect::Refused, true, "not applicable"),
+            "escaped"
+        );
+        assert_eq!(line_result(Expect::Refused, false, "ok"), "held");
+        assert_eq!(line_result(Expect::Refused, false, "failed"), "held");
+        assert_eq!(
+            line_result(Expect::Allowed, false, "none"),
+            "wrongly refused"
+        );
+        assert_eq!(line_result(Expect::Allowed, true, "none"), "allowed");
+    }
+
+    #[test]
+    fn the_probe_socket_fits_and_is_removed_with_the_fixture() {
+        let fx = fixture().unwrap();
+        let sock = PathBuf::from(&fx.unix);
+        assert!(super::super::fits_sun_path(
+            &sock,
+            super::super::SUN_PATH_MACOS
+        ));
+        assert!(sock.exists());
+        let dir = sock.parent().unwrap().to_path_buf();
+        drop(fx);
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_missing_launchagents_folder_is_made_and_removed_an_existing_one_kept() {
+        let top = tempfile::tempdir().unwrap();
+        let agents = top.path().join("Library/LaunchAgents");
+        {
+            let _made = MadeDir::ensure(&agents).unwrap();
+            assert!(agents.is_dir());
+        }
+        assert!(!agents.exists());
+        std::fs::create_dir_all(&agents).unwrap();
+        {
+            let _kept = MadeDir::ensure(&agents).unwrap();
+        }
+        assert!(agents.is_dir());
     }
 }
