@@ -80,6 +80,11 @@ pub struct ExecChain {
 pub struct RunProfile<'a> {
     pub policy: &'a Policy,
     pub chain: &'a ExecChain,
+    /// The backend the chain was found for: its launcher (an `env` line's
+    /// interpreter) is put in front of the backend only, never in front of
+    /// another program run in the same sandbox (the trial run's
+    /// `/usr/bin/true`).
+    pub backend: &'a Path,
     /// The database, whose companions (`-journal`, `-wal`, `-shm`) every
     /// run may read, as SQLite checks them on open.
     pub db: Option<&'a Path>,
@@ -298,7 +303,9 @@ pub fn build_argv(run: &RunProfile<'_>) -> Vec<String> {
         argv.push(format!("{name}={}", path.display()));
     }
     argv.push("--".to_string());
-    argv.extend(run.chain.launcher.iter().cloned());
+    if run.policy.program == run.backend {
+        argv.extend(run.chain.launcher.iter().cloned());
+    }
     argv.push(run.policy.program.display().to_string());
     argv.extend(run.policy.argv.iter().skip(1).cloned());
     argv

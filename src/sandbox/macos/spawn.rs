@@ -170,6 +170,7 @@ impl State {
         let full = super::build_argv(&RunProfile {
             policy: &p,
             chain: &self.chain,
+            backend: &opts.backend,
             db: opts.db.as_deref(),
             draft: kind == RunKind::Draft,
         });

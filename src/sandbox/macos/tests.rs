@@ -193,6 +193,7 @@ fn run(backend: &str, chain: &ExecChain, kind: RunKind) -> Vec<String> {
     build_argv(&RunProfile {
         policy: &policy,
         chain,
+        backend: Path::new(backend),
         db: Some(Path::new(DB)),
         draft: kind == RunKind::Draft,
     })
@@ -554,6 +555,7 @@ fn a_hostile_path_stays_a_parameter() {
     let (text, params) = build_profile(&RunProfile {
         policy: &policy,
         chain: &c,
+        backend: Path::new(b),
         db: None,
         draft: false,
     });
@@ -1433,4 +1435,36 @@ fn discovery_grants_a_pip_user_site_and_the_kegs_its_modules_link() {
         .exec_trees
         .iter()
         .any(|l| l.starts_with(home.join("Library"))));
+}
+
+/// The trial run starts `/usr/bin/true` in the backend's sandbox: an `env`
+/// line's interpreter is the backend's launcher, never put in front of it
+/// (python3 would be asked to run /usr/bin/true as a script).
+#[test]
+fn the_launcher_goes_in_front_of_the_backend_only() {
+    let (b, chain) = env_script();
+    assert!(!chain.launcher.is_empty());
+    let mut policy = policy_for(b, RunKind::ReadOnly);
+    policy.program = p("/usr/bin/true");
+    policy.argv = vec!["/usr/bin/true".to_string()];
+    let argv = build_argv(&RunProfile {
+        policy: &policy,
+        chain: &chain,
+        backend: Path::new(b),
+        db: Some(Path::new(DB)),
+        draft: false,
+    });
+    let dashes = argv.iter().position(|a| a == "--").unwrap();
+    assert_eq!(&argv[dashes + 1..], &["/usr/bin/true".to_string()]);
+    // The backend itself still gets it.
+    let argv = run(b, &chain, RunKind::ReadOnly);
+    let dashes = argv.iter().position(|a| a == "--").unwrap();
+    assert_eq!(
+        argv[dashes + 1..dashes + 4],
+        [
+            "/Users/ann/.venvs/rw/bin/python3".to_string(),
+            "-I".to_string(),
+            b.to_string()
+        ]
+    );
 }
