@@ -34,9 +34,9 @@ pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
 /// firmlinks that join the read-only system volume to it); the sandbox
 /// matches the spelling a path resolves to, the `/private` one and the
 /// short one under `/`, so both long spellings are brought to it. (Case is
-/// not folded: APFS compares names without case by default, but the
+/// not folded here: APFS compares names without case by default, but the
 /// sandbox matches the case stored on disk, which only the file system can
-/// say; the path guard canonicalizes owner paths on the machine itself.)
+/// say; discovery keeps the stored spelling, see [`stored_spelling`].)
 pub fn canonical(path: &Path) -> PathBuf {
     if let Ok(rest) = path.strip_prefix("/System/Volumes/Data") {
         return canonical(&Path::new("/").join(rest));
@@ -453,6 +453,24 @@ pub const HOMEBREW_PYTHON_KEGS: &[&str] = &[
     "tcl-tk",
 ];
 
+/// The name a folder stores for `part` when it was looked up in another
+/// case: `None` when `part` is stored as given, or when no single stored
+/// name matches it without regard to ASCII case. Pure.
+pub fn stored_spelling(
+    names: &[std::ffi::OsString],
+    part: &std::ffi::OsStr,
+) -> Option<std::ffi::OsString> {
+    if names.iter().any(|n| n == part) {
+        return None;
+    }
+    let want = part.as_encoded_bytes();
+    let mut matches = names
+        .iter()
+        .filter(|n| n.as_encoded_bytes().eq_ignore_ascii_case(want));
+    let first = matches.next()?;
+    matches.next().is_none().then(|| first.clone())
+}
+
 /// Resolve `path` like the kernel does, one component at a time, and record
 /// the literal path of every symlink crossed. At most 40 links.
 pub fn resolve_recording(path: &Path) -> std::io::Result<(PathBuf, Vec<PathBuf>)> {
@@ -486,8 +504,19 @@ pub fn resolve_recording(path: &Path) -> std::io::Result<(PathBuf, Vec<PathBuf>)
             cur.pop();
             continue;
         }
-        let next = cur.join(&part);
+        let mut next = cur.join(&part);
         let meta = std::fs::symlink_metadata(&next)?;
+        // APFS finds `/Users/Ann` for `/Users/ann` by default, but the
+        // sandbox matches the name as stored: keep the stored spelling.
+        if cfg!(target_os = "macos") {
+            if let Ok(entries) = std::fs::read_dir(&cur) {
+                let names: Vec<std::ffi::OsString> =
+                    entries.flatten().map(|e| e.file_name()).collect();
+                if let Some(stored) = stored_spelling(&names, &part) {
+                    next = cur.join(stored);
+                }
+            }
+        }
         if meta.file_type().is_symlink() {
             links += 1;
             if links > 40 {

@@ -1468,3 +1468,20 @@ fn the_launcher_goes_in_front_of_the_backend_only() {
         ]
     );
 }
+
+#[test]
+fn a_name_looked_up_in_another_case_takes_its_stored_spelling() {
+    let names: Vec<std::ffi::OsString> = ["Ann", "Shared", "bob", "Dup", "dup"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    let os = std::ffi::OsStr::new;
+    assert_eq!(stored_spelling(&names, os("ann")), Some("Ann".into()));
+    assert_eq!(stored_spelling(&names, os("SHARED")), Some("Shared".into()));
+    // Stored as given: nothing to change.
+    assert_eq!(stored_spelling(&names, os("Ann")), None);
+    assert_eq!(stored_spelling(&names, os("bob")), None);
+    // Two stored names match (a case-sensitive volume): left as given.
+    assert_eq!(stored_spelling(&names, os("DUP")), None);
+    assert_eq!(stored_spelling(&names, os("nobody")), None);
+}
