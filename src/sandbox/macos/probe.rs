@@ -207,15 +207,23 @@ fn launchd_job_exists(label: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Remove a job the probe's control submitted; whether it is gone.
+/// Remove a job the probe's control submitted; whether it is gone. launchd
+/// may take a moment to drop it, so the answer is awaited for up to two
+/// seconds.
 fn remove_launchd_job(label: &str) -> bool {
-    let _ = Command::new("/bin/launchctl")
-        .args(["remove", label])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    !launchd_job_exists(label)
+    for _ in 0..20 {
+        let _ = Command::new("/bin/launchctl")
+            .args(["remove", label])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if !launchd_job_exists(label) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    false
 }
 
 /// `sysctl kern.procargs2` for a pid: its argv and environment.
