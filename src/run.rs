@@ -322,7 +322,13 @@ fn map_end(end: Result<RunEnd, RunError>, bounds: Bounds) -> CallEnd {
 /// `main` (dyld's abort, with nothing printed) end the run before the
 /// backend ran: that is `sandbox_failed`, not the backend's exit.
 fn refused_by_sandbox(f: &Finished) -> Option<ToolError> {
-    if !cfg!(target_os = "macos") {
+    refused_by_sandbox_exec(cfg!(target_os = "macos"), f)
+}
+
+/// [`refused_by_sandbox`] with the platform given, so its rules are tested
+/// on every system.
+fn refused_by_sandbox_exec(macos: bool, f: &Finished) -> Option<ToolError> {
+    if !macos {
         return None;
     }
     let ended = match f.exit {
@@ -501,6 +507,37 @@ mod tests {
         let long = "x".repeat(1000);
         let cut = first_line(long.as_bytes()).unwrap();
         assert_eq!(cut.chars().count(), MAX_MESSAGE_CHARS + 1);
+    }
+
+    #[test]
+    fn a_run_macos_stopped_before_main_is_sandbox_failed() {
+        let finished = |exit, stdout: &[u8], stderr: &[u8]| Finished {
+            exit,
+            stdout: stdout.to_vec(),
+            stderr: stderr.to_vec(),
+        };
+        // dyld's abort on macOS 26: SIGABRT, nothing printed.
+        let f = finished(Exit::Signal(libc::SIGABRT), b"", b"");
+        let e = refused_by_sandbox_exec(true, &f).unwrap();
+        assert_eq!(e.code(), "sandbox_failed");
+        assert!(e.message().contains("before it started"), "{}", e.message());
+        // sandbox-exec's own refusal.
+        let f = finished(
+            Exit::Code(71),
+            b"",
+            b"sandbox-exec: sandbox_apply: Operation not permitted\n",
+        );
+        assert_eq!(
+            refused_by_sandbox_exec(true, &f).map(|e| e.code()),
+            Some("sandbox_failed")
+        );
+        // A backend that printed and then aborted: its own failure.
+        let f = finished(Exit::Signal(libc::SIGABRT), b"{\"partial\": ", b"");
+        assert!(refused_by_sandbox_exec(true, &f).is_none());
+        assert_eq!(map_exit(&f).unwrap_err().code(), "backend_failed");
+        // Linux has no sandbox-exec: never read this way there.
+        let f = finished(Exit::Signal(libc::SIGABRT), b"", b"");
+        assert!(refused_by_sandbox_exec(false, &f).is_none());
     }
 
     #[test]
