@@ -384,31 +384,6 @@ pub fn died_at_start(ended: Ended, stdout: &[u8], stderr: &[u8]) -> Option<Strin
 }
 
 // ---------------------------------------------------------------------
-// The probe's socket paths.
-// ---------------------------------------------------------------------
-
-/// `sun_path`'s size, its closing NUL included: a socket's path must be
-/// shorter by one.
-pub const SUN_PATH_MACOS: usize = 104;
-pub const SUN_PATH_LINUX: usize = 108;
-
-/// Whether a socket can be bound at `path` where `sun_path` has `size` bytes.
-pub fn fits_sun_path(path: &Path, size: usize) -> bool {
-    path.as_os_str().len() < size
-}
-
-/// The folder for the probe's listening socket: always a short name under
-/// `/private/tmp`, whatever `$TMPDIR` is, as a user's temp folder
-/// (`/private/var/folders/xx/…/T/`) is already about 50 bytes long and
-/// macOS allows 103. Not under any grant, so the socket is "outside".
-pub fn probe_socket_dir(tag: u64) -> PathBuf {
-    PathBuf::from(format!("/private/tmp/rwp-{tag:016x}"))
-}
-
-/// The socket's name in that folder.
-pub const PROBE_SOCKET: &str = "s";
-
-// ---------------------------------------------------------------------
 // Inherited descriptors (the decisions; spawn does the system calls).
 // ---------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ pub mod layers;
 pub mod macos;
 pub mod policy;
 pub mod promises;
+pub mod sockpath;
 pub(crate) mod tmpdir;
 
 #[cfg(target_os = "linux")]

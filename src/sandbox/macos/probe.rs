@@ -553,11 +553,12 @@ fn fixture() -> anyhow::Result<Fixture> {
     // The socket lives apart, under a short name: the temp folder's path is
     // already about 50 bytes, and a socket's path must fit sun_path (103
     // bytes on macOS, the NUL aside).
-    let sock_dir = super::probe_socket_dir(crate::sandbox::random_u64());
+    use crate::sandbox::sockpath;
+    let sock_dir = sockpath::probe_socket_dir(crate::sandbox::random_u64());
     std::fs::DirBuilder::new().mode(0o700).create(&sock_dir)?;
     let sockets = FixtureDir(sock_dir);
-    let sock = sockets.0.join(super::PROBE_SOCKET);
-    if !super::fits_sun_path(&sock, super::SUN_PATH_MACOS) {
+    let sock = sockets.0.join(sockpath::PROBE_SOCKET);
+    if !sockpath::fits_sun_path(&sock, sockpath::SUN_PATH) {
         anyhow::bail!(
             "the probe's socket path {} is too long for a unix socket",
             sock.display()

@@ -1212,31 +1212,6 @@ fn a_program_stopped_before_main_is_the_sandboxs_failure() {
     assert_eq!(died_at_start(Ended::Code(0), b"", b""), None);
 }
 
-/// Every path the macOS probe binds fits `sun_path` (103 bytes there, 107
-/// on Linux), with the longest tag, wherever `$TMPDIR` points.
-#[test]
-fn the_probes_socket_path_fits_sun_path_everywhere() {
-    let longest = probe_socket_dir(u64::MAX).join(PROBE_SOCKET);
-    assert_eq!(longest, p("/private/tmp/rwp-ffffffffffffffff/s"));
-    assert!(fits_sun_path(&longest, SUN_PATH_MACOS));
-    assert!(fits_sun_path(&longest, SUN_PATH_LINUX));
-    // The boundary, exactly: 103 bytes fit macOS, 104 do not; 107 and 108 on Linux.
-    let of = |n: usize| PathBuf::from(format!("/{}", "a".repeat(n - 1)));
-    assert!(fits_sun_path(&of(103), SUN_PATH_MACOS));
-    assert!(!fits_sun_path(&of(104), SUN_PATH_MACOS));
-    assert!(fits_sun_path(&of(107), SUN_PATH_LINUX));
-    assert!(!fits_sun_path(&of(108), SUN_PATH_LINUX));
-    // The layout it replaces did not fit on a Mac.
-    let old = p(
-        "/private/var/folders/zz/zyxvpxvq6csfxvn_n0000000000000/T/reachweaver-probe-0123456789abcdef/outside/s.sock",
-    );
-    assert!(
-        !fits_sun_path(&old, SUN_PATH_MACOS),
-        "{}",
-        old.as_os_str().len()
-    );
-}
-
 #[test]
 fn firmlinked_spellings_are_brought_to_the_short_one() {
     assert_eq!(

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -294,6 +294,8 @@ struct Fixture {
     /// The canonical system temp folder.
     tmp_base: PathBuf,
     host_sock: PathBuf,
+    /// The socket's own short folder under /tmp (see `sockpath`).
+    sock_dir: PathBuf,
     abstract_name: String,
     tcp4: SocketAddr,
     tcp6: SocketAddr,
@@ -306,6 +308,7 @@ impl Drop for Fixture {
     fn drop(&mut self) {
         let _ = cleanup::remove_deep(&self.ctl_tmp);
         super::remove_tree(&self.base);
+        super::remove_tree(&self.sock_dir);
     }
 }
 
@@ -321,10 +324,21 @@ impl Fixture {
         std::fs::create_dir(&base).with_context(|| format!("{}", base.display()))?;
         std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700))?;
         let fs = base.join("fs");
-        let sockets = base.join("sockets");
-        std::fs::create_dir(&sockets)?;
+        // The socket's path must fit sun_path (108 bytes) whatever TMPDIR
+        // is: a short folder of its own under /tmp.
+        let sock_dir = super::sockpath::probe_socket_dir(super::random_u64());
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&sock_dir)
+            .with_context(|| format!("{}", sock_dir.display()))?;
         let counters = Arc::new(Counters::default());
-        let host_sock = sockets.join("host.sock");
+        let host_sock = sock_dir.join(super::sockpath::PROBE_SOCKET);
+        if !super::sockpath::fits_sun_path(&host_sock, super::sockpath::SUN_PATH) {
+            anyhow::bail!(
+                "the probe's socket path {} is too long for a unix socket",
+                host_sock.display()
+            );
+        }
         let abstract_name = format!(
             "reachweaver-probe-{}-{:x}",
             std::process::id(),
@@ -389,6 +403,7 @@ impl Fixture {
             base,
             exe,
             host_sock,
+            sock_dir,
             abstract_name,
             tcp4,
             tcp6,
