@@ -1321,9 +1321,9 @@ mod tests {
     fn the_probe_socket_fits_and_is_removed_with_the_fixture() {
         let fx = fixture().unwrap();
         let sock = PathBuf::from(&fx.unix);
-        assert!(super::super::fits_sun_path(
+        assert!(crate::sandbox::sockpath::fits_sun_path(
             &sock,
-            super::super::SUN_PATH_MACOS
+            crate::sandbox::sockpath::SUN_PATH_MACOS
         ));
         assert!(sock.exists());
         let dir = sock.parent().unwrap().to_path_buf();
