@@ -245,7 +245,10 @@ impl App {
             tool_set.len(),
             if tool_set.len() == 1 { "" } else { "s" },
             sandbox.layers_line(),
-            config.granted_line(serve.start.allow_drafts && !refuse_drafts),
+            config.granted_line(
+                serve.start.allow_drafts && !refuse_drafts,
+                crate::sandbox::backend_folder(&config.backend).as_deref()
+            ),
         );
         let promises = sandbox.promises_line(serve.start.allow_drafts && !refuse_drafts);
         if !promises.is_empty() {
@@ -448,10 +451,36 @@ fn read_catalog(
             message.push_str("\nthe last lines of its error output:\n");
             message.push_str(&tail);
         }
+        message.push('\n');
+        message.push_str(&describe_hint(
+            backend,
+            crate::sandbox::backend_folder(Path::new(backend)).as_deref(),
+        ));
         return failed(message);
     }
     // Kept typed: `tools --check` reads every finding off the error.
     Ok(catalog::parse(&finished.stdout)?)
+}
+
+/// What to try when `describe` failed: the run is sandboxed, so a backend
+/// that works at the owner's terminal can still fail here for want of a
+/// file it was not granted. The server does not run it unconfined to find
+/// out (not even once, to diagnose): it says how the owner can compare.
+pub fn describe_hint(backend: &str, backend_folder: Option<&Path>) -> String {
+    let granted = match backend_folder {
+        Some(folder) => format!("read its folder {}", folder.display()),
+        None => "read only its own file, not the files beside it, as it is not laid out as \
+                 PREFIX/bin/NAME"
+            .to_string(),
+    };
+    format!(
+        "hint: in the sandbox the backend may {granted} (plus the root, the home and the system \
+         folders). If `{backend} describe --format=json` works when you run it yourself, it \
+         needs a file the sandbox does not grant: give that file's folder with --allow-read DIR, \
+         or install the backend as PREFIX/bin/NAME outside your home folder (docs/BACKEND.md, \
+         \"Where a backend may read\"). `reachweaver-mcp sandbox run --allow-read DIR -- {backend} \
+         describe --format=json` runs it in the same sandbox, with its error output."
+    )
 }
 
 /// The end of a backend's error output, bounded in lines and bytes,
@@ -535,6 +564,23 @@ mod tests {
             StartError::from(catalog::parse(b"{}").unwrap_err()),
             StartError::Catalog(_)
         ));
+    }
+
+    #[test]
+    fn the_describe_hint_names_what_the_backend_may_read() {
+        let own = describe_hint("/home/u/rw/backend.js", None);
+        assert!(own.contains("read only its own file"), "{own}");
+        assert!(own.contains("--allow-read DIR"), "{own}");
+        assert!(own.contains("PREFIX/bin/NAME"), "{own}");
+        assert!(
+            own.contains(
+                "sandbox run --allow-read DIR -- /home/u/rw/backend.js describe --format=json"
+            ),
+            "{own}"
+        );
+        let tree = describe_hint("/opt/rw/bin/rw", Some(Path::new("/opt/rw")));
+        assert!(tree.contains("read its folder /opt/rw "), "{tree}");
+        assert!(!tree.contains("own file"), "{tree}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! One module per area; the names say which part of the server they drive.
 
+mod backend_layout;
 mod catalog_compat;
 mod cli_first_run;
 mod cli_help;
