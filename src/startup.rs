@@ -437,15 +437,16 @@ fn read_catalog(
         let detail = serde_json::from_slice::<Value>(&finished.stdout)
             .ok()
             .and_then(|d| d["error"]["message"].as_str().map(str::to_string))
-            .or_else(|| run::first_line(&finished.stderr))
+            .or_else(|| run::error_line(&finished.stderr))
             .unwrap_or_else(|| "no message".to_string());
         let how = match finished.exit {
             run::Exit::Code(c) => format!("exit code {c}"),
             run::Exit::Signal(s) => format!("signal {s}"),
         };
+        // Redacted whole, then cut: a cut must not split a secret in two.
         let mut message = format!(
             "{what} failed ({how}): {}",
-            redactor.redact_str(&catalog::one_line(&detail))
+            run::cut(&redactor.redact_str(&catalog::one_line(&detail)))
         );
         if let Some(tail) = stderr_tail(&finished.stderr, redactor) {
             message.push_str("\nthe last lines of its error output:\n");

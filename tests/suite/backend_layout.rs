@@ -102,3 +102,35 @@ fn a_prefix_bin_layout_reads_its_prefix_and_the_line_names_it() {
     assert!(!err.contains("its own file only"), "{err}");
     assert!(text(&out.stdout).contains("hello"), "{}", text(&out.stdout));
 }
+
+/// Node prints where it failed (`node:fs:573`) before what failed: the
+/// start-up message quotes the `Error:` line.
+#[test]
+fn a_node_backend_that_cannot_read_its_catalog_is_quoted_by_its_error_line() {
+    let node = std::path::PathBuf::from("/usr/bin/node");
+    assert!(
+        node.exists(),
+        "this test needs Node.js at /usr/bin/node (the examples' interpreter); install it"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let tool = dir.path().join("tool");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&tool).unwrap();
+    std::fs::write(tool.join("catalog.json"), CATALOG).unwrap();
+    let backend = tool.join("backend.js");
+    write_executable(
+        &backend,
+        "#!/usr/bin/node\nconst fs = require('fs');\nconst path = require('path');\n\
+         process.stdout.write(fs.readFileSync(path.join(__dirname, 'catalog.json'), 'utf8'));\n",
+    );
+    let out = tools(&backend, &home, &[]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("failed (exit code 1): Error: ENOENT: no such file or directory, open '"),
+        "{err}"
+    );
+    assert!(!err.contains("failed (exit code 1): node:"), "{err}");
+    assert!(err.contains("read only its own file"), "{err}");
+}
