@@ -273,6 +273,9 @@ impl App {
         if tool_set.is_empty() {
             line.push_str("; warning: the backend's catalog has no command that can be offered (`tools` says why)");
         }
+        if let Some(warning) = missing_database_warning(&config) {
+            line.push_str(&format!("; warning: {warning}"));
+        }
         if serve.start.allow_drafts
             && !refuse_drafts
             && !tool_set.iter().any(|t| t.kind == ToolKind::Draft)
@@ -326,6 +329,19 @@ impl App {
     pub fn call_timeout(&self) -> Option<Duration> {
         self.bounds.timeout
     }
+}
+
+/// A database that is named but not there yet: every command that reads it
+/// fails, and no tool can create it (creating it is a write), so the owner
+/// hears it at start rather than from the first failed call.
+pub fn missing_database_warning(config: &Config) -> Option<String> {
+    let db = config.db.as_ref().filter(|d| !d.exists)?;
+    Some(format!(
+        "the database {} does not exist yet: tools that read it will fail until you create it \
+         (with the backend's own command, such as `reachweaver init`, at your terminal) and \
+         restart the server",
+        db.path.display()
+    ))
 }
 
 /// This server as `serverInfo` names it.
@@ -582,6 +598,36 @@ mod tests {
         let tree = describe_hint("/opt/rw/bin/rw", Some(Path::new("/opt/rw")));
         assert!(tree.contains("read its folder /opt/rw "), "{tree}");
         assert!(!tree.contains("own file"), "{tree}");
+    }
+
+    #[test]
+    fn a_named_database_that_is_not_there_is_warned_about() {
+        use crate::config::{Fixed, Source};
+        let db = |exists| Fixed {
+            path: PathBuf::from("/srv/rw/data/rw.db"),
+            source: Source::Option("--db"),
+            exists,
+        };
+        let config = |db| Config {
+            backend: PathBuf::from("/opt/rw/bin/rw"),
+            home: None,
+            db,
+            accounts: None,
+            profile: None,
+            root: PathBuf::from("/srv/rw"),
+            root_source: Source::Option("--root"),
+            allow_read: Vec::new(),
+        };
+        let w = missing_database_warning(&config(Some(db(false)))).unwrap();
+        assert!(
+            w.starts_with(
+                "the database /srv/rw/data/rw.db does not exist yet: tools that read it will fail"
+            ),
+            "{w}"
+        );
+        assert!(w.ends_with("and restart the server"), "{w}");
+        assert_eq!(missing_database_warning(&config(Some(db(true)))), None);
+        assert_eq!(missing_database_warning(&config(None)), None);
     }
 
     #[test]

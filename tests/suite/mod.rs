@@ -2,6 +2,7 @@
 
 mod backend_layout;
 mod catalog_compat;
+mod check_findings;
 mod cli_first_run;
 mod cli_help;
 mod cli_print_config;
