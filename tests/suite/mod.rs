@@ -7,6 +7,7 @@ mod cli_first_run;
 mod cli_help;
 mod cli_print_config;
 mod docs_references;
+mod examples_backends;
 mod faults_backend;
 mod faults_catalog;
 mod faults_leak;
