@@ -196,3 +196,25 @@ fn the_readme_lists_the_tools_options_and_ci_md_has_no_placeholder() {
     let ci = std::fs::read_to_string(repo_root().join("docs/CI.md")).unwrap();
     assert!(!ci.contains("OWNER"), "docs/CI.md has an OWNER placeholder");
 }
+
+/// The README says what the test command costs and installs, with the same
+/// versions `ci/test.sh` pins.
+#[test]
+fn the_readme_states_the_test_commands_cost_and_installs() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let script = std::fs::read_to_string(repo_root().join("ci/test.sh")).unwrap();
+    assert!(readme.contains("takes about 15 minutes once its caches are filled"));
+    assert!(readme.contains("AddressSanitizer"));
+    for (in_readme, in_script) in [
+        ("`mcp` 2.3.0", "mcp==2.3.0"),
+        ("Inspector 2.12.0", "inspector 2.12.0"),
+        ("TypeScript SDK 1.32.2", "sdk 1.32.2"),
+        ("Node 22.23.5", "node 22.23.5"),
+        ("`mcpb` 2.1.2", "mcpb 2.1.2"),
+        ("`cargo-fuzz` 0.13.2", "cargo-fuzz 0.13.2"),
+        ("for 30 seconds", "${FUZZ_SECONDS:-30}"),
+    ] {
+        assert!(readme.contains(in_readme), "README lacks {in_readme}");
+        assert!(script.contains(in_script), "ci/test.sh lacks {in_script}");
+    }
+}
