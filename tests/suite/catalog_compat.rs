@@ -255,7 +255,6 @@ fn control_characters_bidi_and_huge_summaries_never_reach_clients() {
     );
 }
 
-#[test]
 /// The reference backend keeps one text-only read-only command on purpose
 /// (it shows the `no_json_format` withholding): that is its one warning.
 #[test]
