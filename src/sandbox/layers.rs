@@ -30,6 +30,11 @@ pub const LAYERS: &[LayerInfo] = &[
         holds: "a private IPC namespace",
     },
     LayerInfo {
+        name: "utsns",
+        code: 'H',
+        holds: "a UTS namespace: the run sees a fixed host and domain name, not the machine's",
+    },
+    LayerInfo {
         name: "pidns",
         code: 'P',
         holds: "a PID namespace: no other process is visible, the run's tree dies with it",
@@ -91,7 +96,7 @@ pub fn info(name: &str) -> Option<&'static LayerInfo> {
     LAYERS.iter().find(|l| l.name == name)
 }
 
-/// The short code of a set of layer names, in list order (`UNIPpMRLTSKC`).
+/// The short code of a set of layer names, in list order (`UNIHPpMRLTSKC`).
 pub fn codes(names: &[&str]) -> String {
     LAYERS
         .iter()
@@ -191,6 +196,7 @@ mod tests {
             "userns",
             "netns",
             "ipcns",
+            "utsns",
             "pidns",
             "pid_max",
             "mountns",

@@ -151,6 +151,8 @@ pub enum Layer {
     /// has none).
     #[value(name = "landlock_scope")]
     LandlockScope,
+    /// The run's own UTS namespace (its host and domain name).
+    Utsns,
 }
 
 impl Layer {
@@ -164,6 +166,7 @@ impl Layer {
             Layer::Pidns => "pidns",
             Layer::LandlockTcp => "landlock_tcp",
             Layer::LandlockScope => "landlock_scope",
+            Layer::Utsns => "utsns",
         }
     }
 }

@@ -48,6 +48,9 @@ pub struct Layers {
     pub userns: bool,
     pub netns: bool,
     pub ipcns: bool,
+    /// A UTS namespace per run, with a fixed host and domain name.
+    #[serde(default)]
+    pub utsns: bool,
     pub pidns: bool,
     /// Highest process id inside the PID namespace (per-namespace `pid_max`),
     /// which bounds the run's process count whatever its uid.
@@ -86,6 +89,7 @@ impl Layers {
             (self.userns, "userns"),
             (self.netns, "netns"),
             (self.ipcns, "ipcns"),
+            (self.utsns, "utsns"),
             (self.pidns, "pidns"),
             (self.pid_max.is_some(), "pid_max"),
             (self.mountns, "mountns"),

@@ -150,10 +150,14 @@ pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
     );
     push(
         "host_hidden",
-        "the host not observable (stat, readlink, xattrs, inotify of paths outside the grant)",
+        "the host not observable (its name; stat, readlink, xattrs of paths outside the grant)",
         Tier::WhereAvailable,
-        mount(l.mountns),
-        "the mount layer (user and PID namespaces)",
+        if l.mountns && l.utsns {
+            vec!["mountns", "utsns"]
+        } else {
+            Vec::new()
+        },
+        "the mount layer and a UTS namespace (user and PID namespaces, or root)",
     );
     push(
         "protected_hidden",
@@ -216,6 +220,7 @@ mod tests {
             userns: true,
             netns: true,
             ipcns: true,
+            utsns: true,
             pidns: true,
             pid_max: Some(512),
             ns_limits: true,
@@ -237,6 +242,7 @@ mod tests {
             userns: false,
             netns: false,
             ipcns: false,
+            utsns: false,
             pidns: false,
             pid_max: None,
             ns_limits: false,
@@ -265,7 +271,7 @@ mod tests {
             "promises: no_network(netns seccomp landlock_tcp) reads_confined(mountns landlock) \
              writes_confined(mountns landlock) no_privileges(no_new_privs caps) \
              nothing_outlives(pidns) processes_bounded(pid_max rlimits) tmpdir_bounded(mountns) \
-             host_hidden(mountns) protected_hidden(mountns)"
+             host_hidden(mountns utsns) protected_hidden(mountns)"
         );
     }
 

@@ -25,6 +25,7 @@ mod sandbox_python_backend;
 mod sandbox_run;
 mod sandbox_runs;
 mod sandbox_seccomp;
+#[cfg(target_os = "linux")]
 mod sandbox_shapes;
 mod sandbox_status;
 #[cfg(target_os = "linux")]

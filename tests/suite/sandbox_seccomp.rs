@@ -54,8 +54,6 @@ int main(int argc, char **argv) {
     say("eventfd", eventfd(0, EFD_CLOEXEC));
     say("timerfd", timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC));
     say("epoll", epoll_create1(EPOLL_CLOEXEC));
-    int in = inotify_init1(IN_CLOEXEC);
-    say("inotify", in < 0 ? -1 : inotify_add_watch(in, file, IN_MODIFY));
     say("flock", flock(fd, LOCK_SH));
     say("fcntl-F_GETFL", fcntl(fd, F_GETFL));
     int n = 0;
@@ -66,8 +64,26 @@ int main(int argc, char **argv) {
     int c = open(made, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
     say("open-creat-0644", c);
     if (c >= 0) { close(c); unlink(made); }
+    char space[4096], moved[4096];
+    snprintf(space, sizeof space, "%s/seccomp-check-%d-space", tmp, (int)getpid());
+    snprintf(moved, sizeof moved, "%s/seccomp-check-%d-moved", tmp, (int)getpid());
+    int s = open(space, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    say("fallocate-0", s < 0 ? -1 : fallocate(s, 0, 0, 4096));
+    say("renameat2-noreplace",
+        syscall(SYS_renameat2, AT_FDCWD, space, AT_FDCWD, moved, RENAME_NOREPLACE));
+    rename(moved, space);
 
     /* What the list leaves out or refuses. */
+    int in = inotify_init1(IN_CLOEXEC);
+    say("inotify", in < 0 ? -1 : inotify_add_watch(in, file, IN_MODIFY));
+    say("fallocate-keep-size", s < 0 ? -1 : fallocate(s, FALLOC_FL_KEEP_SIZE, 0, 1 << 20));
+    say("fallocate-punch-hole",
+        s < 0 ? -1 : fallocate(s, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096));
+    say("renameat2-whiteout",
+        syscall(SYS_renameat2, AT_FDCWD, space, AT_FDCWD, moved, RENAME_WHITEOUT));
+    unlink(moved);
+    unlink(space);
+    if (s >= 0) close(s);
     say("socketpair-dgram", socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, p));
     snprintf(made, sizeof made, "%s/seccomp-check-%d-0755", tmp, (int)getpid());
     c = open(made, O_CREAT | O_WRONLY | O_CLOEXEC, 0755);
@@ -104,11 +120,16 @@ socketpair-stream ok
 eventfd ok
 timerfd ok
 epoll ok
-inotify ok
 flock ok
 fcntl-F_GETFL ok
 ioctl-FIONREAD ok
 open-creat-0644 ok
+fallocate-0 ok
+renameat2-noreplace ok
+inotify ENOSYS
+fallocate-keep-size EOPNOTSUPP
+fallocate-punch-hole EOPNOTSUPP
+renameat2-whiteout EPERM
 socketpair-dgram EPERM
 open-creat-0755 EPERM
 creat-0700 EPERM
@@ -162,6 +183,10 @@ fn check(w: &World, exe: &Path) {
     let host_answers = answers(&host_out);
     for name in [
         "thread",
+        "inotify",
+        "fallocate-keep-size",
+        "fallocate-punch-hole",
+        "renameat2-whiteout",
         "socketpair-dgram",
         "open-creat-0755",
         "creat-0700",

@@ -8,11 +8,15 @@
 //! never as blocked; every network and read-outside attempt is blocked.
 //! A real `mcp-serve` session runs a tool on each shape.
 //!
-//! What the simulation cannot show: a host whose kernel has user
-//! namespaces compiled out behaves the same for these calls (unshare fails
-//! with EINVAL instead of ENOSPC), and Ubuntu's AppArmor restriction (a
-//! user namespace without capabilities) is not reproduced: these machines
-//! have no AppArmor. `sandbox status` reports that restriction where it is.
+//! Ubuntu's AppArmor restriction (a user namespace without capabilities)
+//! is simulated by a seccomp filter that lets the server make a user
+//! namespace but no namespace inside it (`restrict_namespaces_like_ubuntu`).
+//!
+//! What the simulation cannot show: a host whose kernel has user namespaces
+//! compiled out answers `unshare` with EINVAL instead of ENOSPC (the server
+//! treats both alike); AppArmor's denial of every capability inside the
+//! user namespace (mounts, capability changes) is not reproduced, as these
+//! machines have no AppArmor, but the server never uses such a namespace.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -23,7 +27,9 @@ use serde_json::{json, Value};
 
 use crate::support::fixture;
 use crate::support::mcp::{req, Server, Workspace};
-use crate::support::sandbox::{is_root, output_within, text, Who, World};
+use crate::support::sandbox::{
+    is_root, output_within, restrict_namespaces_like_ubuntu, text, Who, World,
+};
 
 /// Network attempts: blocked on every shape (raw and packet sockets may be
 /// unproven where no user may open them outside either).
@@ -52,9 +58,10 @@ const READ_OUTSIDE: &[&str] = &[
     "exec-outside-runtime",
 ];
 
-/// What only the mount layer holds, so what an ordinary user on a machine
+/// What only the mount layer (and the UTS namespace) holds, so what an ordinary user on a machine
 /// without user namespaces is not promised (`tmpdir-name-carries-server-pid`
-/// is held there too: the host folder is named without the server's pid) (the start-up line's "not held
+/// is held there too: the host folder is named without the server's pid;
+/// inotify is refused by seccomp) (the start-up line's "not held
 /// here": tmpdir_bounded, host_hidden, protected_hidden, draft_confined).
 const WITHOUT_MOUNT_LAYER: &[&str] = &[
     "draft-db-replaced-by-symlink",
@@ -64,8 +71,6 @@ const WITHOUT_MOUNT_LAYER: &[&str] = &[
     "stat-through-planted-symlink",
     "tmpdir-size-cap",
     "tmpdir-inode-cap",
-    "inotify-system-tmp",
-    "inotify-etc",
     "getxattr-outside-file",
     "stat-etc-hostname",
     "stat-outside-file",
@@ -74,6 +79,8 @@ const WITHOUT_MOUNT_LAYER: &[&str] = &[
     "stat-proc-server",
     "exec-via-loader-from-tmpdir",
     "mmap-exec-tmpdir",
+    // The host's name: a UTS namespace needs a user namespace or root.
+    "uname-nodename",
 ];
 
 fn need_root() {
@@ -162,7 +169,7 @@ fn without_user_namespaces_root_keeps_every_other_namespace_and_nothing_gets_thr
     check_every_shape(&r);
     let layers = r["layers"].as_str().unwrap();
     assert!(
-        layers.starts_with("netns+ipcns+pidns(pid_max 512)+mountns "),
+        layers.starts_with("netns+ipcns+utsns+pidns(pid_max 512)+mountns "),
         "{layers}"
     );
     assert!(!layers.contains("userns"), "{layers}");
@@ -379,4 +386,118 @@ fn drafts_are_offered_only_where_their_promise_holds() {
     assert!(names.iter().any(|n| n == "draft"), "{names:?}");
     assert!(stderr.contains("draft_confined(landlock)"), "{stderr}");
     assert!(!stderr.contains("refused: --allow-drafts"), "{stderr}");
+}
+
+/// Root on a machine without user or PID namespaces (as in many
+/// containers): nothing bounds a run's fork bomb (`RLIMIT_NPROC` exempts
+/// root, and `pid_max` needs a PID namespace), so the default mode refuses
+/// to start and says why; best-effort starts and says what it lacks.
+#[test]
+fn root_without_pid_namespaces_is_refused_and_best_effort_says_what_it_lacks() {
+    need_root();
+    let w = World::new();
+    let (ws, backend) = open_workspace(&w);
+    let serve = |extra: &[&str]| {
+        let mut c = Command::new(fixture("shape-no-userns"));
+        c.args(["--no-pidns", "0"])
+            .arg(&w.exe)
+            .arg(format!("--backend={}", backend.display()))
+            .arg(format!("--home={}", ws.path().display()))
+            .arg("mcp-serve")
+            .args(extra)
+            .current_dir(ws.path())
+            .stdin(std::process::Stdio::null());
+        output_within(c, Duration::from_secs(60))
+    };
+    let out = serve(&[]);
+    let stderr = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("this machine cannot hold what every run is promised: a run's processes bounded (needs for a server run as root"),
+        "{stderr}"
+    );
+    // stdin is empty: best-effort starts, says what it gave up, and exits at EOF.
+    let out = serve(&["--sandbox", "best-effort"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("nothing_outlives(subreaper)")
+            && stderr.contains(
+                "not held here: processes_bounded, tmpdir_bounded, host_hidden, protected_hidden"
+            ),
+        "{stderr}"
+    );
+}
+
+/// Ubuntu 23.10+'s restriction, as closely as this machine allows
+/// (`restrict_namespaces_like_ubuntu`: a user namespace can be made, nothing
+/// inside it): the server treats it as no user namespaces, says why, and
+/// holds the same promises as on such a machine.
+#[test]
+fn restricted_user_namespaces_count_as_none_and_say_why() {
+    need_root();
+    let w = World::new();
+    let mut c = w.cmd(Who::Unprivileged, w.path());
+    c.args(["sandbox", "status", "--json"]);
+    restrict_namespaces_like_ubuntu(&mut c);
+    let out = output_within(c, Duration::from_secs(60));
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    let userns = v["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "userns")
+        .unwrap();
+    assert_eq!(userns["available"], false, "{userns}");
+    assert!(
+        userns["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("a user namespace can be made but gives no capability in it"),
+        "{userns}"
+    );
+    assert_eq!(v["require_missing"], json!([]), "{v:#}");
+    assert_eq!(
+        v["trial"],
+        "passed: every layer listed as available was applied"
+    );
+
+    let mut c = w.cmd(Who::Unprivileged, w.path());
+    restrict_namespaces_like_ubuntu(&mut c);
+    let r = probe_json(c);
+    check_every_shape(&r);
+    let mut np = not_promised(&r);
+    np.sort();
+    let mut want: Vec<String> = WITHOUT_MOUNT_LAYER.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(np, want);
+
+    let (ws, backend) = open_workspace(&w);
+    let mut cmd = w.cmd(Who::Unprivileged, ws.path());
+    cmd.arg(format!("--backend={}", backend.display()))
+        .arg(format!("--home={}", ws.path().display()))
+        .arg("mcp-serve");
+    restrict_namespaces_like_ubuntu(&mut cmd);
+    let mut s = Server::spawn(cmd);
+    s.initialize("2025-06-18");
+    let r = s.request(req(
+        json!(2),
+        "tools/call",
+        json!({"name": "campaign_check", "arguments": {"campaign": "campaigns/spring-launch.yaml"}}),
+    ));
+    let (status, _) = s.finish();
+    assert!(status.success(), "{}", s.stderr_text());
+    assert_eq!(r["result"]["isError"], false, "{r:#}");
+    assert_eq!(
+        layers_of(&r),
+        vec![
+            "rlimits",
+            "landlock",
+            "landlock_tcp",
+            "landlock_scope",
+            "caps",
+            "seccomp"
+        ]
+    );
 }

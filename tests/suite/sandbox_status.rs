@@ -10,6 +10,7 @@ const LAYERS: &[&str] = &[
     "userns",
     "netns",
     "ipcns",
+    "utsns",
     "pidns",
     "pid_max",
     "mountns",
@@ -44,10 +45,38 @@ fn check(v: &Value) {
             "require_missing",
             "require_layers",
             "best_effort_layers",
+            "trial",
+            "promises",
             "apparmor"
         ]
     );
     assert_eq!(v["platform"], "linux");
+    // The layers were applied in a trial run, not guessed.
+    assert_eq!(
+        v["trial"], "passed: every layer listed as available was applied",
+        "{v:#}"
+    );
+    // On this machine every promise is held, each by at least one layer.
+    let promises = v["promises"].as_array().unwrap();
+    let ids: Vec<&str> = promises.iter().map(|p| p["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [
+            "no_network",
+            "reads_confined",
+            "writes_confined",
+            "no_privileges",
+            "nothing_outlives",
+            "processes_bounded",
+            "tmpdir_bounded",
+            "host_hidden",
+            "protected_hidden",
+            "draft_confined"
+        ]
+    );
+    for p in promises {
+        assert!(!p["held_by"].as_array().unwrap().is_empty(), "{p}");
+    }
     assert!(!v["kernel"].as_str().unwrap().is_empty());
     let abi = v["landlock_abi"].as_i64().unwrap();
     assert!(
@@ -84,7 +113,7 @@ fn check(v: &Value) {
     check_apparmor(&v["apparmor"]);
     let line = v["require_layers"].as_str().unwrap();
     for part in [
-        "userns+netns+ipcns+pidns",
+        "userns+netns+ipcns+utsns+pidns",
         "+mountns",
         "landlock(abi",
         "seccomp",

@@ -26,11 +26,11 @@ fn exit_0_is_a_plain_answer() {
     let line = r.log_line();
     let bytes = r.stdout.trim_end().len();
     // The layers the run was confined by, in the short form `sandbox status`
-    // documents: userns netns ipcns pidns pid_max mountns rlimits landlock
+    // documents: userns netns ipcns utsns pidns pid_max mountns rlimits landlock
     // landlock_tcp landlock_scope caps seccomp on this machine.
     assert!(
         line.starts_with(&format!(
-            "call tool=selftest exit=0 bytes={bytes} sandbox=UNIPpMRLTSKC ms="
+            "call tool=selftest exit=0 bytes={bytes} sandbox=UNIHPpMRLTSKC ms="
         )),
         "{line}"
     );

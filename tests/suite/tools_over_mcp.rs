@@ -255,7 +255,7 @@ fn every_run_result_attests_its_sandbox_in_every_revision() {
         check(&r["result"]);
     }
     let log = s.stderr_text();
-    assert!(log.contains(" sandbox=UNIPpMRLTSKC "), "{log}");
+    assert!(log.contains(" sandbox=UNIHPpMRLTSKC "), "{log}");
 }
 
 /// The example workspace's token and SMTP password.

@@ -238,3 +238,90 @@ pub fn kill_marker(marker: &str) {
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
 }
+
+/// Ubuntu's restricted user namespaces (`kernel.apparmor_restrict_unprivileged_userns=1`
+/// without a profile), as closely as a machine without AppArmor allows: a
+/// seccomp filter on the started program refuses (`EPERM`) every `unshare`
+/// and `clone` that asks for a network, IPC, PID, mount or UTS namespace,
+/// and lets a user namespace alone be made, which is what such a program
+/// sees when it tries. What it cannot show: AppArmor also denies every
+/// capability inside that user namespace (mounts, capability changes);
+/// the server, seeing it can make nothing inside one, never uses it.
+#[cfg(target_os = "linux")]
+pub fn restrict_namespaces_like_ubuntu(cmd: &mut Command) {
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
+    use std::os::unix::process::CommandExt;
+    let flags = [
+        libc::CLONE_NEWNET,
+        libc::CLONE_NEWIPC,
+        libc::CLONE_NEWPID,
+        libc::CLONE_NEWNS,
+        libc::CLONE_NEWUTS,
+    ];
+    let rules_for = || -> Vec<SeccompRule> {
+        flags
+            .iter()
+            .map(|f| {
+                let c = SeccompCondition::new(
+                    0,
+                    SeccompCmpArgLen::Qword,
+                    SeccompCmpOp::MaskedEq(*f as u64),
+                    *f as u64,
+                )
+                .expect("condition");
+                SeccompRule::new(vec![c]).expect("rule")
+            })
+            .collect()
+    };
+    let rules = [libc::SYS_unshare, libc::SYS_clone]
+        .into_iter()
+        .map(|nr| (nr, rules_for()))
+        .collect();
+    let arch = TargetArch::try_from(std::env::consts::ARCH).expect("a seccomp architecture");
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .expect("filter");
+    let program: BpfProgram = filter.try_into().expect("BPF program");
+    // clone3 passes its flags in memory a filter can't read: refused as
+    // absent, which makes the C library fall back to clone.
+    let clone3 = SeccompFilter::new(
+        [(libc::SYS_clone3, vec![])].into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )
+    .expect("filter");
+    let clone3: BpfProgram = clone3.try_into().expect("BPF program");
+    // SAFETY: the closure runs between fork and exec and only makes system
+    // calls on programs built before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            for p in [&program, &clone3] {
+                let fprog = libc::sock_fprog {
+                    len: p.len() as u16,
+                    filter: p.as_ptr() as *mut libc::sock_filter,
+                };
+                if libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0,
+                    &fprog as *const libc::sock_fprog,
+                ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}

@@ -20,6 +20,7 @@ pub struct Detected {
     pub userns: Result<(), String>,
     pub netns: Result<(), String>,
     pub ipcns: Result<(), String>,
+    pub utsns: Result<(), String>,
     pub pidns: Result<(), String>,
     pub pid_max: Result<(), String>,
     pub mountns: Result<(), String>,
@@ -36,10 +37,13 @@ impl Detected {
         let kernel = kernel_release();
         // One probe for the usual case where everything is allowed; one per
         // kind only when something is refused, to name it.
-        let all =
-            libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWPID;
-        let (userns, netns, ipcns, pidns) = if try_unshare(all).is_ok() {
-            (Ok(()), Ok(()), Ok(()), Ok(()))
+        let all = libc::CLONE_NEWUSER
+            | libc::CLONE_NEWNET
+            | libc::CLONE_NEWIPC
+            | libc::CLONE_NEWPID
+            | libc::CLONE_NEWUTS;
+        let (userns, netns, ipcns, pidns, utsns) = if try_unshare(all).is_ok() {
+            (Ok(()), Ok(()), Ok(()), Ok(()), Ok(()))
         } else {
             let userns = usable_userns(
                 try_unshare(libc::CLONE_NEWUSER),
@@ -58,7 +62,8 @@ impl Detected {
             let netns = kind(libc::CLONE_NEWNET);
             let ipcns = kind(libc::CLONE_NEWIPC);
             let pidns = kind(libc::CLONE_NEWPID);
-            (userns, netns, ipcns, pidns)
+            let utsns = kind(libc::CLONE_NEWUTS);
+            (userns, netns, ipcns, pidns, utsns)
         };
         let pid_max = match (&pidns, kernel_at_least(&kernel, 6, 14)) {
             (Ok(()), true) => try_pid_max(userns.is_ok()),
@@ -74,6 +79,7 @@ impl Detected {
             cgroup: cgroup::available().map(|_| ()),
             landlock_abi: landlock::kernel_abi(),
             seccomp: seccomp_available(),
+            utsns,
             userns,
             netns,
             ipcns,
@@ -137,6 +143,7 @@ impl Detected {
             held("userns", &self.userns),
             held("netns", &self.netns),
             held("ipcns", &self.ipcns),
+            held("utsns", &self.utsns),
             held("pidns", &self.pidns),
             held("pid_max", &self.pid_max),
             held("mountns", &self.mountns),
@@ -173,6 +180,7 @@ impl Detected {
             userns,
             netns: self.netns.is_ok() && !off(Layer::Netns),
             ipcns: self.ipcns.is_ok(),
+            utsns: self.utsns.is_ok() && !off(Layer::Utsns),
             pidns,
             pid_max: (pidns && self.pid_max.is_ok()).then_some(PID_MAX),
             // The counters are the run's own only in a user namespace of its
@@ -203,6 +211,7 @@ pub fn layers_line(d: &Detected, layers: &Layers, mode: SandboxMode, without: &[
         (layers.userns, "userns"),
         (layers.netns, "netns"),
         (layers.ipcns, "ipcns"),
+        (layers.utsns, "utsns"),
         (layers.pidns, pidns.as_str()),
         (layers.mountns, "mountns"),
         (layers.cgroup, "cgroup"),
@@ -466,6 +475,7 @@ mod tests {
             userns: Ok(()),
             netns: if net { Ok(()) } else { Err("EPERM".into()) },
             ipcns: Ok(()),
+            utsns: Ok(()),
             pidns: Ok(()),
             pid_max: Ok(()),
             mountns: Ok(()),
@@ -562,7 +572,7 @@ mod tests {
         let line = layers_line(&d, &d.layers(&[]), SandboxMode::Require, &[]);
         assert_eq!(
             line,
-            format!("userns+netns+ipcns+pidns(pid_max {PID_MAX})+mountns landlock(abi7: fs tcp scope) seccomp caps rlimits")
+            format!("userns+netns+ipcns+utsns+pidns(pid_max {PID_MAX})+mountns landlock(abi7: fs tcp scope) seccomp caps rlimits")
         );
         let line = layers_line(
             &d,

@@ -65,8 +65,8 @@ impl ZygoteState {
     }
 
     /// What a spare sets up before its run is known: own session, die with
-    /// the zygote, own id maps, and as the namespace's init its `pid_max`
-    /// and namespace counters.
+    /// the zygote, own id maps, the UTS namespace's names, and as the
+    /// namespace's init its `pid_max` and namespace counters.
     pub(super) fn spare_setup(&self, kind: RunKind) -> Result<(), Failure> {
         // SAFETY: integer-only process calls and a poll on our own descriptor.
         unsafe {
@@ -100,6 +100,9 @@ impl ZygoteState {
         // SAFETY: integer-only prctl.
         if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
             return Err(last_error("not dumpable"));
+        }
+        if self.config.layers.utsns {
+            namespaces::name_uts().map_err(Failure::Layer)?;
         }
         init_namespace(&self.config.layers)?;
         minimal_root_and_limits(&self.config.layers, self.config.plan(kind))

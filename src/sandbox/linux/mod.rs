@@ -25,8 +25,8 @@
 //! ```text
 //! server ──spawn once──▶ zygote (`__sandbox-helper @zygote`)
 //!   │  control socket      │ close fds, setsid, parent-death signal, user + empty network namespace
-//!   │  (policy + 6 fds)    └─clone(user, PID, IPC, mount)─▶ spare init (pid 1), forked ahead
-//!   │                            │ id maps, pid_max, memfd_noexec, minimal root, no nested namespaces
+//!   │  (policy + 6 fds)    └─clone(user, PID, IPC, UTS, mount)─▶ spare init (pid 1), forked ahead
+//!   │                            │ id maps, host name, pid_max, memfd_noexec, minimal root, no nested namespaces
 //!   │                            │ … request forwarded by the zygote …
 //!   │                            │ cgroup (where available), rlimits, Landlock, capabilities, seccomp
 //!   │                            └─fork─▶ execve(backend)

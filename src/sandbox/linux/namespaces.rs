@@ -1,9 +1,10 @@
 //! The namespace layer: a user namespace (so the helper can build the rest
 //! without privilege), an empty network namespace (no interface is up, so
 //! nothing routes anywhere, and abstract unix sockets are per namespace),
-//! a private IPC namespace, and a PID namespace whose init process is ours:
-//! when it exits the kernel kills everything left in the namespace, so no
-//! daemon outlives its call.
+//! a private IPC namespace, a UTS namespace with a fixed host and domain
+//! name (so `uname()` doesn't name the machine), and a PID namespace whose
+//! init process is ours: when it exits the kernel kills everything left in
+//! the namespace, so no daemon outlives its call.
 //!
 //! Identity: the owner's uid and gid are mapped to themselves inside, except
 //! root, which is mapped to 65534 ("nobody"). Either way uid 0 does not exist
@@ -15,6 +16,11 @@
 use std::io::Write;
 
 use crate::sandbox::policy::Layers;
+
+/// The host name every run sees: the same for every run on every machine.
+pub const RUN_HOSTNAME: &str = "reachweaver-run";
+/// The NIS domain name every run sees: the kernel's own spelling of "unset".
+pub const RUN_DOMAINNAME: &str = "(none)";
 
 /// The id the owner's id becomes inside the run. Pure.
 pub fn inside_id(outside: u32) -> u32 {
@@ -47,6 +53,9 @@ pub fn unshare_flags(layers: &Layers) -> libc::c_int {
     }
     if layers.ipcns {
         flags |= libc::CLONE_NEWIPC;
+    }
+    if layers.utsns {
+        flags |= libc::CLONE_NEWUTS;
     }
     if layers.pidns {
         flags |= libc::CLONE_NEWPID;
@@ -121,7 +130,54 @@ pub fn unshare_and_map(layers: &Layers, uid: u32, gid: u32) -> Result<(), String
         write_file("/proc/self/uid_map", &id_map_line(uid))?;
         write_file("/proc/self/gid_map", &id_map_line(gid))?;
     }
+    if layers.utsns {
+        name_uts()?;
+    }
     Ok(())
+}
+
+/// Give the UTS namespace just entered its fixed names. Needs
+/// `CAP_SYS_ADMIN` in the user namespace that owns it, which the process
+/// that created both holds until the caps layer drops it; the names are
+/// read back, so a run never starts under the machine's.
+pub fn name_uts() -> Result<(), String> {
+    // SAFETY: both calls read the given number of bytes from our strings.
+    unsafe {
+        if libc::sethostname(RUN_HOSTNAME.as_ptr().cast(), RUN_HOSTNAME.len()) != 0 {
+            return Err(format!("sethostname: {}", std::io::Error::last_os_error()));
+        }
+        if libc::setdomainname(RUN_DOMAINNAME.as_ptr().cast(), RUN_DOMAINNAME.len()) != 0 {
+            return Err(format!(
+                "setdomainname: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    let (node, domain) = uts_names()?;
+    if node != RUN_HOSTNAME || domain != RUN_DOMAINNAME {
+        return Err(format!(
+            "utsns: uname says {node:?}/{domain:?} after naming the namespace"
+        ));
+    }
+    Ok(())
+}
+
+/// The host and NIS domain name `uname()` gives this process.
+pub fn uts_names() -> Result<(String, String), String> {
+    // SAFETY: uname fills a struct we own.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return Err(format!("uname: {}", std::io::Error::last_os_error()));
+    }
+    let field = |f: &[libc::c_char]| {
+        let bytes: Vec<u8> = f
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    Ok((field(&u.nodename), field(&u.domainname)))
 }
 
 /// In a user namespace nested in one that maps the owner (a run forked by
@@ -199,18 +255,37 @@ mod tests {
     }
 
     #[test]
+    fn uts_names_are_the_ones_the_kernel_shows_in_proc() {
+        let (node, domain) = uts_names().unwrap();
+        let read = |p: &str| std::fs::read_to_string(p).unwrap().trim_end().to_string();
+        assert_eq!(node, read("/proc/sys/kernel/hostname"));
+        assert_eq!(domain, read("/proc/sys/kernel/domainname"));
+        assert!(!node.is_empty());
+    }
+
+    #[test]
     fn flags_follow_the_layers() {
         let all = Layers {
             userns: true,
             netns: true,
             ipcns: true,
+            utsns: true,
             pidns: true,
             ..Layers::default()
         };
         assert_eq!(
             unshare_flags(&all),
-            libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWPID
+            libc::CLONE_NEWUSER
+                | libc::CLONE_NEWNET
+                | libc::CLONE_NEWIPC
+                | libc::CLONE_NEWUTS
+                | libc::CLONE_NEWPID
         );
+        let no_uts = Layers {
+            utsns: false,
+            ..all
+        };
+        assert_eq!(unshare_flags(&no_uts) & libc::CLONE_NEWUTS, 0);
         let no_net = Layers {
             netns: false,
             ..all

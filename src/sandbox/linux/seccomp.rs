@@ -5,7 +5,8 @@
 //! The program is assembled by hand from one table, [`allow_list`], which
 //! gives each listed system call a verdict: allow, refuse with an errno, or
 //! let the low 32 bits of some arguments decide (`ioctl` requests, `fcntl`
-//! commands, `clone` flags, `socketpair` types, `umask` masks). One table
+//! commands, `clone` flags, `socketpair` types, `open` modes, `fallocate`
+//! modes, `renameat2` flags). One table
 //! read top to bottom and a short emitter are easier to audit than two
 //! stacked seccompiler filters whose answers the kernel merges by action
 //! precedence and installation order; the emitter is tested by running the
@@ -27,10 +28,12 @@
 //!
 //! Refusals keep `EPERM` where a family was refused that way before and the
 //! probe checks it (sockets, namespaces, `mount`, tracing, io_uring,
-//! metadata changes, terminal injection). Everything else unlisted reads as
-//! "this kernel doesn't have it", which libraries already handle (glibc
-//! falls back from `clone3` to `clone`). An `ioctl` request not listed
-//! answers `ENOTTY`, the "not that kind of file" answer callers expect.
+//! metadata changes, terminal injection, whiteouts). Everything else
+//! unlisted reads as "this kernel doesn't have it", which libraries already
+//! handle (glibc falls back from `clone3` to `clone`). An `ioctl` request
+//! not listed answers `ENOTTY`, the "not that kind of file" answer callers
+//! expect, and a `fallocate` mode other than 0 `EOPNOTSUPP`, the "not on
+//! this file system" answer.
 
 use seccompiler::{sock_filter, BpfProgram};
 
@@ -77,6 +80,10 @@ pub mod request {
 /// what other processes do to a file or folder.
 const F_SETLEASE: u32 = 1024;
 const F_NOTIFY: u32 = 1026;
+
+/// `renameat2`'s flag that leaves a whiteout (a 0:0 character device) where
+/// the source was: a device made past Landlock's refusal to make devices.
+const RENAME_WHITEOUT: u32 = libc::RENAME_WHITEOUT;
 
 /// `open` flags that create a file (`O_TMPFILE` includes `O_DIRECTORY`,
 /// so its own bit is tested).
@@ -129,6 +136,11 @@ pub enum Answer {
 }
 
 const EPERM: Answer = Answer::Errno(libc::EPERM);
+
+/// What `fallocate` answers for any mode but 0: the "this file system
+/// can't do that" answer, which callers of `FALLOC_FL_PUNCH_HOLE` and the
+/// like already handle by falling back (writing zeros, or nothing).
+const FALLOCATE_REFUSED: Answer = Answer::Errno(libc::EOPNOTSUPP);
 
 /// `(low 32 bits of argument arg) & mask == value`.
 #[derive(Debug, Clone, Copy)]
@@ -237,8 +249,10 @@ fn by_args(list: &mut Vec<Entry>, nr: i64, cases: Vec<Case>, otherwise: Answer) 
 /// queues and POSIX message queues (the same), `connect`/`bind`/`listen`/
 /// `accept` (no socket to use them on), `userfaultfd`, `perf_event_open`,
 /// `bpf`, key rings, `kexec_*`, modules, `process_vm_*`, `pidfd_getfd`,
-/// `kcmp`, `open_by_handle_at`/`name_to_handle_at`, `fanotify_*`,
-/// `personality`, `modify_ldt`, `acct`, `swapon`, `reboot`, clock setting,
+/// `kcmp`, `open_by_handle_at`/`name_to_handle_at`, `inotify_*` and
+/// `fanotify_*` (the root, the home and the runtime are the host's inodes,
+/// shared by every run: a watch on them shows which files the host or a
+/// concurrent run opens, and no backend measured uses one), `personality`, `modify_ldt`, `acct`, `swapon`, `reboot`, clock setting,
 /// `chroot`, `quotactl`, `sync`/`syncfs`, `landlock_*`, `seccomp`, every
 /// mount call but `mount` itself, `listmount`/`statmount`,
 /// `file_getattr`/`file_setattr`, and the `*xattrat` readers.
@@ -307,6 +321,35 @@ pub fn allow_list() -> Vec<Entry> {
             Answer::Allow,
         )],
         EPERM,
+    );
+
+    // fallocate: mode 0 only, which allocates and grows the file, so the
+    // file-size limit bounds it. FALLOC_FL_KEEP_SIZE reserves blocks past
+    // the end without changing the size, which RLIMIT_FSIZE never sees: a
+    // draft run could hold any amount of the host's disk in the database
+    // file, invisible to `ls -l` and kept after the run. Punching and
+    // zeroing ranges are refused with it; callers fall back on
+    // EOPNOTSUPP.
+    by_args(
+        &mut l,
+        libc::SYS_fallocate,
+        vec![case(vec![arg_is(1, 0)], Answer::Allow)],
+        FALLOCATE_REFUSED,
+    );
+
+    // renameat2: RENAME_NOREPLACE and RENAME_EXCHANGE stay (Landlock and
+    // the mount layer judge both names as for a plain rename);
+    // RENAME_WHITEOUT leaves a character device where the source was,
+    // which nothing but an overlay file system's own code needs. The
+    // legacy rename and renameat have no flags.
+    by_args(
+        &mut l,
+        libc::SYS_renameat2,
+        vec![case(
+            vec![arg_masked(4, RENAME_WHITEOUT, RENAME_WHITEOUT)],
+            EPERM,
+        )],
+        Answer::Allow,
     );
 
     // Creating a file with an execute bit: refused, so nothing a run
@@ -408,7 +451,6 @@ pub fn allow_list() -> Vec<Entry> {
             libc::SYS_fsync,
             libc::SYS_fdatasync,
             libc::SYS_ftruncate,
-            libc::SYS_fallocate,
             libc::SYS_fadvise64,
             libc::SYS_readahead,
         ],
@@ -441,14 +483,9 @@ pub fn allow_list() -> Vec<Entry> {
             libc::SYS_flistxattr,
             libc::SYS_mkdirat,
             libc::SYS_unlinkat,
-            libc::SYS_renameat2,
             libc::SYS_linkat,
             libc::SYS_symlinkat,
             libc::SYS_truncate,
-            // Harmless once the run has a mount namespace of its own.
-            libc::SYS_inotify_init1,
-            libc::SYS_inotify_add_watch,
-            libc::SYS_inotify_rm_watch,
         ],
     );
 
@@ -650,7 +687,6 @@ fn legacy_allowed() -> &'static [i64] {
         libc::SYS_epoll_wait,
         libc::SYS_eventfd,
         libc::SYS_signalfd,
-        libc::SYS_inotify_init,
         libc::SYS_pause,
         libc::SYS_alarm,
         libc::SYS_time,
@@ -951,6 +987,9 @@ mod tests {
             libc::SYS_name_to_handle_at,
             libc::SYS_fanotify_init,
             libc::SYS_fanotify_mark,
+            libc::SYS_inotify_init1,
+            libc::SYS_inotify_add_watch,
+            libc::SYS_inotify_rm_watch,
             libc::SYS_personality,
             libc::SYS_umount2,
             libc::SYS_pivot_root,
@@ -975,7 +1014,9 @@ mod tests {
             assert_eq!(decide(nr, [0; 6]), ENOSYS, "syscall {nr}");
         }
         #[cfg(target_arch = "x86_64")]
-        assert_eq!(decide(libc::SYS_modify_ldt, [0; 6]), ENOSYS);
+        for nr in [libc::SYS_modify_ldt, libc::SYS_inotify_init] {
+            assert_eq!(decide(nr, [0; 6]), ENOSYS, "syscall {nr}");
+        }
     }
 
     #[test]
@@ -1227,6 +1268,58 @@ mod tests {
                 EPERM,
                 "{mode:o}"
             );
+        }
+    }
+
+    #[test]
+    fn fallocate_allows_only_mode_0() {
+        const EOPNOTSUPP: u32 = libc::SECCOMP_RET_ERRNO | libc::EOPNOTSUPP as u32;
+        let fallocate = |mode: u64| decide(libc::SYS_fallocate, [3, mode, 0, 100 << 30, 0, 0]);
+        assert_eq!(fallocate(0), ALLOW);
+        let keep = libc::FALLOC_FL_KEEP_SIZE as u64;
+        let punch = libc::FALLOC_FL_PUNCH_HOLE as u64;
+        for mode in [
+            keep,
+            punch | keep,
+            punch,
+            libc::FALLOC_FL_ZERO_RANGE as u64,
+            libc::FALLOC_FL_ZERO_RANGE as u64 | keep,
+            libc::FALLOC_FL_COLLAPSE_RANGE as u64,
+            libc::FALLOC_FL_INSERT_RANGE as u64,
+            libc::FALLOC_FL_UNSHARE_RANGE as u64,
+            0x80, // FALLOC_FL_WRITE_ZEROES (Linux 6.17)
+            0x8000_0000,
+            u64::from(u32::MAX),
+        ] {
+            assert_eq!(fallocate(mode), EOPNOTSUPP, "mode {mode:#x}");
+        }
+        // The kernel reads the mode as an int, and so does the filter.
+        assert_eq!(fallocate(1 << 32), ALLOW);
+        assert_eq!(fallocate((1 << 32) | keep), EOPNOTSUPP);
+    }
+
+    #[test]
+    fn renameat2_refuses_only_whiteouts() {
+        let renameat2 = |flags: u64| decide(libc::SYS_renameat2, [3, 0, 3, 0, flags, 0]);
+        let noreplace = u64::from(libc::RENAME_NOREPLACE);
+        let exchange = u64::from(libc::RENAME_EXCHANGE);
+        let whiteout = u64::from(libc::RENAME_WHITEOUT);
+        for flags in [0, noreplace, exchange, 8, 1 << 32] {
+            assert_eq!(renameat2(flags), ALLOW, "flags {flags:#x}");
+        }
+        for flags in [
+            whiteout,
+            whiteout | noreplace,
+            whiteout | exchange,
+            (1 << 32) | whiteout,
+            u64::from(u32::MAX),
+        ] {
+            assert_eq!(renameat2(flags), EPERM, "flags {flags:#x}");
+        }
+        // The flagless spellings stay.
+        #[cfg(target_arch = "x86_64")]
+        for nr in [libc::SYS_rename, libc::SYS_renameat] {
+            assert_eq!(decide(nr, [0; 6]), ALLOW, "syscall {nr}");
         }
     }
 

@@ -15,14 +15,14 @@
 //! folder writable) gets a spare forked when it is asked for. The server's
 //! side is `handle.rs`, the spare's and init's code `init.rs`.
 //!
-//! Every run still gets its own user, PID, IPC and mount namespaces, its own
-//! Landlock domain, seccomp filter, capability drop and resource limits,
-//! applied by the same code as in the re-exec helper; runs share only the
-//! zygote's empty network namespace, in which none of them holds any
-//! capability. The stdout, stderr, stdin and status descriptors are made by
-//! the server and passed on (`SCM_RIGHTS`), so the status pipe still reaches
-//! end of file exactly when the backend was executed and carries a message
-//! when anything before that failed.
+//! Every run still gets its own user, PID, IPC, UTS and mount namespaces,
+//! its own Landlock domain, seccomp filter, capability drop and resource
+//! limits, applied by the same code as in the re-exec helper; runs share
+//! only the zygote's empty network namespace, in which none of them holds
+//! any capability. The stdout, stderr, stdin and status descriptors are made
+//! by the server and passed on (`SCM_RIGHTS`), so the status pipe still
+//! reaches end of file exactly when the backend was executed and carries a
+//! message when anything before that failed.
 //!
 //! Lifetime: the zygote is spawned from a thread that lives as long as the
 //! sandbox (the parent-death signal follows the spawning thread), dies when
@@ -397,7 +397,8 @@ impl ZygoteState {
         Err(Failure::Layer("no run could be forked".into()))
     }
 
-    /// Fork the next run's init into its own user, PID and IPC namespaces.
+    /// Fork the next run's init into its own user, PID, IPC, UTS and mount
+    /// namespaces.
     fn fork_spare(&self, kind: RunKind) -> Result<Spare, Failure> {
         let (ours, theirs) = socketpair(
             AddressFamily::Unix,
@@ -409,6 +410,9 @@ impl ZygoteState {
         let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_PIDFD;
         if self.config.layers.ipcns {
             flags |= libc::CLONE_NEWIPC;
+        }
+        if self.config.layers.utsns {
+            flags |= libc::CLONE_NEWUTS;
         }
         if self.config.layers.mountns {
             flags |= libc::CLONE_NEWNS;

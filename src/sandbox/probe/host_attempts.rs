@@ -1,6 +1,7 @@
 //! The second generation of escape attempts: grants that can be replaced
-//! by a draft run, the run's temp folder, metadata of host files, memory
-//! and code outside the address-space limit, observation of the host, and
+//! by a draft run, disk space and devices a draft run can make, the run's
+//! temp folder, metadata of host files, memory and code outside the
+//! address-space limit, observation of the host and of other runs, and
 //! execution outside the runtime. Same contract as `attempts.rs`: `Ok` is
 //! what got through, `Err` the exact errno (or observation) that stopped it.
 
@@ -95,6 +96,9 @@ pub(crate) fn attempt(name: &str, args: &[String]) -> Option<Outcome> {
         "exec-loader" => exec_loader(arg_or!(args, 0)),
         "mmap-exec-tmpdir" => mmap_exec_tmpdir(),
         "open-by-handle" => open_by_handle(arg_or!(args, 0), arg_or!(args, 1)),
+        "fallocate" => fallocate(arg_or!(args, 0), arg_or!(args, 1), arg_or!(args, 2)),
+        "rename-whiteout" => rename_whiteout(arg_or!(args, 0), arg_or!(args, 1)),
+        "uname-nodename" => uname_nodename(arg_or!(args, 0), arg_or!(args, 1)),
         _ => return None,
     })
 }
@@ -716,6 +720,92 @@ fn open_by_handle(path: &str, mount_dir: &str) -> Outcome {
     let mut s = Vec::new();
     f.read_to_end(&mut s).map_err(io)?;
     Ok(format!("read {} bytes by handle", s.len()))
+}
+
+/// Reserve `mib` MiB at the start of an existing file with `fallocate`
+/// (`mode` `plain`: mode 0; `keep-size`: `FALLOC_FL_KEEP_SIZE`), under the
+/// run's file-size limit (lowered to it here too, so the control outside
+/// runs under the same limit), and say what the file then holds on disk.
+fn fallocate(path: &str, mode: &str, mib: &str) -> Outcome {
+    let mode = match mode {
+        "plain" => 0,
+        "keep-size" => libc::FALLOC_FL_KEEP_SIZE,
+        other => return Err(format!("unknown mode {other}")),
+    };
+    let mib: libc::off_t = mib.parse().map_err(|_| "bad size")?;
+    let limit = crate::sandbox::policy::Rlimits::default().file_size;
+    // SAFETY: getrlimit/setrlimit on a struct we own; lowering needs no privilege.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_FSIZE, &mut r) != 0 {
+            return Err(format!("{} (getrlimit)", os_err()));
+        }
+        if r.rlim_cur > limit {
+            r.rlim_cur = limit;
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &r) != 0 {
+                return Err(format!("{} (setrlimit)", os_err()));
+            }
+        }
+    }
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("{} (open)", io(e)))?;
+    // SAFETY: fallocate on a descriptor we own.
+    check(unsafe { libc::fallocate(f.as_raw_fd(), mode, 0, mib << 20) } as _)?;
+    let m = f.metadata().map_err(io)?;
+    Ok(format!(
+        "{} MiB on disk for a size of {} bytes (file-size limit {} MiB)",
+        (m.blocks() * 512) >> 20,
+        m.len(),
+        limit >> 20
+    ))
+}
+
+/// Make `src`, then rename it to `dst` with `RENAME_WHITEOUT`, which leaves
+/// a whiteout (a 0:0 character device) at `src`. `dst`, a plain file, is
+/// removed again, so the device is all the attempt leaves.
+fn rename_whiteout(src: &str, dst: &str) -> Outcome {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::write(src, b"probe").map_err(|e| format!("{} (create)", io(e)))?;
+    let (from, to) = (cstr(src)?, cstr(dst)?);
+    // SAFETY: renameat2 with C strings we own.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_WHITEOUT,
+        )
+    };
+    if r != 0 {
+        let e = os_err();
+        let _ = std::fs::remove_file(src);
+        return Err(e);
+    }
+    let _ = std::fs::remove_file(dst);
+    let m = std::fs::symlink_metadata(src).map_err(io)?;
+    if m.file_type().is_char_device() {
+        Ok(format!("a whiteout device ({}) is left at {src}", m.rdev()))
+    } else {
+        Err(format!("renamed, but no whiteout at {src}"))
+    }
+}
+
+/// What `uname()` names the machine. Getting through is seeing the host's
+/// own node name or NIS domain name (`node` and `domain`, as the probe
+/// sees them); the run's fixed names never count, so a host named like a
+/// run proves nothing (its control fails).
+fn uname_nodename(node: &str, domain: &str) -> Outcome {
+    use crate::sandbox::linux::namespaces::{uts_names, RUN_DOMAINNAME, RUN_HOSTNAME};
+    let (n, d) = uts_names()?;
+    if (n == node && n != RUN_HOSTNAME) || (d == domain && d != RUN_DOMAINNAME) {
+        Ok(format!("nodename {n} domainname {d}: the host's"))
+    } else {
+        Err(format!("nodename {n} domainname {d}"))
+    }
 }
 
 #[cfg(test)]

@@ -85,6 +85,8 @@ pub(super) enum Holder {
     /// The run's TMPDIR is mounted noexec: nothing there can be executed
     /// or mapped executable, not even through the dynamic loader.
     Noexec,
+    /// The run's UTS namespace with its fixed host and domain name.
+    Utsns,
 }
 
 impl Holder {
@@ -103,6 +105,7 @@ impl Holder {
             Holder::PidMax => "pid_max",
             Holder::Nproc | Holder::Rlimits => "rlimits",
             Holder::Mountns | Holder::Tmpfs | Holder::Noexec => "mountns",
+            Holder::Utsns => "utsns",
             Holder::Helper | Holder::Subreaper => return None,
         })
     }
@@ -161,6 +164,10 @@ enum Truth {
     Watch(Trigger),
     /// The mount ids the attempt lists must not include the host's.
     HostMounts,
+    /// Once the run is over this file must hold no more disk than the
+    /// run's file-size limit. The control reserves in a scratch file of its
+    /// own instead (its first argument replaced).
+    Reserved(PathBuf),
 }
 
 /// What the probe does on the host while a watching attempt runs.
@@ -941,6 +948,14 @@ impl Fixture {
             .ok()
             .and_then(|ids| ids.first().copied())
             .unwrap_or(0);
+        let (host_node, host_domain) = super::linux::namespaces::uts_names().unwrap_or_default();
+        let run_names = format!(
+            "nodename {} domainname {}",
+            super::linux::namespaces::RUN_HOSTNAME,
+            super::linux::namespaces::RUN_DOMAINNAME
+        );
+        // Twice the file-size limit.
+        let reserve_mib = (super::policy::Rlimits::default().file_size >> 20) * 2;
         vec![
             // Grants: the draft run may write the database (and SQLite's
             // companions), nothing else in its folder.
@@ -1042,6 +1057,37 @@ impl Fixture {
                 &[Seccomp, Helper],
             )
             .truth(Truth::ExecBits(PathBuf::from(format!("{db}-wal"))))
+            .draft(),
+            // Disk and devices: a draft run's database grows within the
+            // file-size limit, and no device appears in its folder.
+            spec(
+                "allowed-draft-fallocate-db",
+                "fallocate",
+                vec![db.clone(), "plain".into(), "1".into()],
+                "",
+                &[],
+            )
+            .allowed()
+            .draft(),
+            spec(
+                "draft-fallocate-keep-size",
+                "fallocate",
+                vec![db.clone(), "keep-size".into(), reserve_mib.to_string()],
+                "EOPNOTSUPP",
+                &[Seccomp],
+            )
+            .truth(Truth::Reserved(self.db.clone()))
+            .draft(),
+            spec(
+                "draft-rename-whiteout",
+                "rename-whiteout",
+                vec![format!("{db}-journal"), format!("{db}-wal")],
+                "EPERM|nothing left",
+                // The clean-up removes anything under a companion's name
+                // that is not a plain file.
+                &[Seccomp, Helper],
+            )
+            .truth(Truth::FilesAfter)
             .draft(),
             // A later read-only run must not follow what was planted.
             spec("allowed-read-beside-db", "read", vec![beside], "", &[]).allowed(),
@@ -1145,8 +1191,8 @@ impl Fixture {
                 "inotify-system-tmp",
                 "inotify-watch",
                 vec![tmp.clone(), tmp_marker.clone()],
-                "no event",
-                &[Mountns],
+                "ENOSYS|no event",
+                &[Seccomp, Mountns],
             )
             .truth(Truth::Watch(Trigger::Create(
                 self.tmp_base.join(&tmp_marker),
@@ -1155,10 +1201,21 @@ impl Fixture {
                 "inotify-etc",
                 "inotify-watch",
                 vec!["/etc".into(), "passwd".into()],
-                "no event",
-                &[Mountns],
+                "ENOSYS|no event",
+                &[Seccomp, Mountns],
             )
             .truth(Truth::Watch(Trigger::Open("/etc/passwd".into()))),
+            // Other runs: the root is the same inodes in every run, so a
+            // watch there would see what a concurrent run (here, the probe)
+            // opens.
+            spec(
+                "inotify-shared-root",
+                "inotify-watch",
+                vec![s(&self.root), "victim.txt".into()],
+                "ENOSYS",
+                &[Seccomp],
+            )
+            .truth(Truth::Watch(Trigger::Open(self.root.join("victim.txt")))),
             spec(
                 "fanotify-outside",
                 "fanotify-watch",
@@ -1182,6 +1239,13 @@ impl Fixture {
                 vec!["/etc/hostname".into()],
                 "ENOENT",
                 &[Mountns],
+            ),
+            spec(
+                "uname-nodename",
+                "uname-nodename",
+                vec![host_node, host_domain],
+                &run_names,
+                &[Utsns],
             ),
             spec(
                 "stat-outside-file",
@@ -2030,6 +2094,39 @@ fn run_one(
             let i = judge(run_inside(sb, fx, sp, &sp.args, None));
             (c, i)
         }
+        Truth::Reserved(p) => {
+            let limit = super::policy::Rlimits::default().file_size;
+            let on_disk = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.blocks() * 512);
+            let scratch = fx.base.join("reserve-scratch");
+            std::fs::write(&scratch, b"")?;
+            let mut args = sp.args.clone();
+            if let Some(a) = args.first_mut() {
+                *a = Fixture::s(&scratch);
+            }
+            let c = match run_control(fx, sp, &args, None) {
+                Outcome::Ok(s) if on_disk(&scratch) > limit => Outcome::Ok(s),
+                Outcome::Ok(s) => Outcome::Failed(format!(
+                    "reported {s} but the file holds {} bytes",
+                    on_disk(&scratch)
+                )),
+                other => other,
+            };
+            let _ = std::fs::remove_file(&scratch);
+            fx.reset()?;
+            let i = run_inside(sb, fx, sp, &sp.args, None);
+            let held = on_disk(p);
+            let i = if held > limit {
+                Outcome::Ok(format!(
+                    "{} holds {} MiB on the host after the run",
+                    p.display(),
+                    held >> 20
+                ))
+            } else {
+                i
+            };
+            fx.reset()?;
+            (c, i)
+        }
         Truth::Report => {
             fx.reset()?;
             let c = run_control(fx, sp, &sp.args, None);
@@ -2473,6 +2570,7 @@ mod tests {
             Mountns,
             Tmpfs,
             Noexec,
+            Utsns,
         ] {
             let name = h.layer().unwrap_or_else(|| panic!("{h:?} names no layer"));
             assert!(
