@@ -252,6 +252,18 @@ impl ArgType {
             _ => return None,
         })
     }
+
+    /// The type as the catalog spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArgType::Boolean => "boolean",
+            ArgType::String => "string",
+            ArgType::Integer => "integer",
+            ArgType::Number => "number",
+            ArgType::Path => "path",
+            ArgType::Choice => "choice",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -1274,35 +1286,31 @@ fn parse_argument(raw: &Value, at: &str, positional: bool, cx: &mut Cx<'_>) -> O
     })
 }
 
+/// The one rule for argument names, the same in docs/BACKEND.md and
+/// docs/catalog.schema.json (its `flagName` and positional `name`
+/// patterns): flags `--kebab-case`, positionals `snake_case`, lowercase
+/// words of letters and digits starting with a letter. Anything else (an
+/// `_` in a flag, a `-` in a positional, a doubled or trailing separator)
+/// withholds the command: the property a name maps to must be the same
+/// for every reader of the catalog.
+pub const FLAG_NAME_PATTERN: &str = "^--[a-z][a-z0-9]*(-[a-z0-9]+)*$";
+pub const POSITIONAL_NAME_PATTERN: &str = "^[a-z][a-z0-9]*(_[a-z0-9]+)*$";
+
 fn check_argument_name(n: &str, positional: bool, at: &str, cx: &mut Cx<'_>) {
-    let bare = if positional {
-        Some(n)
+    let (bare, form) = if positional {
+        (Some(n), "a positional name must be snake_case: lowercase words of letters and digits joined by single `_`, starting with a letter")
     } else {
-        n.strip_prefix("--")
+        (
+            n.strip_prefix("--"),
+            "a flag name must be --kebab-case: `--`, then lowercase words of letters and digits joined by single `-`, starting with a letter",
+        )
     };
-    let Some(bare) = bare.filter(|b| is_valid_name(b)) else {
-        let form = if positional {
-            "a positional name must be lowercase letters, digits, `_` and `-`, starting with a letter"
-        } else {
-            "a flag name must be `--` then lowercase letters, digits, `-` and `_`, starting with a letter"
-        };
+    let sep = if positional { '_' } else { '-' };
+    if !bare.is_some_and(|b| b.len() <= MAX_NAME_CHARS && is_canonical(b, sep)) {
         cx.push(
             at.to_string(),
             Problem::BadName,
             format!("{}: {form}, at most {MAX_NAME_CHARS} characters", quote(n)),
-        );
-        return;
-    };
-    let (canonical, form) = if positional {
-        (is_canonical(bare, '_'), "snake_case")
-    } else {
-        (is_canonical(bare, '-'), "--kebab-case")
-    };
-    if !canonical {
-        cx.push(
-            at.to_string(),
-            Problem::Suspicious,
-            format!("argument name {} is not {form}", quote(n)),
         );
     }
 }
@@ -1863,30 +1871,80 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn allowed_but_unusual_names_are_warnings() {
+    fn argument_names_follow_one_rule_and_anything_else_withholds_the_command() {
         let mut v = sample();
         first_command(&mut v)["name"] = json!("camp_check");
-        first_command(&mut v)["flags"] = json!([{"name": "--max_len", "type": "string"},
-                                                 {"name": "--x-", "type": "string"}]);
-        first_command(&mut v)["positionals"] = json!([{"name": "camp-file", "type": "string"}]);
         let c = parse_value(&v).unwrap();
         assert_eq!(c.commands.len(), 1, "{:?}", c.withheld);
-        assert_eq!(
-            c.diagnostics
-                .iter()
-                .map(|d| (d.pointer.as_str(), d.problem))
-                .collect::<Vec<_>>(),
-            vec![
-                ("/commands/0/name", Problem::Suspicious),
-                ("/commands/0/positionals/0/name", Problem::Suspicious),
-                ("/commands/0/flags/0/name", Problem::Suspicious),
-                ("/commands/0/flags/1/name", Problem::Suspicious),
-            ]
-        );
-        assert!(
-            c.notes().is_empty(),
-            "warnings about names are not start-up notes"
-        );
+        assert_eq!(c.diagnostics[0].problem, Problem::Suspicious);
+        for (flag, ok) in [
+            ("--max-len", true),
+            ("--a", true),
+            ("--x2-y3", true),
+            ("--max_len", false),
+            ("--x-", false),
+            ("--x--y", false),
+            ("--2fa", false),
+            ("--Max", false),
+        ] {
+            let mut v = sample();
+            first_command(&mut v)["flags"] = json!([{"name": flag, "type": "string"}]);
+            let c = parse_value(&v).unwrap();
+            assert_eq!(c.commands.len() == 1, ok, "{flag}: {:?}", c.diagnostics);
+            if !ok {
+                assert_eq!(problems(&withheld(&v)), vec![Problem::BadName], "{flag}");
+            }
+        }
+        for (pos, ok) in [
+            ("camp_file", true),
+            ("a1", true),
+            ("camp-file", false),
+            ("camp__file", false),
+            ("camp_", false),
+            ("_camp", false),
+        ] {
+            let mut v = sample();
+            first_command(&mut v)["positionals"] = json!([{"name": pos, "type": "string"}]);
+            let c = parse_value(&v).unwrap();
+            assert_eq!(c.commands.len() == 1, ok, "{pos}: {:?}", c.diagnostics);
+        }
+    }
+
+    /// docs/catalog.schema.json holds the same patterns the checker uses,
+    /// and they agree with it name by name.
+    #[test]
+    fn the_schema_patterns_are_the_checker_rule() {
+        let schema: Value =
+            serde_json::from_str(include_str!("../docs/catalog.schema.json")).unwrap();
+        let flag = schema["$defs"]["flagName"]["pattern"].as_str().unwrap();
+        let pos = schema["$defs"]["positional"]["properties"]["name"]["pattern"]
+            .as_str()
+            .unwrap();
+        assert_eq!(flag, FLAG_NAME_PATTERN);
+        assert_eq!(pos, POSITIONAL_NAME_PATTERN);
+        let flag_re = regex::Regex::new(flag).unwrap();
+        let pos_re = regex::Regex::new(pos).unwrap();
+        for name in [
+            "--max-len",
+            "--max_len",
+            "--x-",
+            "--2fa",
+            "--a",
+            "--x--y",
+            "--",
+            "-x",
+            "--é",
+        ] {
+            let bare = name.strip_prefix("--");
+            assert_eq!(
+                flag_re.is_match(name),
+                bare.is_some_and(|b| is_canonical(b, '-')),
+                "{name}"
+            );
+        }
+        for name in ["a_b", "a-b", "a__b", "a_", "_a", "1a", "ab1_c2", ""] {
+            assert_eq!(pos_re.is_match(name), is_canonical(name, '_'), "{name}");
+        }
     }
 
     #[test]

@@ -9,16 +9,20 @@
 
 use serde_json::{json, Value};
 
-use crate::catalog::{Diagnostic, Severity};
+use crate::catalog::{Diagnostic, Problem, Severity};
 use crate::cli::{Globals, ServeArgs};
+use crate::config::{Owner, OwnerInput};
 use crate::startup::{App, StartError};
-use crate::tools::{Report, ToolSet, Verdict};
+use crate::tools::{Report, ToolKind, ToolSet, Verdict};
 
 /// What checking found.
 pub(crate) struct Findings {
     pub diagnostics: Vec<Diagnostic>,
     /// `None` when the catalog was refused as a whole.
     pub served: Option<(Report, ToolSet)>,
+    /// The backend's path, for the line that validates its catalog
+    /// against the schema.
+    pub backend: String,
 }
 
 impl Findings {
@@ -86,6 +90,11 @@ impl Findings {
                 out.push_str(&format!("  withheld {command:<width$}  {why}\n"));
             }
         }
+        out.push_str(&format!(
+            "\nto validate the catalog against docs/catalog.schema.json (from the source tree; \
+             needs Python's jsonschema package):\n  {}\n",
+            schema_check_line(&self.backend)
+        ));
         out.push_str(match self.exit_code() {
             0 => "result: clean\n",
             1 => "result: warnings only (exit 1)\n",
@@ -115,8 +124,60 @@ impl Findings {
             "warnings": self.count(Severity::Warning),
             "diagnostics": diagnostics,
             "commands": self.served.as_ref().map(|(r, t)| r.to_json(t)),
+            "schema_check": schema_check_line(&self.backend),
         })
     }
+}
+
+/// One shell line that validates what `describe` prints against the
+/// schema, run from the source tree's top folder.
+pub(crate) fn schema_check_line(backend: &str) -> String {
+    format!(
+        "{} describe --format=json | python3 -c 'import json, sys, jsonschema; \
+         jsonschema.Draft202012Validator(json.load(open(\"docs/catalog.schema.json\"))).validate(json.load(sys.stdin)); \
+         print(\"valid\")'",
+        shell_quote(backend)
+    )
+}
+
+/// `s` as one shell word.
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+=:,@".contains(&b))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// `draft` writes the database: offered while there is none, its first
+/// call creates it (or fails, when the backend will not), which is rarely
+/// what the owner meant to allow.
+fn draft_without_database(app: &App) -> Option<Diagnostic> {
+    let draft = app.tools.iter().any(|t| t.kind == ToolKind::Draft);
+    let db = app.config.db.as_ref();
+    if !draft || db.is_some_and(|d| d.exists) {
+        return None;
+    }
+    let message = match db {
+        Some(d) => format!(
+            "`draft` is offered but the database {} does not exist yet: create it (`init`) before \
+             serving, or leave out --allow-drafts",
+            d.path.display()
+        ),
+        None => "`draft` is offered but the backend names no database (pass --db or give \
+                 `paths.db` in the catalog)"
+            .to_string(),
+    };
+    Some(Diagnostic {
+        pointer: String::new(),
+        command: Some("draft".to_string()),
+        severity: Severity::Warning,
+        problem: Problem::Suspicious,
+        message,
+    })
 }
 
 fn plural(n: usize) -> &'static str {
@@ -129,14 +190,28 @@ fn plural(n: usize) -> &'static str {
 
 /// Start as the server would and report on the catalog.
 pub(crate) fn run(globals: &Globals, serve: &ServeArgs, json: bool) -> anyhow::Result<u8> {
+    let backend = Owner::resolve(&OwnerInput {
+        globals,
+        backend_option: "--backend",
+        root: serve.start.root.as_deref(),
+        allow_read: &serve.start.allow_read,
+    })
+    .map(|o| o.backend.display().to_string())
+    .unwrap_or_else(|_| "BACKEND".to_string());
     let findings = match App::start(globals, serve) {
-        Ok(app) => Findings {
-            diagnostics: app.report().diagnostics.clone(),
-            served: Some((app.report().clone(), app.tools.clone())),
-        },
+        Ok(app) => {
+            let mut diagnostics = app.report().diagnostics.clone();
+            diagnostics.extend(draft_without_database(&app));
+            Findings {
+                diagnostics,
+                served: Some((app.report().clone(), app.tools.clone())),
+                backend,
+            }
+        }
         Err(StartError::Catalog(refused)) => Findings {
             diagnostics: refused.diagnostics().to_vec(),
             served: None,
+            backend,
         },
         // Not the catalog's fault (no backend, describe failed, sandbox):
         // reported like any start-up failure.
@@ -165,11 +240,13 @@ mod tests {
                 Findings {
                     diagnostics: report.diagnostics.clone(),
                     served: Some((report, set)),
+                    backend: "/opt/rw/bin/rw".to_string(),
                 }
             }
             Err(e) => Findings {
                 diagnostics: e.diagnostics().to_vec(),
                 served: None,
+                backend: "/opt/rw/bin/rw".to_string(),
             },
         }
     }
@@ -185,6 +262,25 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("result: clean\n"), "{text}");
+    }
+
+    #[test]
+    fn the_schema_check_line_is_one_shell_line_naming_the_backend() {
+        let line = schema_check_line("/opt/rw/bin/rw");
+        assert!(
+            line.starts_with("/opt/rw/bin/rw describe --format=json | python3 -c 'import json, sys, jsonschema; "),
+            "{line}"
+        );
+        assert!(
+            line.contains("Draft202012Validator(json.load(open(\"docs/catalog.schema.json\")))")
+        );
+        assert!(!line.contains('\n'));
+        assert_eq!(shell_quote("/a b/it's"), "'/a b/it'\\''s'");
+        let text = findings(&catalog::tests::sample()).to_text();
+        assert!(
+            text.contains(&format!("docs/catalog.schema.json (from the source tree; needs Python's jsonschema package):\n  {line}\n")),
+            "{text}"
+        );
     }
 
     #[test]

@@ -20,6 +20,40 @@ fn version_text() -> &'static str {
     })
 }
 
+/// Every message this program prints about itself starts with its name,
+/// parse errors too (clap's own start with `error:`); help and `--version`
+/// are printed as they are.
+pub fn exit_on_parse_error(err: clap::Error) -> std::process::ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = err.print();
+        return std::process::ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2));
+    }
+    eprint!("{}", with_program_prefix(&err.render().to_string()));
+    std::process::ExitCode::from(2)
+}
+
+/// clap's rendered message with `error: ` replaced by the program's name.
+pub fn with_program_prefix(rendered: &str) -> String {
+    match rendered.strip_prefix("error: ") {
+        Some(rest) => format!("reachweaver-mcp: {rest}"),
+        None => format!("reachweaver-mcp: {rendered}"),
+    }
+}
+
+/// `--call-timeout`: a count of whole seconds. `5m` or `1.5` are the
+/// likely mistakes, so the message says what to write instead.
+fn whole_seconds(value: &str) -> Result<u64, String> {
+    value.parse::<u64>().map_err(|_| {
+        format!("give whole seconds as digits only, such as 300 for five minutes (not {value:?})")
+    })
+}
+
 /// `--backend`'s value. An empty one is nearly always a
 /// `--backend "$(command -v reachweaver)"` whose lookup found nothing, so it
 /// is reported as a backend not found rather than as a missing value.
@@ -246,8 +280,8 @@ pub struct CallLimits {
     #[arg(long, value_name = "N", default_value_t = 262_144,
           value_parser = clap::value_parser!(u64).range(1024..=4_194_304))]
     pub max_output_bytes: u64,
-    /// Seconds a call may run before it is killed (0 = no limit).
-    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    /// Seconds a call may run before it is killed, in whole seconds (0 = no limit).
+    #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = whole_seconds)]
     pub call_timeout: u64,
 }
 

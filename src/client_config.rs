@@ -8,13 +8,13 @@ use serde_json::{json, Value};
 use crate::cli::{Globals, SandboxMode, ServeArgs};
 use crate::config::{Owner, OwnerInput};
 
-/// Where Claude Desktop keeps its configuration, per platform.
-pub(crate) const CONFIG_LOCATIONS: [(&str, &str); 3] = [
+/// Where Claude Desktop keeps its configuration, on the platforms this
+/// server runs on (Windows is not one: the server does not build there).
+pub(crate) const CONFIG_LOCATIONS: [(&str, &str); 2] = [
     (
         "macOS",
         "~/Library/Application Support/Claude/claude_desktop_config.json",
     ),
-    ("Windows", "%APPDATA%\\Claude\\claude_desktop_config.json"),
     ("Linux", "~/.config/Claude/claude_desktop_config.json"),
 ];
 

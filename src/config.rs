@@ -354,9 +354,17 @@ impl Config {
         }
     }
 
-    /// What the start-up line says is granted.
-    pub fn granted_line(&self, drafts: bool) -> String {
+    /// What the start-up line says is granted. `backend_folder` is the
+    /// backend's install prefix when its runs may read it, `None` when
+    /// they may read only the backend's own file.
+    pub fn granted_line(&self, drafts: bool, backend_folder: Option<&Path>) -> String {
         let mut parts = vec![format!("root {}", self.root.display())];
+        parts.push(match backend_folder {
+            Some(folder) => format!("backend folder {}", folder.display()),
+            None => "backend: its own file only (not laid out as PREFIX/bin/NAME; \
+                     give a folder it reads with --allow-read)"
+                .to_string(),
+        });
         for (name, f) in [
             ("home", &self.home),
             ("db", &self.db),
@@ -785,6 +793,21 @@ mod tests {
     }
 
     #[test]
+    fn the_granted_line_names_what_the_backend_may_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, o) = home_owner(dir.path());
+        let c = o.with_catalog(&CatalogPaths::default()).unwrap();
+        let own = c.granted_line(false, None);
+        assert!(
+            own.contains(", backend: its own file only (not laid out as PREFIX/bin/NAME;"),
+            "{own}"
+        );
+        let tree = c.granted_line(false, Some(Path::new("/opt/rw")));
+        assert!(tree.contains(", backend folder /opt/rw"), "{tree}");
+        assert!(!tree.contains("own file"), "{tree}");
+    }
+
+    #[test]
     fn a_database_not_created_yet_is_passed_but_not_granted_or_pinned() {
         let dir = tempfile::tempdir().unwrap();
         let (home, o) = home_owner(dir.path());
@@ -802,7 +825,9 @@ mod tests {
         );
         let opts = c.sandbox_options(SandboxMode::Require, &[], None);
         assert_eq!(opts.read, vec![home.clone()]);
-        assert!(c.granted_line(false).contains("(missing, not granted)"));
+        assert!(c
+            .granted_line(false, None)
+            .contains("(missing, not granted)"));
     }
 
     #[test]

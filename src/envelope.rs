@@ -24,12 +24,20 @@ impl Envelope {
         }
     }
 
-    /// A failure the server itself reports.
+    /// A failure the server itself reports; a message redacted already
+    /// (before it was cut) counts its replacements here.
     pub fn from_error(err: &ToolError) -> Self {
+        let mut meta = Map::new();
+        if err.redacted() > 0 {
+            meta.insert(
+                crate::call::META_REDACTED.into(),
+                Value::from(err.redacted()),
+            );
+        }
         Self {
             exit_code: 2,
             output: err.document(),
-            meta: Map::new(),
+            meta,
         }
     }
 

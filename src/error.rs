@@ -234,6 +234,9 @@ impl std::fmt::Display for ErrorCode {
 pub struct ToolError {
     code: ErrorCode,
     message: String,
+    /// Secrets already replaced in `message` (redaction before a cut), so
+    /// the result's redaction count still holds them.
+    redacted: usize,
 }
 
 impl ToolError {
@@ -242,7 +245,19 @@ impl ToolError {
         Self {
             code,
             message: message.into(),
+            redacted: 0,
         }
+    }
+
+    /// This error, saying `n` secrets were replaced in its message already.
+    pub fn with_redacted(mut self, n: usize) -> Self {
+        self.redacted = n;
+        self
+    }
+
+    /// How many secrets were replaced in the message before it got here.
+    pub fn redacted(&self) -> usize {
+        self.redacted
     }
 
     /// The code's [template](ErrorCode::template) with the site's specifics in its slot.

@@ -24,7 +24,10 @@ fn main() -> ExitCode {
         }
         return ExitCode::from(127);
     }
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return cli::exit_on_parse_error(err),
+    };
     match app::run(cli) {
         Ok(code) => ExitCode::from(code),
         // A reader that closed our stdout (`tools --json | head -1`) got what it wanted.

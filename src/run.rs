@@ -23,6 +23,7 @@ use crate::cancel::Cancel;
 use crate::envelope::Envelope;
 use crate::error::{ErrorCode, ToolError};
 use crate::limits::MAX_STDERR_BYTES;
+use crate::redact::Redactor;
 use crate::sandbox::layers::Attestation;
 use crate::sandbox::{RunKind, Sandbox, SandboxError, SandboxedChild};
 
@@ -282,17 +283,18 @@ pub(crate) fn run_tool(
     cwd: &Path,
     bounds: Bounds,
     cancel: &Cancel,
+    redactor: &Redactor,
 ) -> (CallEnd, Option<Attestation>) {
     let mut attestation = None;
     let end = run_once_attested(sandbox, kind, argv, cwd, bounds, cancel, &mut attestation);
-    (map_end(end, bounds), attestation)
+    (map_end(end, bounds, redactor), attestation)
 }
 
-fn map_end(end: Result<RunEnd, RunError>, bounds: Bounds) -> CallEnd {
+fn map_end(end: Result<RunEnd, RunError>, bounds: Bounds, redactor: &Redactor) -> CallEnd {
     match end {
         Ok(RunEnd::Finished(f)) => match refused_by_sandbox(&f) {
             Some(e) => CallEnd::Failed(e),
-            None => match map_exit(&f) {
+            None => match map_exit(&f, redactor) {
                 Ok(envelope) => CallEnd::Answer(envelope),
                 Err(e) => CallEnd::Failed(e),
             },
@@ -312,6 +314,7 @@ fn map_end(end: Result<RunEnd, RunError>, bounds: Bounds) -> CallEnd {
                 describe_exit(exit)
             ),
             &[],
+            redactor,
         )),
         Err(e) => CallEnd::Failed(start_failure(&e)),
     }
@@ -358,24 +361,58 @@ fn start_failure(e: &RunError) -> ToolError {
 
 /// docs/BACKEND.md, Output and exit codes: exit 0/1 with one JSON document, or exit 2 with an error
 /// document, is the backend's answer; anything else is a failed run.
-pub(crate) fn map_exit(f: &Finished) -> Result<Envelope, ToolError> {
-    let doc = serde_json::from_slice::<Value>(&f.stdout).ok();
-    match (f.exit, doc) {
-        (Exit::Code(code @ (0 | 1)), Some(doc)) => Ok(Envelope::from_run(code, doc)),
-        (Exit::Code(2), Some(doc)) if is_error_document(&doc) => Ok(Envelope::from_run(2, doc)),
-        (Exit::Code(2), _) => Err(failed(
-            "The command failed (exit code 2) without printing an error document",
-            &f.stderr,
+pub(crate) fn map_exit(f: &Finished, redactor: &Redactor) -> Result<Envelope, ToolError> {
+    let parsed = serde_json::from_slice::<Value>(&f.stdout);
+    let fail = |what: String| Err(failed(&what, &f.stderr, redactor));
+    match (f.exit, parsed) {
+        (Exit::Code(code @ (0 | 1)), Ok(doc)) => Ok(Envelope::from_run(code, doc)),
+        (Exit::Code(2), Ok(doc)) if is_error_document(&doc) => Ok(Envelope::from_run(2, doc)),
+        (Exit::Code(2), parsed) => fail(format!(
+            "The command failed (exit code 2) without printing an error document ({})",
+            stdout_report(&f.stdout, parsed.err().as_ref())
         )),
-        (Exit::Code(code @ (0 | 1)), None) => Err(failed(
-            &format!("The command exited with code {code} but did not print one JSON document"),
-            &f.stderr,
+        (Exit::Code(code @ (0 | 1)), Err(e)) => fail(format!(
+            "The command exited with code {code} but did not print one JSON document ({})",
+            stdout_report(&f.stdout, Some(&e))
         )),
-        (exit, _) => Err(failed(
-            &format!("The command {}", describe_exit(exit)),
-            &f.stderr,
+        (exit, parsed) => fail(format!(
+            "The command {} ({})",
+            describe_exit(exit),
+            stdout_report(&f.stdout, parsed.err().as_ref())
         )),
     }
+}
+
+/// How much stdout arrived and, when it is not one JSON document, where
+/// parsing stopped: a cut at 64 KiB (a Node `process.exit()` before its
+/// output was flushed) reads differently from a stray log line.
+fn stdout_report(stdout: &[u8], parse: Option<&serde_json::Error>) -> String {
+    let n = stdout.len();
+    let bytes = format!("{n} byte{} on stdout", if n == 1 { "" } else { "s" });
+    if stdout.iter().all(u8::is_ascii_whitespace) {
+        return if n == 0 {
+            "nothing on stdout".to_string()
+        } else {
+            format!("{bytes}, all whitespace")
+        };
+    }
+    match parse {
+        Some(e) => format!(
+            "{bytes}; the JSON stopped parsing at line {} column {}: {}",
+            e.line(),
+            e.column(),
+            parse_problem(e)
+        ),
+        None => bytes,
+    }
+}
+
+/// serde_json's message without its own "at line L column C" tail, which
+/// [`stdout_report`] already gives.
+fn parse_problem(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let tail = format!(" at line {} column {}", e.line(), e.column());
+    text.strip_suffix(&tail).unwrap_or(&text).to_string()
 }
 
 fn describe_exit(exit: Exit) -> String {
@@ -408,28 +445,78 @@ fn is_error_document(doc: &Value) -> bool {
     })
 }
 
-/// `backend_failed`, quoting stderr's first line (redaction happens on the whole envelope).
-fn failed(what: &str, stderr: &[u8]) -> ToolError {
-    let message = match first_line(stderr) {
-        Some(line) => format!("{what}: {line}"),
-        None => format!("{what}."),
+/// Where an owner can watch the same run, said in every `backend_failed`.
+pub(crate) const REPRODUCE_HINT: &str =
+    "the server's owner can reproduce the run with `reachweaver-mcp sandbox run -- BACKEND ARGS...`";
+
+/// `backend_failed`, quoting the stderr line that carries the error. The
+/// line is redacted whole before it is cut, so a secret split by the cut
+/// is still found; the count of what was replaced travels with the error.
+fn failed(what: &str, stderr: &[u8], redactor: &Redactor) -> ToolError {
+    let mut redacted = 0;
+    let message = match error_line(stderr) {
+        Some(line) => {
+            let clean = redactor.redact_text(&line, &mut redacted);
+            format!("{what}: {}; {REPRODUCE_HINT}.", cut(&clean))
+        }
+        None => format!("{what}; {REPRODUCE_HINT}."),
     };
-    ToolError::new(ErrorCode::BackendFailed, message)
+    ToolError::new(ErrorCode::BackendFailed, message).with_redacted(redacted)
 }
 
-/// The first line with any content, trimmed, without control characters, cut short.
-pub(crate) fn first_line(stderr: &[u8]) -> Option<String> {
+/// The stderr line that says what went wrong, without control characters:
+/// the last line of a Python traceback, else the first line that looks like
+/// an error (`TypeError: ...`, `error: ...`, `panicked at`), else the first
+/// line with any content. Runtimes print a location first (Node's
+/// `node:fs:2380`, a traceback's `File ...` lines), which tells nobody
+/// what failed.
+pub(crate) fn error_line(stderr: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(stderr);
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
-    let mut out: String = line
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(MAX_MESSAGE_CHARS)
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
         .collect();
+    let traceback = lines
+        .iter()
+        .rposition(|l| l.starts_with("Traceback (most recent call last)"))
+        .and_then(|at| {
+            lines[at + 1..]
+                .iter()
+                .rev()
+                .find(|l| !l.starts_with(char::is_whitespace))
+        });
+    let line = traceback
+        .or_else(|| lines.iter().find(|l| looks_like_an_error(l.trim())))
+        .or_else(|| lines.first())?;
+    Some(
+        line.trim()
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect(),
+    )
+}
+
+fn looks_like_an_error(line: &str) -> bool {
+    let head = line.split([':', ' ']).next().unwrap_or_default();
+    let lower = line.to_ascii_lowercase();
+    (head.len() > 5
+        && (head.ends_with("Error") || head.ends_with("Exception"))
+        && line[head.len()..].starts_with(':'))
+        || lower.starts_with("error:")
+        || lower.starts_with("error ")
+        || lower.starts_with("fatal:")
+        || lower.starts_with("fatal error")
+        || line.contains("panicked at")
+}
+
+/// At most [`MAX_MESSAGE_CHARS`] characters, marked when cut.
+pub(crate) fn cut(line: &str) -> String {
+    let mut out: String = line.chars().take(MAX_MESSAGE_CHARS).collect();
     if line.chars().count() > MAX_MESSAGE_CHARS {
         out.push('…');
     }
-    Some(out)
+    out
 }
 
 #[cfg(test)]
@@ -445,11 +532,19 @@ mod tests {
         }
     }
 
+    fn none() -> Redactor {
+        Redactor::new([])
+    }
+
+    fn map(f: &Finished) -> Result<Envelope, ToolError> {
+        map_exit(f, &none())
+    }
+
     #[test]
     fn exit_0_and_1_are_answers() {
-        let e = map_exit(&finished(Exit::Code(0), "{\"ok\": true}\n", "")).unwrap();
+        let e = map(&finished(Exit::Code(0), "{\"ok\": true}\n", "")).unwrap();
         assert_eq!(e, Envelope::from_run(0, json!({"ok": true})));
-        let e = map_exit(&finished(Exit::Code(1), " [1, 2] ", "warn")).unwrap();
+        let e = map(&finished(Exit::Code(1), " [1, 2] ", "warn")).unwrap();
         assert_eq!(e, Envelope::from_run(1, json!([1, 2])));
         assert!(!e.is_error());
     }
@@ -457,13 +552,13 @@ mod tests {
     #[test]
     fn exit_2_with_error_document_is_passed_on() {
         let doc = json!({"error": {"code": "no_such_campaign", "message": "No campaign q9."}});
-        let e = map_exit(&finished(Exit::Code(2), &doc.to_string(), "")).unwrap();
+        let e = map(&finished(Exit::Code(2), &doc.to_string(), "")).unwrap();
         assert_eq!(e, Envelope::from_run(2, doc));
         assert!(e.is_error());
     }
 
     #[test]
-    fn everything_else_is_backend_failed_with_the_first_stderr_line() {
+    fn everything_else_is_backend_failed_quoting_stderr_and_pointing_to_sandbox_run() {
         let cases = [
             finished(
                 Exit::Code(2),
@@ -478,35 +573,97 @@ mod tests {
             finished(Exit::Signal(9), "{}", "first problem"),
         ];
         for f in cases {
-            let e = map_exit(&f).unwrap_err();
+            let e = map(&f).unwrap_err();
             assert_eq!(e.code(), "backend_failed", "{f:?}");
             let msg = e.message();
-            assert!(msg.ends_with(": first problem"), "{msg}");
+            assert!(
+                msg.ends_with(&format!(": first problem; {REPRODUCE_HINT}.")),
+                "{msg}"
+            );
         }
     }
 
     #[test]
-    fn failure_messages_say_what_happened() {
-        let msg = |f: Finished| map_exit(&f).unwrap_err().message().to_string();
+    fn failure_messages_say_what_happened_and_what_arrived_on_stdout() {
+        let msg = |f: Finished| map(&f).unwrap_err().message().to_string();
         assert_eq!(
             msg(finished(Exit::Code(7), "", "")),
-            "The command exited with code 7."
+            format!("The command exited with code 7 (nothing on stdout); {REPRODUCE_HINT}.")
         );
         assert_eq!(
-            msg(finished(Exit::Signal(9), "", "")),
-            "The command was killed by signal 9 (SIGKILL)."
+            msg(finished(Exit::Signal(9), "{}", "")),
+            format!(
+                "The command was killed by signal 9 (SIGKILL) (2 bytes on stdout); {REPRODUCE_HINT}."
+            )
         );
-        assert!(msg(finished(Exit::Code(0), "x", "")).contains("did not print one JSON document"));
+        assert_eq!(
+            msg(finished(Exit::Code(0), "x", "")),
+            format!(
+                "The command exited with code 0 but did not print one JSON document (1 byte on stdout; \
+                 the JSON stopped parsing at line 1 column 1: expected value); {REPRODUCE_HINT}."
+            )
+        );
+        // A document cut short, as when a runtime exits before its output
+        // is flushed: the byte count and the place say so.
+        let cut_short = format!("{{\"items\": [{}", "1,".repeat(10));
+        let m = msg(finished(Exit::Code(0), &cut_short, ""));
+        assert!(
+            m.contains("(31 bytes on stdout; the JSON stopped parsing at line 1 column 31: EOF while parsing a value)"),
+            "{m}"
+        );
+        assert!(
+            msg(finished(Exit::Code(1), " \n", "")).contains("(2 bytes on stdout, all whitespace)")
+        );
     }
 
     #[test]
-    fn first_line_is_cut_and_cleaned() {
-        assert_eq!(first_line(b""), None);
-        assert_eq!(first_line(b"\n \n"), None);
-        assert_eq!(first_line(b"a\tb\x1b[31m\nc").as_deref(), Some("a b [31m"));
+    fn the_quoted_line_is_the_one_that_carries_the_error() {
+        let line = |s: &str| error_line(s.as_bytes());
+        assert_eq!(line(""), None);
+        assert_eq!(line("\n \n"), None);
+        let node = "node:fs:2380\n    return binding.readFileUtf8(path, stringToFlags(options.flag));\n                   ^\n\nError: ENOENT: no such file or directory, open '/x/catalog.json'\n    at Object.readFileSync (node:fs:2380:20)\n";
+        assert_eq!(
+            line(node).as_deref(),
+            Some("Error: ENOENT: no such file or directory, open '/x/catalog.json'")
+        );
+        let py = "Traceback (most recent call last):\n  File \"/x/b.py\", line 3, in <module>\n    open('c.json')\nFileNotFoundError: [Errno 2] No such file or directory: 'c.json'\n";
+        assert_eq!(
+            line(py).as_deref(),
+            Some("FileNotFoundError: [Errno 2] No such file or directory: 'c.json'")
+        );
+        assert_eq!(
+            line("warming up\nerror: no database at /x/rw.db\n").as_deref(),
+            Some("error: no database at /x/rw.db")
+        );
+        assert_eq!(
+            line("thread 'main' panicked at src/main.rs:3:5:\nboom\n").as_deref(),
+            Some("thread 'main' panicked at src/main.rs:3:5:")
+        );
+        // Nothing looks like an error: the first line with content.
+        assert_eq!(
+            line("\n  just a note\nmore").as_deref(),
+            Some("just a note")
+        );
+        assert_eq!(line("a\tb\x1b[31m\nc").as_deref(), Some("a b [31m"));
+    }
+
+    #[test]
+    fn the_quoted_line_is_redacted_before_it_is_cut_and_counted() {
+        let secret = "s3cr3t-token-value-0123456789";
+        let r = Redactor::new([("API_TOKEN".to_string(), secret.to_string())]);
+        // The secret straddles the cut at MAX_MESSAGE_CHARS.
+        let stderr = format!(
+            "Error: {}{secret} refused",
+            "x".repeat(MAX_MESSAGE_CHARS - 17)
+        );
+        let e = map_exit(&finished(Exit::Code(3), "", &stderr), &r).unwrap_err();
+        assert!(!e.message().contains("s3cr3t"), "{}", e.message());
+        assert!(e.message().contains("[REDACTED]"), "{}", e.message());
+        assert_eq!(e.redacted(), 1);
+        let env = Envelope::from_error(&e);
+        assert_eq!(env.meta[crate::call::META_REDACTED], json!(1));
         let long = "x".repeat(1000);
-        let cut = first_line(long.as_bytes()).unwrap();
-        assert_eq!(cut.chars().count(), MAX_MESSAGE_CHARS + 1);
+        assert_eq!(cut(&long).chars().count(), MAX_MESSAGE_CHARS + 1);
     }
 
     #[test]
@@ -534,7 +691,7 @@ mod tests {
         // A backend that printed and then aborted: its own failure.
         let f = finished(Exit::Signal(libc::SIGABRT), b"{\"partial\": ", b"");
         assert!(refused_by_sandbox_exec(true, &f).is_none());
-        assert_eq!(map_exit(&f).unwrap_err().code(), "backend_failed");
+        assert_eq!(map_exit(&f, &none()).unwrap_err().code(), "backend_failed");
         // Linux has no sandbox-exec: never read this way there.
         let f = finished(Exit::Signal(libc::SIGABRT), b"", b"");
         assert!(refused_by_sandbox_exec(false, &f).is_none());

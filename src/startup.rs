@@ -245,7 +245,10 @@ impl App {
             tool_set.len(),
             if tool_set.len() == 1 { "" } else { "s" },
             sandbox.layers_line(),
-            config.granted_line(serve.start.allow_drafts && !refuse_drafts),
+            config.granted_line(
+                serve.start.allow_drafts && !refuse_drafts,
+                crate::sandbox::backend_folder(&config.backend).as_deref()
+            ),
         );
         let promises = sandbox.promises_line(serve.start.allow_drafts && !refuse_drafts);
         if !promises.is_empty() {
@@ -269,6 +272,9 @@ impl App {
         }
         if tool_set.is_empty() {
             line.push_str("; warning: the backend's catalog has no command that can be offered (`tools` says why)");
+        }
+        if let Some(warning) = missing_database_warning(&config) {
+            line.push_str(&format!("; warning: {warning}"));
         }
         if serve.start.allow_drafts
             && !refuse_drafts
@@ -323,6 +329,19 @@ impl App {
     pub fn call_timeout(&self) -> Option<Duration> {
         self.bounds.timeout
     }
+}
+
+/// A database that is named but not there yet: every command that reads it
+/// fails, and no tool can create it (creating it is a write), so the owner
+/// hears it at start rather than from the first failed call.
+pub fn missing_database_warning(config: &Config) -> Option<String> {
+    let db = config.db.as_ref().filter(|d| !d.exists)?;
+    Some(format!(
+        "the database {} does not exist yet: tools that read it will fail until you create it \
+         (with the backend's own command, such as `reachweaver init`, at your terminal) and \
+         restart the server",
+        db.path.display()
+    ))
 }
 
 /// This server as `serverInfo` names it.
@@ -434,24 +453,51 @@ fn read_catalog(
         let detail = serde_json::from_slice::<Value>(&finished.stdout)
             .ok()
             .and_then(|d| d["error"]["message"].as_str().map(str::to_string))
-            .or_else(|| run::first_line(&finished.stderr))
+            .or_else(|| run::error_line(&finished.stderr))
             .unwrap_or_else(|| "no message".to_string());
         let how = match finished.exit {
             run::Exit::Code(c) => format!("exit code {c}"),
             run::Exit::Signal(s) => format!("signal {s}"),
         };
+        // Redacted whole, then cut: a cut must not split a secret in two.
         let mut message = format!(
             "{what} failed ({how}): {}",
-            redactor.redact_str(&catalog::one_line(&detail))
+            run::cut(&redactor.redact_str(&catalog::one_line(&detail)))
         );
         if let Some(tail) = stderr_tail(&finished.stderr, redactor) {
             message.push_str("\nthe last lines of its error output:\n");
             message.push_str(&tail);
         }
+        message.push('\n');
+        message.push_str(&describe_hint(
+            backend,
+            crate::sandbox::backend_folder(Path::new(backend)).as_deref(),
+        ));
         return failed(message);
     }
     // Kept typed: `tools --check` reads every finding off the error.
     Ok(catalog::parse(&finished.stdout)?)
+}
+
+/// What to try when `describe` failed: the run is sandboxed, so a backend
+/// that works at the owner's terminal can still fail here for want of a
+/// file it was not granted. The server does not run it unconfined to find
+/// out (not even once, to diagnose): it says how the owner can compare.
+pub fn describe_hint(backend: &str, backend_folder: Option<&Path>) -> String {
+    let granted = match backend_folder {
+        Some(folder) => format!("read its folder {}", folder.display()),
+        None => "read only its own file, not the files beside it, as it is not laid out as \
+                 PREFIX/bin/NAME"
+            .to_string(),
+    };
+    format!(
+        "hint: in the sandbox the backend may {granted} (plus the root, the home and the system \
+         folders). If `{backend} describe --format=json` works when you run it yourself, it \
+         needs a file the sandbox does not grant: give that file's folder with --allow-read DIR, \
+         or install the backend as PREFIX/bin/NAME outside your home folder (docs/BACKEND.md, \
+         \"Where a backend may read\"). `reachweaver-mcp sandbox run --allow-read DIR -- {backend} \
+         describe --format=json` runs it in the same sandbox, with its error output."
+    )
 }
 
 /// The end of a backend's error output, bounded in lines and bytes,
@@ -535,6 +581,53 @@ mod tests {
             StartError::from(catalog::parse(b"{}").unwrap_err()),
             StartError::Catalog(_)
         ));
+    }
+
+    #[test]
+    fn the_describe_hint_names_what_the_backend_may_read() {
+        let own = describe_hint("/home/u/rw/backend.js", None);
+        assert!(own.contains("read only its own file"), "{own}");
+        assert!(own.contains("--allow-read DIR"), "{own}");
+        assert!(own.contains("PREFIX/bin/NAME"), "{own}");
+        assert!(
+            own.contains(
+                "sandbox run --allow-read DIR -- /home/u/rw/backend.js describe --format=json"
+            ),
+            "{own}"
+        );
+        let tree = describe_hint("/opt/rw/bin/rw", Some(Path::new("/opt/rw")));
+        assert!(tree.contains("read its folder /opt/rw "), "{tree}");
+        assert!(!tree.contains("own file"), "{tree}");
+    }
+
+    #[test]
+    fn a_named_database_that_is_not_there_is_warned_about() {
+        use crate::config::{Fixed, Source};
+        let db = |exists| Fixed {
+            path: PathBuf::from("/srv/rw/data/rw.db"),
+            source: Source::Option("--db"),
+            exists,
+        };
+        let config = |db| Config {
+            backend: PathBuf::from("/opt/rw/bin/rw"),
+            home: None,
+            db,
+            accounts: None,
+            profile: None,
+            root: PathBuf::from("/srv/rw"),
+            root_source: Source::Option("--root"),
+            allow_read: Vec::new(),
+        };
+        let w = missing_database_warning(&config(Some(db(false)))).unwrap();
+        assert!(
+            w.starts_with(
+                "the database /srv/rw/data/rw.db does not exist yet: tools that read it will fail"
+            ),
+            "{w}"
+        );
+        assert!(w.ends_with("and restart the server"), "{w}");
+        assert_eq!(missing_database_warning(&config(Some(db(true)))), None);
+        assert_eq!(missing_database_warning(&config(None)), None);
     }
 
     #[test]

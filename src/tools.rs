@@ -15,7 +15,7 @@ use std::fmt;
 
 use serde_json::{json, Map, Number, Value};
 
-use crate::catalog::{ArgType, Argument, Catalog, Command, Diagnostic, Tag};
+use crate::catalog::{ArgType, Argument, Catalog, Command, Diagnostic, Problem, Severity, Tag};
 
 /// Longest tool name clients accept.
 pub const MAX_TOOL_NAME: usize = 64;
@@ -442,7 +442,62 @@ pub fn build(catalog: &Catalog, allow_drafts: bool) -> (ToolSet, Report) {
     }
     entries.sort_by_key(|(index, _)| *index);
     report.commands = entries.into_iter().map(|(_, c)| c).collect();
+    for cmd in &catalog.commands {
+        report.diagnostics.extend(author_warnings(cmd));
+    }
     (ToolSet::new(tools), report)
+}
+
+/// What is allowed but almost surely not what the backend's author meant,
+/// and would otherwise go unsaid: a default the schema leaves out because
+/// it does not fit the type, and a read-only command no client can call
+/// because it has no JSON output.
+fn author_warnings(cmd: &Command) -> Vec<Diagnostic> {
+    let warn = |pointer: String, message: String| Diagnostic {
+        pointer,
+        command: Some(cmd.name.clone()),
+        severity: Severity::Warning,
+        problem: Problem::Suspicious,
+        message,
+    };
+    let mut out = Vec::new();
+    if cmd.has_tag(Tag::ReadOnly) && !cmd.formats.iter().any(|f| f == "json") {
+        out.push(warn(
+            format!("/commands/{}/formats", cmd.index),
+            "the command is tagged read_only but `formats` has no \"json\": it cannot be a tool \
+             (add \"json\" and print one JSON document with the format flag)"
+                .to_string(),
+        ));
+    }
+    for (list, args) in [("positionals", &cmd.positionals), ("flags", &cmd.flags)] {
+        for (j, arg) in args.iter().enumerate() {
+            if let Some(d) = arg.default.as_ref().filter(|d| !default_fits(arg, d)) {
+                let want = if arg.repeatable {
+                    format!("an array of {} values", arg.ty.as_str())
+                } else {
+                    format!("a {} value", arg.ty.as_str())
+                };
+                // `quote` escapes and shortens: the text is the backend's.
+                let shown = match d {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                out.push(warn(
+                    format!("/commands/{}/{list}/{j}/default", cmd.index),
+                    format!(
+                        "`default` {} is not {want}{}; it is left out of the tool's schema",
+                        crate::catalog::quote(&shown),
+                        if arg.ty == ArgType::Choice {
+                            " among the choices"
+                        } else {
+                            ""
+                        }
+                    ),
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Rules 1-5 of docs/BACKEND.md, Which commands become tools, and the `draft` exception.
@@ -798,6 +853,43 @@ mod tests {
     }
 
     #[test]
+    fn defaults_that_do_not_fit_and_read_only_commands_without_json_are_warned() {
+        let mut c = cmd("score", &["read_only"]);
+        c["formats"] = json!(["text"]);
+        c["flags"] = json!([
+            {"name": "--days", "type": "integer", "default": "14"},
+            {"name": "--channel", "type": "choice", "choices": ["x"], "default": "y"},
+            {"name": "--tag", "type": "string", "repeatable": true, "default": "a"},
+            {"name": "--fine", "type": "integer", "default": 14}
+        ]);
+        let (_, report) = build(&catalog_with(json!([c])), false);
+        let got: Vec<(&str, Severity)> = report
+            .diagnostics
+            .iter()
+            .map(|d| (d.pointer.as_str(), d.severity))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("/commands/0/formats", Severity::Warning),
+                ("/commands/0/flags/0/default", Severity::Warning),
+                ("/commands/0/flags/1/default", Severity::Warning),
+                ("/commands/0/flags/2/default", Severity::Warning),
+            ]
+        );
+        assert!(report.diagnostics[0].message.contains("has no \"json\""));
+        assert!(report.diagnostics[2].message.contains("among the choices"));
+        assert!(report.diagnostics[3]
+            .message
+            .contains("an array of string values"));
+        // A command that is not read-only needs no JSON format.
+        let mut w = cmd("restock", &["writes"]);
+        w["formats"] = json!(["text"]);
+        let (_, report) = build(&catalog_with(json!([w])), false);
+        assert!(report.diagnostics.is_empty(), "{:?}", report.diagnostics);
+    }
+
+    #[test]
     fn number_and_string_and_path_without_help() {
         let mut c = cmd("score", &["read_only"]);
         c["positionals"] = json!([{"name": "file", "type": "path"}]);
@@ -805,8 +897,22 @@ mod tests {
             {"name": "--threshold", "type": "number", "minimum": 0, "maximum": 1.5, "default": "high"},
             {"name": "--label", "type": "string", "repeatable": true, "default": ["a"]}
         ]);
-        let (tools, _) = build(&catalog_with(json!([c])), false);
+        let (tools, report) = build(&catalog_with(json!([c])), false);
         let props = &tools.get("score").unwrap().input_schema["properties"];
+        // Left out, and said: the one warning names the default and the type.
+        let warned: Vec<(&str, &str)> = report
+            .diagnostics
+            .iter()
+            .filter(|d| d.command.as_deref() == Some("score"))
+            .map(|d| (d.pointer.as_str(), d.message.as_str()))
+            .collect();
+        assert_eq!(
+            warned,
+            vec![(
+                "/commands/0/flags/0/default",
+                "`default` \"high\" is not a number value; it is left out of the tool's schema"
+            )]
+        );
         assert_eq!(
             props["file"],
             json!({"type": "string", "description": PATH_NOTE})

@@ -32,7 +32,8 @@ fn missing(path: &Path) -> CliError {
     CliError::new(
         "database_missing",
         format!(
-            "There is no database at {}; run `reachweaver init` to create it.",
+            "There is no database at {} yet; no tool can create it: the owner creates it with \
+             `reachweaver init` at their terminal.",
             path.display()
         ),
     )

@@ -580,7 +580,7 @@ fn is_python_tree(dir: &Path) -> bool {
 /// The install prefix for a tree grant: the parent of the `bin` folder.
 /// Inside the home only a Python installation or venv qualifies (a prefix
 /// such as `~/.cargo` holds credentials beside `bin`).
-fn tree_for(exe: &Path, home: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn tree_for(exe: &Path, home: Option<&Path>) -> Option<PathBuf> {
     let prefix = exe
         .parent()
         .filter(|d| d.file_name().is_some_and(|n| n == "bin"))

@@ -54,6 +54,28 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, ChildStdout, ExitStatus};
 
+/// The folder a backend's runs may read and execute beside the backend
+/// itself (its install prefix), or `None` when only its own file is
+/// granted: the backend is not in a `bin` folder, or that folder's parent
+/// is guarded, a shared prefix, or inside the home without being an
+/// interpreter's tree. Said at start, since a backend that reads a file
+/// next to itself fails in the sandbox only.
+pub fn backend_folder(backend: &Path) -> Option<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    #[cfg(target_os = "macos")]
+    {
+        let canon = home.as_deref().and_then(|h| std::fs::canonicalize(h).ok());
+        macos::tree_for(backend, canon.as_deref().or(home.as_deref()))
+    }
+    #[cfg(not(target_os = "macos"))]
+    {
+        let mut homes: Vec<PathBuf> = home.into_iter().collect();
+        homes.extend(guard::Guard::for_this_user().homes().iter().cloned());
+        let granted = policy::install_prefix_guarded(backend, &homes);
+        (granted != backend).then_some(granted)
+    }
+}
+
 /// How strict the sandbox is: a setting of the sandbox, which the command
 /// line only names (so the sandbox never depends on the command line).
 #[derive(Debug, Copy, Clone, PartialEq, Eq, clap::ValueEnum, Default)]
@@ -434,5 +456,26 @@ impl Drop for SandboxedChild {
         if let Some(after) = self.after.take() {
             after();
         }
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod backend_folder_tests {
+    use super::backend_folder;
+
+    #[test]
+    fn a_bin_layout_grants_its_prefix_and_anything_else_its_own_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = dir.path().join("rw");
+        std::fs::create_dir_all(prefix.join("bin")).unwrap();
+        let in_bin = prefix.join("bin/backend");
+        let beside = prefix.join("backend.sh");
+        for f in [&in_bin, &beside] {
+            std::fs::write(f, "#!/bin/sh\n").unwrap();
+        }
+        assert_eq!(backend_folder(&in_bin), Some(prefix.clone()));
+        assert_eq!(backend_folder(&beside), None);
+        // A `bin` folder whose parent is guarded gives the file alone.
+        assert_eq!(backend_folder(std::path::Path::new("/tmp/bin/x")), None);
     }
 }

@@ -255,18 +255,33 @@ fn control_characters_bidi_and_huge_summaries_never_reach_clients() {
     );
 }
 
+/// The reference backend keeps one text-only read-only command on purpose
+/// (it shows the `no_json_format` withholding): that is its one warning.
 #[test]
-fn check_on_the_reference_backend_is_clean() {
+fn check_on_the_reference_backend_warns_only_about_its_text_only_command() {
     let home = tempfile::tempdir().unwrap();
     let out = server_command(home.path(), &reference_bin())
         .args(["tools", "--check", "--sandbox", "best-effort"])
         .output()
         .unwrap();
     let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.starts_with("0 errors, 0 warnings\n"), "{stdout}");
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.starts_with("0 errors, 1 warning\n"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "/formats: the command is tagged read_only but `formats` has no \"json\": it cannot be a tool"
+        ) && stdout.contains("[command report-text]"),
+        "{stdout}"
+    );
     assert!(stdout.contains("commands: 30 offered as tools"), "{stdout}");
-    assert!(stdout.ends_with("result: clean\n"), "{stdout}");
+    assert!(
+        stdout.contains("to validate the catalog against docs/catalog.schema.json"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("result: warnings only (exit 1)\n"),
+        "{stdout}"
+    );
 }
 
 /// A catalog with errors in several commands and a warning: every one is
@@ -360,7 +375,14 @@ fn a_failing_describe_cannot_forge_lines_either() {
     let out = run(home.path(), &["tools"]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
-    assert_eq!(err.lines().count(), 1, "{err:?}");
+    // The failure on one line, then the server's own hint: nothing the
+    // backend wrote starts a line.
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err:?}");
+    assert!(
+        lines[1].starts_with("hint: in the sandbox the backend may"),
+        "{err:?}"
+    );
     assert!(!err.contains('\u{1b}'), "{err:?}");
     assert!(
         err.contains(

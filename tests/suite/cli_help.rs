@@ -127,3 +127,94 @@ fn tools_and_call_refuse_options_that_are_not_theirs() {
         assert!(err.contains("unexpected argument"), "{sub:?} {opt}: {err}");
     }
 }
+
+/// Every message the program prints about its command line starts with its
+/// name, like every other error it prints (clap's own say `error:`).
+#[test]
+fn parse_errors_start_with_the_program_name_and_the_timeout_asks_for_whole_seconds() {
+    let out = Command::new(server_bin())
+        .args(["call", "x", "--call-timeout", "5m"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("reachweaver-mcp: invalid value '5m' for '--call-timeout <SECS>': give whole seconds as digits only, such as 300 for five minutes"),
+        "{err}"
+    );
+    assert!(!err.contains("error:"), "{err}");
+    let out = Command::new(server_bin())
+        .args(["tools", "--no-such-option"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("reachweaver-mcp: unexpected argument"),
+        "{err}"
+    );
+    // Help still goes to stdout, whole, with exit 0.
+    let out = Command::new(server_bin())
+        .args(["call", "--help"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("in whole seconds"), "{help}");
+}
+
+/// The README names every option `tools` takes, `--protect` included, and
+/// docs/CI.md carries no placeholder a reader would have to fill in.
+#[test]
+fn the_readme_lists_the_tools_options_and_ci_md_has_no_placeholder() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    assert!(
+        readme.contains("`tools` takes `--root`, `--allow-drafts`, `--sandbox`, `--allow-read`,\n`--pass-env` and `--protect`"),
+        "README's tools options"
+    );
+    // `call` of a name that is not a tool prints no envelope (see
+    // tools_call::unknown_or_withheld_tool_is_a_clear_message_and_exit_2),
+    // and the README says so rather than "always".
+    assert!(readme.contains(
+        "A `TOOL` that is not offered (unknown, or a withheld command) prints no envelope"
+    ));
+    let out = Command::new(server_bin())
+        .args(["tools", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for opt in [
+        "--root",
+        "--allow-drafts",
+        "--sandbox",
+        "--allow-read",
+        "--pass-env",
+        "--protect",
+    ] {
+        assert!(help.contains(opt), "tools --help lacks {opt}");
+    }
+    let ci = std::fs::read_to_string(repo_root().join("docs/CI.md")).unwrap();
+    assert!(!ci.contains("OWNER"), "docs/CI.md has an OWNER placeholder");
+}
+
+/// The README says what the test command costs and installs, with the same
+/// versions `ci/test.sh` pins.
+#[test]
+fn the_readme_states_the_test_commands_cost_and_installs() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let script = std::fs::read_to_string(repo_root().join("ci/test.sh")).unwrap();
+    assert!(readme.contains("takes about 15 minutes once its caches are filled"));
+    assert!(readme.contains("AddressSanitizer"));
+    for (in_readme, in_script) in [
+        ("`mcp` 2.3.0", "mcp==2.3.0"),
+        ("Inspector 2.12.0", "inspector 2.12.0"),
+        ("TypeScript SDK 1.32.2", "sdk 1.32.2"),
+        ("Node 22.23.5", "node 22.23.5"),
+        ("`mcpb` 2.1.2", "mcpb 2.1.2"),
+        ("`cargo-fuzz` 0.13.2", "cargo-fuzz 0.13.2"),
+        ("for 30 seconds", "${FUZZ_SECONDS:-30}"),
+    ] {
+        assert!(readme.contains(in_readme), "README lacks {in_readme}");
+        assert!(script.contains(in_script), "ci/test.sh lacks {in_script}");
+    }
+}

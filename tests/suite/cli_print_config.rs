@@ -3,6 +3,7 @@
 
 use std::process::Command;
 
+use crate::support::install_executable;
 use crate::support::mcp::*;
 use serde_json::{json, Value};
 
@@ -43,13 +44,14 @@ fn printed_entry_parses_and_runs_as_printed() {
     );
     assert!(args.contains(&"--allow-drafts".to_string()));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    for place in [
-        "Library/Application Support/Claude",
-        "%APPDATA%",
-        ".config/Claude",
-    ] {
+    for place in ["Library/Application Support/Claude", ".config/Claude"] {
         assert!(stderr.contains(place), "{stderr}");
     }
+    // Windows is not supported: no path of it is offered.
+    assert!(
+        !stderr.contains("%APPDATA%") && !stderr.contains("Windows"),
+        "{stderr}"
+    );
 
     // Run as printed, from another folder: absolute paths make it independent of the cwd.
     let mut cmd = Command::new(command);
@@ -161,4 +163,108 @@ fn print_config_refuses_a_missing_backend_or_home() {
         String::from_utf8_lossy(&out.stderr).trim_end(),
         "reachweaver-mcp: --home /no/such/rw-home: no such folder"
     );
+}
+
+/// The lines of the first `sh` block after `heading` in the README, with
+/// `\`-continued lines joined.
+fn readme_block(heading: &str) -> Vec<String> {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let at = readme.find(heading).expect("README heading");
+    let rest = &readme[at..];
+    let start = rest.find("```sh\n").expect("an sh block") + 6;
+    let end = start + rest[start..].find("```").unwrap();
+    rest[start..end]
+        .replace("\\\n", " ")
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// The README's first-run commands work as written from a clone: a copy of
+/// the parts they use (the two binaries where `cargo build` puts them and
+/// `examples/workspace`) stands in for one.
+#[test]
+fn the_readme_commands_work_from_a_clone_as_written() {
+    let clone = tempfile::tempdir().unwrap();
+    let top = clone.path().canonicalize().unwrap();
+    let bin = top.join("target/debug");
+    std::fs::create_dir_all(&bin).unwrap();
+    install_executable(&server_bin(), &bin.join("reachweaver-mcp"));
+    install_executable(&reference_bin(), &bin.join("reachweaver-reference"));
+    std::fs::create_dir(top.join("examples")).unwrap();
+    let cp = Command::new("cp")
+        .arg("-r")
+        .arg(repo_root().join("examples/workspace"))
+        .arg(top.join("examples/workspace"))
+        .output()
+        .unwrap();
+    assert!(cp.status.success());
+    // A database made by another run in the repository is not part of a clone.
+    for entry in std::fs::read_dir(top.join("examples/workspace/data"))
+        .unwrap()
+        .flatten()
+    {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with("reachweaver.db")
+        {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
+
+    let lines = readme_block("## Connect Claude Desktop");
+    assert_eq!(lines[0], "cargo build --workspace", "{lines:?}");
+    // Built already (the copies above); the rest runs as written: the
+    // database first (it prints `init`'s answer), then the entry.
+    let (last, setup) = lines[1..].split_last().unwrap();
+    let run = |script: &str| {
+        let out = Command::new("sh")
+            .args(["-c", script])
+            .current_dir(&top)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{script}\n{err}");
+        out
+    };
+    run(&setup.join("\n"));
+    assert!(top.join("examples/workspace/data/reachweaver.db").is_file());
+    let out = run(last);
+    let entry: Value = serde_json::from_slice(&out.stdout).expect("pure JSON");
+    let server = &entry["mcpServers"]["reachweaver"];
+    assert_eq!(
+        server["command"],
+        json!(bin.join("reachweaver-mcp").display().to_string())
+    );
+    assert_eq!(
+        server["args"],
+        json!([
+            format!("--backend={}", bin.join("reachweaver-reference").display()),
+            format!("--home={}", top.join("examples/workspace").display()),
+            "mcp-serve"
+        ])
+    );
+
+    // Each Inspector command's server part starts the server from the clone.
+    let inspector = readme_block("## Connect with the MCP Inspector");
+    assert_eq!(inspector.len(), 2, "{inspector:?}");
+    for line in &inspector {
+        let server_part = line.split(" -- ").nth(1).expect("a server after --");
+        let out = Command::new("sh")
+            .args(["-c", &format!("{server_part} < /dev/null")])
+            .current_dir(&top)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{server_part}\n{err}");
+        assert!(
+            err.contains(&format!(
+                "serving {} (reachweaver",
+                bin.join("reachweaver-reference").display()
+            )),
+            "{err}"
+        );
+    }
 }

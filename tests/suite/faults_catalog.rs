@@ -90,12 +90,14 @@ fn a_backend_that_fails_at_start_shows_the_end_of_its_error_output() {
     let lines: Vec<&str> = err.lines().collect();
     assert!(
         lines[0].starts_with("reachweaver-mcp: ")
-            && lines[0].contains("failed (exit code 1): Traceback (most recent call last):"),
-        "{err}"
+            && lines[0]
+                .contains("failed (exit code 1): KeyError: config token [REDACTED] rejected"),
+        "the traceback's last line is quoted, not its first: {err}"
     );
     assert_eq!(lines[1], "the last lines of its error output:", "{err}");
-    // Bounded: the last 20 lines, the first frames left out.
-    assert_eq!(lines.len(), 2 + 20, "{err}");
+    // Bounded: the last 20 lines, the first frames left out; then the hint.
+    assert_eq!(lines.len(), 2 + 20 + 1, "{err}");
+    assert!(lines[22].starts_with("hint: in the sandbox"), "{err}");
     assert!(lines[2].contains("line 10, in frame_10"), "{err}");
     assert!(
         lines[21].starts_with("  | KeyError: config token "),

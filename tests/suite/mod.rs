@@ -1,10 +1,13 @@
 //! One module per area; the names say which part of the server they drive.
 
+mod backend_layout;
 mod catalog_compat;
+mod check_findings;
 mod cli_first_run;
 mod cli_help;
 mod cli_print_config;
 mod docs_references;
+mod examples_backends;
 mod faults_backend;
 mod faults_catalog;
 mod faults_leak;

@@ -85,10 +85,10 @@ fn check_one(report: &Value) -> Vec<String> {
             );
             continue;
         }
-        let got = if verdict == "ESCAPED" {
-            "escaped"
-        } else {
-            "blocked"
+        let got = match verdict {
+            "ESCAPED" => "escaped",
+            "allowed" => "allowed",
+            _ => "blocked",
         };
         assert_eq!(got, a["predicted"].as_str().unwrap(), "{name}: {a}");
         if verdict == "ESCAPED" {

@@ -220,6 +220,7 @@ fn check(report: &Value, unprivileged: bool) {
         let verdict = a["verdict"].as_str().unwrap();
         if ALLOWED.contains(&name) {
             assert_eq!(verdict, "allowed", "{name}: {a}");
+            assert_eq!(a["predicted"], "allowed", "{name}: {a}");
             continue;
         }
         let want = expected_for(name);
@@ -273,8 +274,9 @@ fn every_escape_is_blocked_for_an_unprivileged_user() {
 }
 
 /// The JUnit report holds one test case per attempt, in order, with a
-/// failure exactly where something got through or broke and an error
-/// where an attempt proved nothing; all text is escaped XML.
+/// failure exactly where something got through or broke, skipped (with
+/// the outside result) where an attempt proved nothing, and an error where
+/// one never ran; all text is escaped XML.
 fn check_junit(report: &Value, xml: &str) {
     let doc = xml::parse(xml);
     assert_eq!(doc.name, "testsuites", "{xml}");
@@ -298,6 +300,7 @@ fn check_junit(report: &Value, xml: &str) {
     );
     let mut failures = 0;
     let mut errors = 0;
+    let mut skipped = 0;
     for (case, a) in cases.iter().zip(attempts) {
         assert_eq!(case.attr("name"), a["name"].as_str(), "{a}");
         let failure = case.children.iter().find(|c| c.name == "failure");
@@ -310,14 +313,34 @@ fn check_junit(report: &Value, xml: &str) {
                 assert!(f.text.contains(a["inside"].as_str().unwrap()), "{a}");
                 failures += 1;
             }
+            // Proved nothing, or not promised here: not a fault (the
+            // command exits 0), so skipped, with the reason.
+            "unproven" | "not promised" => {
+                let s = case
+                    .children
+                    .iter()
+                    .find(|c| c.name == "skipped")
+                    .unwrap_or_else(|| panic!("not skipped: {a}"));
+                assert!(failure.is_none() && error.is_none(), "{a}");
+                if a["verdict"] == "unproven" {
+                    let want = format!("outside it got {}", a["control"].as_str().unwrap());
+                    assert!(s.attr("message").unwrap().ends_with(&want), "{a}");
+                }
+                skipped += 1;
+            }
             _ => {
                 assert!(error.is_some(), "no error for {a}");
                 errors += 1;
             }
         }
+        // The details name the prediction the holders table made for it.
+        let predicted = format!("predicted: {}", a["predicted"].as_str().unwrap());
+        let details: String = case.children.iter().map(|c| c.text.clone()).collect();
+        assert!(details.contains(&predicted), "{a}: {details}");
     }
     assert_eq!(suite.attr("failures"), Some(failures.to_string().as_str()));
     assert_eq!(suite.attr("errors"), Some(errors.to_string().as_str()));
+    assert_eq!(suite.attr("skipped"), Some(skipped.to_string().as_str()));
     let layers = suite
         .children
         .iter()

@@ -63,13 +63,15 @@ fn exit_2_passes_the_backend_error_document_on() {
 }
 
 #[test]
-fn other_exit_code_is_backend_failed_with_the_first_stderr_line() {
+fn other_exit_code_is_backend_failed_with_the_stderr_line_and_a_way_to_reproduce() {
     let ws = Workspace::new();
     let r = selftest(&ws, "crash", &[]);
     r.assert_error("backend_failed");
     assert_eq!(
         r.error_message(),
-        "The command exited with code 3: selftest: the stock database is corrupt"
+        "The command exited with code 3 (nothing on stdout): selftest: the stock database is \
+         corrupt; the server's owner can reproduce the run with `reachweaver-mcp sandbox run -- \
+         BACKEND ARGS...`."
     );
     assert!(
         r.log_line()
@@ -86,7 +88,9 @@ fn death_by_signal_is_backend_failed() {
     r.assert_error("backend_failed");
     assert_eq!(
         r.error_message(),
-        "The command was killed by signal 9 (SIGKILL): selftest: about to be killed"
+        "The command was killed by signal 9 (SIGKILL) (nothing on stdout): selftest: about to \
+         be killed; the server's owner can reproduce the run with `reachweaver-mcp sandbox run -- \
+         BACKEND ARGS...`."
     );
 }
 
@@ -112,7 +116,10 @@ fn exit_2_without_an_error_document_is_backend_failed() {
     r.assert_error("backend_failed");
     assert!(
         r.error_message()
-            .ends_with("without printing an error document: selftest: wrote no error document"),
+            .contains("without printing an error document (")
+            && r.error_message().contains(
+                "): selftest: wrote no error document; the server's owner can reproduce the run"
+            ),
         "{}",
         r.error_message()
     );

@@ -325,7 +325,11 @@ fn secret_shapes_are_redacted_in_output_and_in_failure_messages() {
     r.assert_error("backend_failed");
     assert_eq!(
         r.error_message(),
-        "The command exited with code 4: selftest: auth failed with [REDACTED]"
+        "The command exited with code 4 (nothing on stdout): selftest: auth failed with \
+         [REDACTED]; the server's owner can reproduce the run with `reachweaver-mcp sandbox run \
+         -- BACKEND ARGS...`."
     );
+    // Redacted in the quoted line before the cut, and counted.
+    assert!(r.log_line().contains(" redacted=1"), "{}", r.log_line());
     assert!(!r.stdout.contains("ghp_"));
 }

@@ -1,6 +1,8 @@
 //! The probe's report as JUnit XML, so a CI system shows one test per
 //! attempt: a failure for an attempt that got through or a sanity check
-//! that broke, an error for one that proved nothing or never ran.
+//! that broke, an error for one that never ran, and skipped (with the
+//! reason) for one that proved nothing or is not promised here, as neither
+//! is a fault: the command exits 0 for them, and the report agrees.
 
 use std::fmt::Write;
 
@@ -43,7 +45,7 @@ fn outcome(verdict: &str) -> Option<(&'static str, &'static str, &'static str)> 
             "a sanity check failed inside the sandbox",
         )),
         "unproven" => Some((
-            "error",
+            "skipped",
             "unproven",
             "proved nothing: the attempt failed outside the sandbox too",
         )),
@@ -122,11 +124,18 @@ pub(super) fn render(r: &Report) -> String {
                 );
             }
             Some((element, ty, message)) => {
+                // An attempt that proved nothing is about its control run:
+                // the message quotes what it got outside the sandbox.
+                let observed = if ty == "unproven" {
+                    format!("outside it got {}", l.control)
+                } else {
+                    format!("inside it got {}", l.inside)
+                };
                 let _ = writeln!(
                     x,
                     ">\n      <{element} type=\"{ty}\" message=\"{}: {}\">{}</{element}>\n    </testcase>",
                     message,
-                    escape(&l.inside),
+                    escape(&observed),
                     escape(&details)
                 );
             }
@@ -176,7 +185,11 @@ mod tests {
             attempts: vec![
                 line("a", "blocked", "EPERM"),
                 line("b<\"x\">", "ESCAPED", "read 3 bytes & more"),
-                line("c", "unproven", "ENOSYS"),
+                Line {
+                    control: "ENOSYS-outside".into(),
+                    control_ok: false,
+                    ..line("c", "unproven", "ENOSYS")
+                },
                 line("d", "BROKEN", "EACCES"),
                 line("e", "FAILED", "sandbox: no"),
             ],
@@ -187,11 +200,43 @@ mod tests {
         assert_eq!(x.matches("<testcase ").count(), 5);
         assert_eq!(x.matches("</testcase>").count(), 5);
         assert_eq!(x.matches("<failure ").count(), 2);
-        assert_eq!(x.matches("<error ").count(), 2);
-        assert!(x.contains("tests=\"5\" failures=\"2\" errors=\"2\""), "{x}");
+        assert_eq!(x.matches("<error ").count(), 1);
+        assert_eq!(x.matches("<skipped ").count(), 1);
+        assert!(
+            x.contains("tests=\"5\" failures=\"2\" errors=\"1\" skipped=\"1\""),
+            "{x}"
+        );
+        // Proved nothing: skipped, with what the control got outside.
+        assert!(
+            x.contains("<skipped type=\"unproven\" message=\"proved nothing: the attempt failed outside the sandbox too: outside it got ENOSYS-outside\">"),
+            "{x}"
+        );
+        assert!(
+            x.contains("message=\"got through: inside it got read 3 bytes &amp; more\""),
+            "{x}"
+        );
         assert!(x.contains("name=\"b&lt;&quot;x&quot;&gt;\""), "{x}");
         assert!(x.contains("read 3 bytes &amp; more"), "{x}");
         assert!(x.contains("value=\"seccomp &amp; &lt;all&gt;\""), "{x}");
         assert!(!x.contains("b<\""), "{x}");
+    }
+
+    #[test]
+    fn a_sanity_check_says_it_was_predicted_allowed() {
+        let r = Report {
+            layers: "all".into(),
+            without: None,
+            uid: 0,
+            landlock_abi: None,
+            attempts: vec![Line {
+                predicted: "allowed",
+                ..line("read-root", "allowed", "ok")
+            }],
+            escaped: 0,
+            broken: 0,
+        };
+        let x = render(&r);
+        assert!(x.contains("predicted: allowed</system-out>"), "{x}");
+        assert!(!x.contains("predicted: blocked"), "{x}");
     }
 }
