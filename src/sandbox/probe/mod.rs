@@ -2470,7 +2470,7 @@ fn daemon(fx: &Fixture, sp: &Spec, sb: Option<&Sandbox>) -> Outcome {
     match sb {
         None => {
             let r = run_control(fx, sp, &args, None);
-            let alive = wait_for(|| !marker_pids(&marker).is_empty(), Duration::from_secs(3));
+            let alive = wait_for(|| !marker_pids(&marker).is_empty(), Duration::from_secs(20));
             kill_marker(&marker);
             match r {
                 Outcome::Ok(_) if alive => Outcome::Ok("the daemon outlived the call".into()),
