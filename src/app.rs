@@ -21,10 +21,16 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             if args.print_config.is_some() {
                 return crate::client_config::print(&cli.globals, &args);
             }
-            let app = App::start(&cli.globals, &args)?;
+            let app = App::start_quiet(&cli.globals, &args)?;
             let protocol = app.protocol_input();
-            let max_concurrent = app.max_concurrent;
-            crate::serve::serve(protocol, std::sync::Arc::new(app), max_concurrent);
+            let workers = app.max_concurrent;
+            let line = app.startup_line.clone();
+            crate::serve::serve(
+                protocol,
+                std::sync::Arc::new(app),
+                workers,
+                |pool, bounds| eprintln!("{line}; {}", pool.describe(bounds)),
+            )?;
             Ok(0)
         }
         Command::Sandbox(cmd) => crate::sandbox_cli::cli(&cli.globals, cmd),

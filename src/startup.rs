@@ -135,15 +135,27 @@ pub struct App {
     /// note when the scan for them stopped at its bounds.
     pub(crate) masked: usize,
     pub(crate) mask_note: Option<String>,
+    /// The start-up line (stderr): what is served, how it is confined,
+    /// what was granted, and every note and warning.
+    pub startup_line: String,
 }
 
 impl App {
+    /// Start, and print the start-up line.
     pub fn start(globals: &Globals, serve: &ServeArgs) -> Result<App, StartError> {
+        let app = Self::start_quiet(globals, serve)?;
+        eprintln!("{}", app.startup_line);
+        Ok(app)
+    }
+
+    /// Start without printing the start-up line, for `mcp-serve`, which
+    /// adds what its pool of call workers got before printing it.
+    pub fn start_quiet(globals: &Globals, serve: &ServeArgs) -> Result<App, StartError> {
         Self::start_with_helper(globals, serve, None)
     }
 
-    /// `start`, with the program re-run as the sandbox helper named (for
-    /// code whose own process is not the server, such as tests).
+    /// `start_quiet`, with the program re-run as the sandbox helper named
+    /// (for code whose own process is not the server, such as tests).
     pub fn start_with_helper(
         globals: &Globals,
         serve: &ServeArgs,
@@ -253,8 +265,6 @@ impl App {
                 "; warning: --allow-drafts given, but the backend has no eligible `draft` command",
             );
         }
-        eprintln!("{line}");
-
         let max_concurrent = match serve.max_concurrent_calls {
             Some(n) => n as usize,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -279,6 +289,7 @@ impl App {
             },
             masked,
             mask_note,
+            startup_line: line,
         })
     }
 

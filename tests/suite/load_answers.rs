@@ -1,0 +1,385 @@
+//! Load: every request read gets exactly one answer whatever runs out, and
+//! the server's threads and memory stay bounded however many requests a
+//! client sends and however slowly it reads (docs/PROTOCOL.md I7-I9).
+//! Each scenario runs in the modern era and in a legacy one.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::faults::{status_field, thread_count};
+use crate::support::mcp::{env, modern, req, Server};
+use crate::support::sandbox::{is_root, World};
+use crate::support::{fixture, install_executable, server_bin};
+
+/// A user id no other process uses, so a process limit counts this
+/// server's tasks alone (`RLIMIT_NPROC` counts every task of the user).
+const LOAD_UID: u32 = 47_311;
+/// The legacy revision the legacy runs negotiate.
+const LEGACY: &str = "2025-06-18";
+/// Threads of a server beyond its call workers: the reader, the stdout
+/// writer, the signal watcher, the stderr logger, the zygote's keeper, and
+/// one to spare.
+const FIXED_THREADS: usize = 6;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Era {
+    Modern,
+    Legacy,
+}
+
+/// A `tools/call` of this era.
+fn call(era: Era, id: Value, tool: &str, args: Value) -> Value {
+    let params = json!({"name": tool, "arguments": args});
+    match era {
+        Era::Modern => modern(id, "tools/call", params),
+        Era::Legacy => req(id, "tools/call", params),
+    }
+}
+
+/// The legacy handshake as two lines.
+fn handshake() -> String {
+    let init = req(
+        json!("init"),
+        "initialize",
+        json!({"protocolVersion": LEGACY, "capabilities": {},
+            "clientInfo": {"name": "load", "version": "1"}}),
+    );
+    format!(
+        "{init}\n{}\n",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+}
+
+/// The load backend, installed where an unprivileged user can run it.
+fn backend(world: &World) -> std::path::PathBuf {
+    let b = world.path().join("load-backend");
+    install_executable(&fixture("load-backend"), &b);
+    b
+}
+
+/// The server on the load backend under `prlimit` options, as `LOAD_UID`
+/// when the tests run as root (as the current user otherwise).
+fn limited_server(world: &World, limits: &[&str], serve: &[&str]) -> Command {
+    let home = world.folder("home");
+    let mut c = Command::new("prlimit");
+    c.args(limits);
+    if is_root() {
+        c.arg("setpriv")
+            .arg(format!("--reuid={LOAD_UID}"))
+            .arg(format!("--regid={LOAD_UID}"))
+            .arg("--clear-groups");
+    }
+    c.arg(&world.exe)
+        .arg(format!("--backend={}", backend(world).display()))
+        .arg(format!("--home={}", home.display()))
+        .arg("mcp-serve")
+        .args(serve)
+        .current_dir(&home);
+    c
+}
+
+/// Collect answers until every id in `ids` has one (each recv bounded),
+/// and check each came exactly once; returns them by id.
+fn answers_for(s: &mut Server, ids: &[Value], mut each: impl FnMut()) -> Vec<Value> {
+    let mut got: Vec<Option<Value>> = vec![None; ids.len()];
+    let mut left = ids.len();
+    while left > 0 {
+        let msg = s.recv_timeout(Duration::from_secs(120)).unwrap_or_else(|| {
+            panic!(
+                "{left} of {} ids unanswered; stderr:\n{}",
+                ids.len(),
+                s.stderr_text()
+            )
+        });
+        let i = ids
+            .iter()
+            .position(|id| *id == msg["id"])
+            .unwrap_or_else(|| panic!("an answer to no request sent: {msg}"));
+        assert!(got[i].is_none(), "answered twice: {}", msg["id"]);
+        got[i] = Some(msg);
+        left -= 1;
+        each();
+    }
+    got.into_iter().map(Option::unwrap).collect()
+}
+
+/// Two slow calls hold both slots, then 400 calls come at once, under a
+/// process limit far below one thread per request: each is answered once,
+/// and the server's threads stay its pool and a few more.
+fn every_call_is_answered_once_with_both_slots_held(era: Era) {
+    let w = World::new();
+    let mut s = Server::spawn(limited_server(
+        &w,
+        &["--nproc=100"],
+        &["--max-concurrent-calls=2", "--max-calls-per-minute=1000000"],
+    ));
+    if era == Era::Legacy {
+        s.initialize(LEGACY);
+    }
+    let mut ids = Vec::new();
+    for i in 0..2 {
+        let id = json!(format!("slow-{i}"));
+        s.send(&call(era, id.clone(), "nap", json!({"seconds": 2})));
+        ids.push(id);
+    }
+    for i in 0..400 {
+        s.send(&call(era, json!(i), "blob", json!({"kib": 1})));
+        ids.push(json!(i));
+    }
+    let pid = s.pid();
+    let mut most_threads = 0;
+    let answers = answers_for(&mut s, &ids, || {
+        most_threads = most_threads.max(thread_count(pid));
+    });
+    for a in &answers {
+        assert_eq!(a["result"]["isError"], false, "{a}");
+    }
+    assert!(
+        most_threads <= 2 + FIXED_THREADS,
+        "{most_threads} threads for 2 workers"
+    );
+    assert!(
+        s.stderr_text()
+            .contains("calls: 2 at once, up to 64 waiting"),
+        "{}",
+        s.stderr_text()
+    );
+    let (status, _) = s.finish();
+    assert_eq!(status.code(), Some(0), "{}", s.stderr_text());
+    assert_eq!(s.recv_timeout(Duration::from_millis(200)), None);
+}
+
+#[test]
+fn i9_every_call_is_answered_once_with_both_slots_held_under_a_process_limit() {
+    every_call_is_answered_once_with_both_slots_held(Era::Modern);
+}
+
+#[test]
+fn i9_every_legacy_call_is_answered_once_with_both_slots_held_under_a_process_limit() {
+    every_call_is_answered_once_with_both_slots_held(Era::Legacy);
+}
+
+/// A server spoken to directly: stdout is read only when the test says.
+struct Direct {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Direct {
+    fn start(extra: &[&str], world: &World) -> Direct {
+        let home = world.folder("home");
+        let mut child = Command::new(server_bin())
+            .arg(format!("--backend={}", backend(world).display()))
+            .arg(format!("--home={}", home.display()))
+            .arg("mcp-serve")
+            .args(extra)
+            .current_dir(&home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server");
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut err = child.stderr.take().unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let e = Arc::clone(&stderr);
+        thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = err.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                e.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        });
+        Direct {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn stderr_text(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// The next stdout line (blocking; the server always answers).
+    fn line(&mut self) -> String {
+        let mut line = String::new();
+        let n = self.stdout.read_line(&mut line).unwrap();
+        assert!(n > 0, "stdout ended; stderr:\n{}", self.stderr_text());
+        line
+    }
+
+    fn wait_for_stderr(&self, what: &str, cond: impl Fn(&str) -> bool) {
+        let until = Instant::now() + Duration::from_secs(180);
+        while !cond(&self.stderr_text()) {
+            assert!(
+                Instant::now() < until,
+                "never: {what}; stderr:\n{}",
+                self.stderr_text()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Direct {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn kib_of_status(pid: u32, field: &str) -> u64 {
+    status_field(pid, field)
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{field} of {pid}"))
+}
+
+/// The bound on answers waiting to be written (docs/PROTOCOL.md I8).
+const ANSWER_BYTES: u64 = 16 << 20;
+
+/// A client sends 200 calls, the first ones with half-megabyte answers,
+/// and reads nothing:
+/// the server stops reading, its memory stays within the documented bound
+/// and its threads within its pool; once the client reads again, every call
+/// is answered once.
+fn a_client_that_stops_reading_holds_the_server_to_its_bounds(era: Era) {
+    // More than the server holds (the answers' bound, the queue, a pipe
+    // full of requests), so a server that keeps to its bounds stalls the
+    // sender.
+    const CALLS: usize = 200;
+    let w = World::new();
+    let mut d = Direct::start(
+        &[
+            "--max-concurrent-calls=2",
+            "--max-calls-per-minute=1000000",
+            "--max-output-bytes=4194304",
+        ],
+        &w,
+    );
+    let pid = d.child.id();
+    let mut stdin = d.child.stdin.take().unwrap();
+    if era == Era::Legacy {
+        stdin.write_all(handshake().as_bytes()).unwrap();
+        assert!(d.line().contains("\"protocolVersion\""));
+    }
+    let blob = |id: Value, kib: u32| {
+        let mut c = call(era, id, "blob", json!({"kib": kib}));
+        // Padding in `_meta` (which is not read) makes the requests outgrow
+        // any pipe, so a server that reads on would let the sender finish.
+        let mut meta = if era == Era::Modern { env() } else { json!({}) };
+        meta["pad"] = json!("p".repeat(8192));
+        c["params"]["_meta"] = meta;
+        format!("{c}\n")
+    };
+    // One call first: its answer's size, and the server's memory at rest.
+    stdin
+        .write_all(blob(json!("warm"), 256).as_bytes())
+        .unwrap();
+    let one = d.line().len() as u64;
+    assert!(one > 256 * 1024, "{one}");
+    let rest_rss = kib_of_status(pid, "VmRSS") * 1024;
+
+    let to_fill = (ANSWER_BYTES / one + 1) as usize;
+    let big = to_fill + 8;
+    let sent = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let sender = {
+        let (sent, done) = (Arc::clone(&sent), Arc::clone(&done));
+        // Enough big answers to fill the answers' bound; the calls behind
+        // them, small, fill the queue and the pipe.
+        let lines: Vec<String> = (0..CALLS)
+            .map(|i| blob(json!(i), if i < big { 256 } else { 1 }))
+            .collect();
+        thread::spawn(move || {
+            for l in lines {
+                stdin.write_all(l.as_bytes()).unwrap();
+                sent.fetch_add(1, Ordering::SeqCst);
+            }
+            done.store(true, Ordering::SeqCst);
+            // stdin closes here: the server ends once every call is answered.
+        })
+    };
+    // Enough big calls have finished to fill the answers' bound: from here
+    // on nothing moves until stdout is read.
+    d.wait_for_stderr("the answers' bound reached", |e| {
+        e.matches("call tool=blob").count() > to_fill
+    });
+    let mut most_rss = 0;
+    let mut most_threads = 0;
+    for _ in 0..25 {
+        most_rss = most_rss.max(kib_of_status(pid, "VmRSS") * 1024);
+        most_threads = most_threads.max(thread_count(pid));
+        thread::sleep(Duration::from_millis(40));
+    }
+    let sent_while_stalled = sent.load(Ordering::SeqCst);
+    eprintln!(
+        "{era:?}: stalled with {sent_while_stalled} of {CALLS} calls sent: VmRSS at most {} KiB \
+         (at rest {} KiB), {most_threads} threads, answers of {one} bytes",
+        most_rss >> 10,
+        rest_rss >> 10
+    );
+    assert!(
+        !done.load(Ordering::SeqCst),
+        "the server read all {CALLS} calls ({sent_while_stalled} sent) without its answers being read"
+    );
+    // The answers' bound, one answer per worker that started before it was
+    // reached, and 16 MiB for the queue and the allocator's slack.
+    let bound = rest_rss + ANSWER_BYTES + 2 * one + (16 << 20);
+    assert!(
+        most_rss <= bound,
+        "VmRSS {} MiB over the bound {} MiB (at rest {} MiB)",
+        most_rss >> 20,
+        bound >> 20,
+        rest_rss >> 20
+    );
+    assert!(
+        most_threads <= 2 + FIXED_THREADS,
+        "{most_threads} threads for 2 workers"
+    );
+
+    // The client reads again: every call is answered, once.
+    let mut seen = vec![0u32; CALLS];
+    let mut answered = 0;
+    while answered < CALLS {
+        let line = d.line();
+        let msg: Value = serde_json::from_str(&line).unwrap();
+        let i = msg["id"].as_u64().unwrap_or_else(|| panic!("{msg}")) as usize;
+        assert_eq!(
+            msg["result"]["isError"],
+            false,
+            "{}",
+            &line[..line.len().min(400)]
+        );
+        seen[i] += 1;
+        assert_eq!(seen[i], 1, "id {i} answered twice");
+        answered += 1;
+    }
+    sender.join().unwrap();
+    let mut rest = String::new();
+    d.stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, "", "lines after the last answer");
+    let status = d.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{}", d.stderr_text());
+}
+
+#[test]
+fn i8_a_client_that_stops_reading_holds_the_server_to_its_bounds() {
+    a_client_that_stops_reading_holds_the_server_to_its_bounds(Era::Modern);
+}
+
+#[test]
+fn i8_a_legacy_client_that_stops_reading_holds_the_server_to_its_bounds() {
+    a_client_that_stops_reading_holds_the_server_to_its_bounds(Era::Legacy);
+}
