@@ -23,13 +23,22 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             }
             let app = App::start_quiet(&cli.globals, &args)?;
             let protocol = app.protocol_input();
-            let workers = app.max_concurrent;
+            // As many calls as the process limits hold; a call that would
+            // pass them fails as the server's own shortage, not the backend's.
+            let fit =
+                crate::limits::fit(app.max_concurrent, &crate::limits::ProcessLimits::measure());
             let line = app.startup_line.clone();
             crate::serve::serve(
                 protocol,
                 std::sync::Arc::new(app),
-                workers,
-                |pool, bounds| eprintln!("{line}; {}", pool.describe(bounds)),
+                fit.calls,
+                |pool, bounds| {
+                    let mut line = format!("{line}; {}", pool.describe(bounds));
+                    for note in &fit.notes {
+                        line.push_str(&format!("; note: {note}"));
+                    }
+                    eprintln!("{line}");
+                },
             )?;
             Ok(0)
         }

@@ -358,9 +358,16 @@ fn refused_by_sandbox(f: &Finished) -> Option<ToolError> {
     ))
 }
 
-/// A run that never got going: a sandbox layer is the sandbox's failure,
-/// anything else (no such file, too many processes) the command's.
+/// A run that never got going: the server's own descriptors, processes or
+/// memory running out is the server's shortage, a sandbox layer the
+/// sandbox's failure, anything else (no such file) the command's.
 fn start_failure(e: &RunError) -> ToolError {
+    if let Some(what) = match e {
+        RunError::Spawn(s) => s.exhausted(),
+        RunError::Wait(_) => None,
+    } {
+        return ToolError::templated(ErrorCode::ResourceExhausted, what);
+    }
     match e {
         RunError::Spawn(SandboxError::LayerFailed(_) | SandboxError::Unavailable(_)) => {
             ToolError::templated(ErrorCode::SandboxFailed, &e.to_string())
@@ -544,5 +551,37 @@ mod tests {
             io::ErrorKind::NotFound,
         ))));
         assert_eq!(e.code(), "backend_failed");
+    }
+
+    #[test]
+    fn the_servers_own_shortage_is_resource_exhausted_never_backend_failed() {
+        let io = |n| RunError::Spawn(SandboxError::Io(io::Error::from_raw_os_error(n)));
+        for (errno, what) in [
+            (libc::EMFILE, "open files"),
+            (libc::ENFILE, "open files"),
+            (libc::EAGAIN, "processes or threads"),
+            (libc::ENOMEM, "memory"),
+            (libc::ENOBUFS, "memory"),
+        ] {
+            let e = start_failure(&io(errno));
+            assert_eq!(e.code(), "resource_exhausted", "{errno}");
+            assert!(
+                e.message()
+                    .starts_with(&format!("The server ran out of {what} before")),
+                "{}",
+                e.message()
+            );
+        }
+        // Another error of the server's own call is still the command's.
+        assert_eq!(start_failure(&io(libc::ENOENT)).code(), "backend_failed");
+        // An exec that failed inside the run is the program's, whatever its errno.
+        for errno in [libc::ENOENT, libc::EAGAIN, libc::EMFILE] {
+            let os = io::Error::from_raw_os_error(errno);
+            let e = start_failure(&RunError::Spawn(SandboxError::Exec(io::Error::new(
+                os.kind(),
+                format!("execute /b: {os}"),
+            ))));
+            assert_eq!(e.code(), "backend_failed", "{errno}");
+        }
     }
 }

@@ -383,3 +383,140 @@ fn i8_a_client_that_stops_reading_holds_the_server_to_its_bounds() {
 fn i8_a_legacy_client_that_stops_reading_holds_the_server_to_its_bounds() {
     a_client_that_stops_reading_holds_the_server_to_its_bounds(Era::Legacy);
 }
+
+/// The calls-at-once number on the start-up line.
+fn calls_at_once(stderr: &str) -> usize {
+    let at = stderr
+        .find("calls: ")
+        .unwrap_or_else(|| panic!("no pool on the start-up line: {stderr}"));
+    stderr[at + "calls: ".len()..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"))
+}
+
+/// Under a descriptor limit too low for the calls asked, the server runs
+/// fewer at once and says so; calls wait instead of failing, and none is
+/// blamed on the backend.
+fn a_low_descriptor_limit_lowers_the_concurrency(era: Era) {
+    let w = World::new();
+    let mut s = Server::spawn(limited_server(
+        &w,
+        &["--nofile=64"],
+        &[
+            "--max-concurrent-calls=16",
+            "--max-calls-per-minute=1000000",
+        ],
+    ));
+    if era == Era::Legacy {
+        s.initialize(LEGACY);
+    }
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        s.send(&call(era, json!(i), "nap", json!({"seconds": 1})));
+        ids.push(json!(i));
+    }
+    let answers = answers_for(&mut s, &ids, || {});
+    let stderr = s.stderr_text();
+    for a in &answers {
+        assert_eq!(a["result"]["isError"], false, "{a}\n{stderr}");
+    }
+    let calls = calls_at_once(&stderr);
+    assert!((1..16).contains(&calls), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "note: --max-concurrent-calls 16 lowered to {calls} to fit RLIMIT_NOFILE 64"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("backend_failed"), "{stderr}");
+}
+
+#[test]
+fn i7_a_low_descriptor_limit_lowers_the_concurrency() {
+    a_low_descriptor_limit_lowers_the_concurrency(Era::Modern);
+}
+
+#[test]
+fn i7_a_low_descriptor_limit_lowers_the_concurrency_for_legacy_calls() {
+    a_low_descriptor_limit_lowers_the_concurrency(Era::Legacy);
+}
+
+/// Set this process's soft descriptor limit (the hard one is left).
+fn set_soft_nofile(pid: u32, soft: &str) {
+    let out = Command::new("prlimit")
+        .arg(format!("--pid={pid}"))
+        .arg(format!("--nofile={soft}:"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Descriptors running out in a running server are its own shortage:
+/// `resource_exhausted`, never `backend_failed`; once there are
+/// descriptors again, calls run.
+#[test]
+fn i9_descriptors_running_out_are_the_servers_shortage_not_the_backends() {
+    let w = World::new();
+    let home = w.folder("home");
+    let mut cmd = Command::new(server_bin());
+    cmd.arg(format!("--backend={}", backend(&w).display()))
+        .arg(format!("--home={}", home.display()))
+        .arg("mcp-serve")
+        .current_dir(&home);
+    let mut s = Server::spawn(cmd);
+    let ok = s.request(call(
+        Era::Modern,
+        json!("before"),
+        "nap",
+        json!({"seconds": 0}),
+    ));
+    assert_eq!(ok["result"]["isError"], false, "{ok}");
+    let pid = s.pid();
+    let soft = status_field(pid, "Pid").map(|_| {
+        std::fs::read_to_string(format!("/proc/{pid}/limits"))
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
+            .unwrap()
+    });
+    let soft = soft.unwrap();
+    // No descriptor beyond those open now.
+    let open = crate::support::faults::fd_count(pid);
+    set_soft_nofile(pid, &open.to_string());
+    let short = s.request(call(
+        Era::Modern,
+        json!("short"),
+        "nap",
+        json!({"seconds": 0}),
+    ));
+    set_soft_nofile(pid, &soft);
+    let res = &short["result"];
+    assert_eq!(res["isError"], true, "{short}");
+    assert_eq!(
+        res["structuredContent"]["output"]["error"]["code"],
+        "resource_exhausted",
+        "{short}\n{}",
+        s.stderr_text()
+    );
+    assert!(
+        res["structuredContent"]["output"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("The server ran out of open files"),
+        "{short}"
+    );
+    let again = s.request(call(
+        Era::Modern,
+        json!("after"),
+        "nap",
+        json!({"seconds": 0}),
+    ));
+    assert_eq!(again["result"]["isError"], false, "{again}");
+}

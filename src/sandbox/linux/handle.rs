@@ -331,6 +331,14 @@ pub(crate) fn spawn(
             // says why if anything does.
             return Err(match status {
                 Some(msg) => decode_status(&msg),
+                // The run's pidfd could not be received: our own shortage.
+                None if e
+                    .raw_os_error()
+                    .and_then(crate::sandbox::shortage)
+                    .is_some() =>
+                {
+                    SandboxError::Io(e)
+                }
                 None => SandboxError::LayerFailed(format!(
                     "the sandbox zygote did not start the run: {e}"
                 )),
