@@ -103,6 +103,8 @@ struct State {
     writing: bool,
     /// Worker threads alive.
     workers: usize,
+    /// The reader waits for room (backpressure) instead of reading.
+    reading_paused: bool,
     /// stdin ended: workers leave once the queue is empty.
     eof: bool,
     /// A signal or a closed stdout: nothing more runs or is read.
@@ -233,8 +235,10 @@ impl Shared {
                 return false;
             }
             if self.may_read(&st) {
+                st.reading_paused = false;
                 return true;
             }
+            st.reading_paused = true;
             st = Self::wait(&self.changed, st);
         }
     }
@@ -622,6 +626,13 @@ fn block_signals() -> libc::sigset_t {
     }
 }
 
+/// The exit code after a signal, as a shell reports a process the signal
+/// ended: 143 for SIGTERM, 130 for SIGINT, so a supervisor can tell a stop
+/// from the end of input (0).
+pub(crate) fn signal_exit_code(sig: libc::c_int) -> i32 {
+    128 + sig
+}
+
 fn watch_signals(set: libc::sigset_t, shared: Arc<Shared>, stdout_lock: Arc<Mutex<()>>) {
     let spawned = thread::Builder::new()
         .name("signals".into())
@@ -662,8 +673,7 @@ fn stop_on_signal(shared: &Shared, stdout_lock: &Mutex<()>, sig: libc::c_int) {
     let _guard = stdout_lock.lock().unwrap_or_else(|e| e.into_inner());
     let _ = io::stdout().lock().flush();
     crate::log::flush(LOG_FLUSH);
-    let _ = sig;
-    std::process::exit(0);
+    std::process::exit(signal_exit_code(sig));
 }
 
 #[cfg(test)]
@@ -947,13 +957,19 @@ mod tests {
         assert_eq!(answers[2]["result"]["instructions"], "Use the tools.");
     }
 
+    #[test]
+    fn signals_exit_as_a_shell_reports_them() {
+        assert_eq!(signal_exit_code(libc::SIGTERM), 143);
+        assert_eq!(signal_exit_code(libc::SIGINT), 130);
+    }
+
     fn ids(answers: &[Value]) -> Vec<Value> {
         answers.iter().map(|a| a["id"].clone()).collect()
     }
 
     #[test]
     fn pings_and_lists_are_answered_while_calls_wait_for_the_one_worker() {
-        let mut msgs = vec![call(json!(1), json!({"until_written": "p"}))];
+        let mut msgs = vec![call(json!(1), json!({"until_written": "l"}))];
         for i in 2..6 {
             msgs.push(call(json!(i), json!({})));
         }
@@ -961,7 +977,7 @@ mod tests {
         msgs.push(modern(json!("l"), "tools/list", json!({})));
         let answers = run(lines(&msgs), 1);
         assert_eq!(answers.len(), 7, "{answers:?}");
-        // The first call held the only worker until the ping was answered.
+        // The first call held the only worker until the list was answered.
         assert_eq!(ids(&answers)[..2], [json!("p"), json!("l")]);
         assert_eq!(
             by_id(&answers, &json!(1))["result"]["structuredContent"]["output"],
@@ -1133,12 +1149,10 @@ mod tests {
             })
         };
         let shared = rx.recv().unwrap();
-        // The answers fill up to their bound, the queue to its own, and
-        // then nothing moves while stdout is not read.
-        wait_for(&shared, "the queue full behind full answers", |st| {
-            st.queue.len() == bounds.queued_calls
-                && st.out_bytes >= bounds.answer_bytes
-                && st.running.is_empty()
+        // The answers fill up to their bound, and then nothing moves while
+        // stdout is not read: the reader waits, no worker starts a call.
+        wait_for(&shared, "the reader paused behind full answers", |st| {
+            st.reading_paused && st.out_bytes >= bounds.answer_bytes && st.running.is_empty()
         });
         let read_then = *pos.lock().unwrap();
         assert!(read_then < total, "{read_then} of {total} bytes read");

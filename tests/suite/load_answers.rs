@@ -520,3 +520,90 @@ fn i9_descriptors_running_out_are_the_servers_shortage_not_the_backends() {
     ));
     assert_eq!(again["result"]["isError"], false, "{again}");
 }
+
+/// A server with both slots busy and calls queued behind them.
+fn busy_server(era: Era, naps: &[u64]) -> (World, Server, Vec<Value>) {
+    let w = World::new();
+    let home = w.folder("home");
+    let mut cmd = Command::new(server_bin());
+    cmd.arg(format!("--backend={}", backend(&w).display()))
+        .arg(format!("--home={}", home.display()))
+        .arg("mcp-serve")
+        .arg("--max-concurrent-calls=2")
+        .current_dir(&home);
+    let mut s = Server::spawn(cmd);
+    if era == Era::Legacy {
+        s.initialize(LEGACY);
+    }
+    let mut ids = Vec::new();
+    for (i, secs) in naps.iter().enumerate() {
+        s.send(&call(era, json!(i), "nap", json!({"seconds": secs})));
+        ids.push(json!(i));
+    }
+    // Answered once every call before it was read (I8: the reader answers
+    // while calls wait).
+    let pong = s.request(req(json!("ping"), "ping", json!({})));
+    assert_eq!(pong["result"], json!({}));
+    (w, s, ids)
+}
+
+/// The exit status once the server is gone (bounded).
+fn exit_code_after(s: &mut Server) -> Option<i32> {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(st) = s.child_mut().try_wait().unwrap() {
+            return st.code();
+        }
+        assert!(Instant::now() < until, "the server did not exit");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// SIGTERM and SIGINT stop at once, queued and running calls unanswered,
+/// with 128 + the signal's number, which tells a supervisor a stop from
+/// the end of input.
+fn a_signal_exits_with_128_plus_its_number(era: Era, sig: i32, code: i32) {
+    let (_w, mut s, _) = busy_server(era, &[30, 30, 30, 30, 30, 30]);
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(s.pid() as i32, sig);
+    }
+    assert_eq!(exit_code_after(&mut s), Some(code), "{}", s.stderr_text());
+    assert_eq!(
+        s.recv_timeout(Duration::from_millis(200)),
+        None,
+        "nothing is written for calls stopped by a signal"
+    );
+}
+
+#[test]
+fn i3_sigterm_exits_143_with_calls_running_and_queued() {
+    a_signal_exits_with_128_plus_its_number(Era::Modern, libc::SIGTERM, 143);
+}
+
+#[test]
+fn i3_sigint_exits_130_with_legacy_calls_running_and_queued() {
+    a_signal_exits_with_128_plus_its_number(Era::Legacy, libc::SIGINT, 130);
+}
+
+/// The end of input answers every call received, queued ones included,
+/// then exits 0.
+fn the_end_of_input_answers_the_queue_and_exits_zero(era: Era) {
+    let (_w, mut s, ids) = busy_server(era, &[1, 1, 0, 0, 0, 0, 0, 0]);
+    s.close_stdin();
+    let answers = answers_for(&mut s, &ids, || {});
+    for a in &answers {
+        assert_eq!(a["result"]["isError"], false, "{a}");
+    }
+    assert_eq!(exit_code_after(&mut s), Some(0), "{}", s.stderr_text());
+}
+
+#[test]
+fn i2_the_end_of_input_answers_the_queue_and_exits_zero() {
+    the_end_of_input_answers_the_queue_and_exits_zero(Era::Modern);
+}
+
+#[test]
+fn i2_the_end_of_input_answers_the_legacy_queue_and_exits_zero() {
+    the_end_of_input_answers_the_queue_and_exits_zero(Era::Legacy);
+}
