@@ -607,3 +607,58 @@ fn i2_the_end_of_input_answers_the_queue_and_exits_zero() {
 fn i2_the_end_of_input_answers_the_legacy_queue_and_exits_zero() {
     the_end_of_input_answers_the_queue_and_exits_zero(Era::Legacy);
 }
+
+/// The sandbox zygotes the server `pid` started (its children running
+/// `__sandbox-helper @zygote`).
+fn zygotes_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(child) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let is_zygote = std::fs::read(e.path().join("cmdline"))
+            .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == b"@zygote"));
+        if is_zygote && status_field(child, "PPid").as_deref() == Some(&pid.to_string()) {
+            found.push(child);
+        }
+    }
+    found
+}
+
+/// A zygote that was stopped (SIGSTOP) is replaced: the next call is
+/// served by a fresh one, and the stopped one is killed. (A zygote that
+/// stops while a call waits for it fails that call with `sandbox_failed`
+/// within a second; handle.rs tests that wait.)
+#[test]
+fn a_stopped_sandbox_zygote_is_replaced_and_the_next_call_is_served() {
+    let w = World::new();
+    let home = w.folder("home");
+    let mut cmd = Command::new(server_bin());
+    cmd.arg(format!("--backend={}", backend(&w).display()))
+        .arg(format!("--home={}", home.display()))
+        .arg("mcp-serve")
+        .current_dir(&home);
+    let mut s = Server::spawn(cmd);
+    let nap = |id: &str| call(Era::Modern, json!(id), "nap", json!({"seconds": 0}));
+    let first = s.request(nap("first"));
+    assert_eq!(first["result"]["isError"], false, "{first}");
+    let old = zygotes_of(s.pid());
+    assert_eq!(old.len(), 1, "{old:?}");
+    // SAFETY: stopping the zygote our own server started.
+    unsafe { libc::kill(old[0] as i32, libc::SIGSTOP) };
+    let stopped = crate::support::faults::wait_for(Duration::from_secs(10), || {
+        status_field(old[0], "State").is_some_and(|st| st.starts_with('T'))
+    });
+    let replaced = s.request(nap("replaced"));
+    // Whatever happened, nothing stays stopped behind the test.
+    // SAFETY: as above.
+    unsafe { libc::kill(old[0] as i32, libc::SIGCONT) };
+    assert!(stopped.is_some(), "the zygote never stopped");
+    assert_eq!(replaced["result"]["isError"], false, "{replaced}");
+    let now = zygotes_of(s.pid());
+    assert!(
+        !now.contains(&old[0]),
+        "the stopped zygote is still there: {now:?}"
+    );
+    assert_eq!(now.len(), 1, "{now:?}");
+}
