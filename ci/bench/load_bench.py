@@ -49,6 +49,9 @@ def status(pid):
             fields = dict(line.split(":", 1) for line in f if ":" in line)
     except OSError:
         return None
+    if "VmRSS" not in fields:
+        # Exited, not yet reaped: nothing left to measure.
+        return None
     return int(fields["VmRSS"].split()[0]), int(fields["Threads"])
 
 
