@@ -388,22 +388,25 @@ fn worker(shared: &Shared) {
                 if st.stopping || (st.eof && st.queue.is_empty()) {
                     break None;
                 }
-                if !st.queue.is_empty() && shared.answers_have_room(&st) {
-                    let q = st.queue.pop_front();
-                    if let Some(q) = q {
-                        st.queued_bytes -= q.bytes;
-                        st.next_seq += 1;
-                        let seq = st.next_seq;
-                        let cancel = Cancel::new();
-                        st.running.push(Running {
-                            seq,
-                            key: q.key.clone(),
-                            cancel: cancel.clone(),
-                        });
-                        // The queue shrank: the reader may read again.
-                        shared.changed.notify_all();
-                        break Some((q.job, seq, cancel));
-                    }
+                // No call starts while the answers waiting are at their bound.
+                let next = if shared.answers_have_room(&st) {
+                    st.queue.pop_front()
+                } else {
+                    None
+                };
+                if let Some(q) = next {
+                    st.queued_bytes -= q.bytes;
+                    st.next_seq += 1;
+                    let seq = st.next_seq;
+                    let cancel = Cancel::new();
+                    st.running.push(Running {
+                        seq,
+                        key: q.key,
+                        cancel: cancel.clone(),
+                    });
+                    // The queue shrank: the reader may read again.
+                    shared.changed.notify_all();
+                    break Some((q.job, seq, cancel));
                 }
                 st = Shared::wait(&shared.work, st);
             }
