@@ -21,10 +21,25 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             if args.print_config.is_some() {
                 return crate::client_config::print(&cli.globals, &args);
             }
-            let app = App::start(&cli.globals, &args)?;
+            let app = App::start_quiet(&cli.globals, &args)?;
             let protocol = app.protocol_input();
-            let max_concurrent = app.max_concurrent;
-            crate::serve::serve(protocol, std::sync::Arc::new(app), max_concurrent);
+            // As many calls as the process limits hold; a call that would
+            // pass them fails as the server's own shortage, not the backend's.
+            let fit =
+                crate::limits::fit(app.max_concurrent, &crate::limits::ProcessLimits::measure());
+            let line = app.startup_line.clone();
+            crate::serve::serve(
+                protocol,
+                std::sync::Arc::new(app),
+                fit.calls,
+                |pool, bounds| {
+                    let mut line = format!("{line}; {}", pool.describe(bounds));
+                    for note in &fit.notes {
+                        line.push_str(&format!("; note: {note}"));
+                    }
+                    eprintln!("{line}");
+                },
+            )?;
             Ok(0)
         }
         Command::Sandbox(cmd) => crate::sandbox_cli::cli(&cli.globals, cmd),

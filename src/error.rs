@@ -32,10 +32,13 @@ pub enum ErrorCode {
     BackendFailed,
     /// `sandbox_failed`: the sandbox could not be set up, so nothing ran.
     SandboxFailed,
+    /// `resource_exhausted`: the server itself ran out of threads, processes
+    /// or open files before the command could start, so nothing ran.
+    ResourceExhausted,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::InvalidArgument,
         ErrorCode::UnknownArgument,
         ErrorCode::MissingArgument,
@@ -47,6 +50,7 @@ impl ErrorCode {
         ErrorCode::RateLimited,
         ErrorCode::BackendFailed,
         ErrorCode::SandboxFailed,
+        ErrorCode::ResourceExhausted,
     ];
 
     /// The code as it appears on the wire.
@@ -63,6 +67,7 @@ impl ErrorCode {
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::BackendFailed => "backend_failed",
             ErrorCode::SandboxFailed => "sandbox_failed",
+            ErrorCode::ResourceExhausted => "resource_exhausted",
         }
     }
 
@@ -103,6 +108,9 @@ impl ErrorCode {
             ErrorCode::SandboxFailed => {
                 "The sandbox could not be set up for this call, so nothing ran; report it to the server's owner."
             }
+            ErrorCode::ResourceExhausted => {
+                "The server ran out of threads, processes or open files before the command could start, so nothing ran; try again when fewer calls are running."
+            }
         }
     }
 
@@ -122,6 +130,10 @@ impl ErrorCode {
             ErrorCode::RateLimited => "Too many tool calls: {} and try again.",
             ErrorCode::SandboxFailed => {
                 "The sandbox could not be set up for this call, so nothing ran ({})."
+            }
+            ErrorCode::ResourceExhausted => {
+                "The server ran out of {} before the command could start, so nothing ran; try again \
+                 when fewer calls are running, or ask the server's owner to raise its limits."
             }
             ErrorCode::InvalidArgument
             | ErrorCode::UnknownArgument
@@ -148,7 +160,8 @@ impl ErrorCode {
             | ErrorCode::Timeout
             | ErrorCode::RateLimited
             | ErrorCode::BackendFailed
-            | ErrorCode::SandboxFailed => Answer::ToolResult { exit_code: 2 },
+            | ErrorCode::SandboxFailed
+            | ErrorCode::ResourceExhausted => Answer::ToolResult { exit_code: 2 },
         }
     }
 }
@@ -415,6 +428,11 @@ mod tests {
             )
             .message(),
             "Too many tool calls: at most 2 may start per minute. Wait 5 seconds and try again."
+        );
+        assert_eq!(
+            ToolError::templated(ErrorCode::ResourceExhausted, "open files").message(),
+            "The server ran out of open files before the command could start, so nothing ran; \
+             try again when fewer calls are running, or ask the server's owner to raise its limits."
         );
     }
 

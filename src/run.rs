@@ -4,16 +4,17 @@
 //!
 //! The calling thread spawns the child and also waits for it, because the
 //! sandbox asks the kernel to kill the child when the thread that spawned it
-//! ends (`PR_SET_PDEATHSIG` is tied to that thread). Reading happens on two
-//! small threads so a child that fills one pipe can never stall the other,
-//! and the waiting loop wakes on their events, on cancellation and on the
-//! deadline, so no run can hold its caller forever.
+//! ends (`PR_SET_PDEATHSIG` is tied to that thread). The same thread reads
+//! both pipes, whichever has data (poll), so a child that fills one can never
+//! stall the other and a run starts no thread of its own; the loop wakes on
+//! output, on cancellation and on the deadline, so no run can hold its
+//! caller forever.
 
-use std::io::{self, Read};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,11 @@ const DRAIN_AFTER_KILL: Duration = Duration::from_millis(500);
 const REAP_LIMIT: Duration = Duration::from_secs(2);
 /// Longest stderr line quoted in an error message.
 const MAX_MESSAGE_CHARS: usize = 300;
+/// Bytes taken from a pipe per read.
+const READ_CHUNK: usize = 64 * 1024;
+/// Longest wait for output before the loop looks at the exit, the
+/// deadline and the cancel flag again.
+const POLL_WAIT: Duration = Duration::from_millis(20);
 
 /// Caps of one run.
 #[derive(Debug, Clone, Copy)]
@@ -98,12 +104,6 @@ impl std::fmt::Display for RunError {
 
 impl std::error::Error for RunError {}
 
-enum Event {
-    Stdout(Vec<u8>),
-    StdoutOverflow,
-    Stderr(Vec<u8>),
-}
-
 /// Run `argv` once in the sandbox and capture it within `bounds`.
 pub(crate) fn run_once(
     sandbox: &Sandbox,
@@ -131,53 +131,31 @@ fn run_once_attested(
     let mut child = sandbox.spawn(kind, argv, cwd).map_err(RunError::Spawn)?;
     attestation.clone_from(&child.attestation);
 
-    let (tx, rx) = mpsc::channel();
-    match child.stdout.take() {
-        Some(out) => {
-            let tx = tx.clone();
-            let cap = bounds.max_stdout;
-            thread::spawn(move || read_stdout(out, cap, &tx));
-        }
-        None => {
-            let _ = tx.send(Event::Stdout(Vec::new()));
-        }
-    }
-    match child.stderr.take() {
-        Some(err) => {
-            let tx = tx.clone();
-            thread::spawn(move || read_stderr(err, &tx));
-        }
-        None => {
-            let _ = tx.send(Event::Stderr(Vec::new()));
-        }
-    }
-    drop(tx);
-
-    let mut stdout: Option<Vec<u8>> = None;
-    let mut stderr: Option<Vec<u8>> = None;
+    // Both pipes are read on this thread, whichever has data, so a child
+    // that fills one can never stall the other, and a run needs no thread
+    // beyond the caller's (none that could fail to start mid-call).
+    // stdout is kept one byte past its cap: enough to know it was passed.
+    let mut stdout = Capture::new(
+        child.stdout.take().map(OwnedFd::from),
+        bounds.max_stdout.saturating_add(1),
+    );
+    let mut stderr = Capture::new(child.stderr.take().map(OwnedFd::from), MAX_STDERR_BYTES);
+    let mut buf = vec![0u8; READ_CHUNK];
     let mut exited: Option<(Exit, Instant)> = None;
     let mut killed_leftovers = false;
     let mut idle = Duration::from_millis(1);
     loop {
-        let outputs_done = stdout.is_some() && stderr.is_some();
-        if outputs_done {
+        if stdout.is_done() && stderr.is_done() {
             // Only the exit is missing; it normally follows end-of-file closely.
             cancel.wait_timeout(idle);
             idle = (idle * 2).min(Duration::from_millis(5));
         } else {
-            match rx.recv_timeout(Duration::from_millis(20)) {
-                Ok(Event::Stdout(d)) => stdout = Some(d),
-                Ok(Event::Stderr(d)) => stderr = Some(d),
-                Ok(Event::StdoutOverflow) => {
-                    stop(&mut child);
-                    return Ok(RunEnd::TooLarge);
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    // Both readers are gone; whatever they didn't send is empty.
-                    stdout.get_or_insert_with(Vec::new);
-                    stderr.get_or_insert_with(Vec::new);
-                }
+            poll_readable(&mut [&mut stdout, &mut stderr], POLL_WAIT);
+            stdout.read_ready(&mut buf);
+            stderr.read_ready(&mut buf);
+            if stdout.data.len() > bounds.max_stdout {
+                stop(&mut child);
+                return Ok(RunEnd::TooLarge);
             }
         }
 
@@ -195,11 +173,11 @@ fn run_once_attested(
             }
         }
         if let Some((exit, at)) = exited {
-            if let (Some(out), Some(err)) = (&mut stdout, &mut stderr) {
+            if stdout.is_done() && stderr.is_done() {
                 return Ok(RunEnd::Finished(Finished {
                     exit,
-                    stdout: std::mem::take(out),
-                    stderr: std::mem::take(err),
+                    stdout: std::mem::take(&mut stdout.data),
+                    stderr: std::mem::take(&mut stderr.data),
                 }));
             }
             if !killed_leftovers && at.elapsed() >= HELD_OPEN_GRACE {
@@ -225,42 +203,88 @@ fn stop(child: &mut SandboxedChild) {
     }
 }
 
-fn read_stdout(mut pipe: impl Read, cap: usize, tx: &mpsc::Sender<Event>) {
-    let mut data = Vec::new();
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        match pipe.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                data.extend_from_slice(&buf[..n]);
-                if data.len() > cap {
-                    let _ = tx.send(Event::StdoutOverflow);
-                    return;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    let _ = tx.send(Event::Stdout(data));
+/// One of the run's output pipes, read to its end, keeping at most `keep`
+/// bytes and draining the rest so the child never blocks on a full pipe.
+struct Capture {
+    pipe: Option<OwnedFd>,
+    /// Whether the last poll found it readable (or closed).
+    ready: bool,
+    data: Vec<u8>,
+    keep: usize,
 }
 
-fn read_stderr(mut pipe: impl Read, tx: &mpsc::Sender<Event>) {
-    let mut data = Vec::new();
-    let mut buf = [0u8; 8 * 1024];
-    loop {
-        match pipe.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                // Keep reading past the cap so the child never blocks on a full pipe.
-                let room = MAX_STDERR_BYTES.saturating_sub(data.len());
-                data.extend_from_slice(&buf[..n.min(room)]);
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => break,
+impl Capture {
+    fn new(pipe: Option<OwnedFd>, keep: usize) -> Capture {
+        Capture {
+            pipe,
+            ready: false,
+            data: Vec::new(),
+            keep,
         }
     }
-    let _ = tx.send(Event::Stderr(data));
+
+    fn is_done(&self) -> bool {
+        self.pipe.is_none()
+    }
+
+    /// One read, when the last poll said there is something to read.
+    fn read_ready(&mut self, buf: &mut [u8]) {
+        if !std::mem::take(&mut self.ready) {
+            return;
+        }
+        let Some(pipe) = &self.pipe else {
+            return;
+        };
+        // SAFETY: reading into a buffer we own from a descriptor we own;
+        // poll said it will not block.
+        let n = unsafe { libc::read(pipe.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        match n {
+            0 => self.pipe = None,
+            n if n > 0 => {
+                let n = n as usize;
+                let room = self.keep.saturating_sub(self.data.len());
+                self.data.extend_from_slice(&buf[..n.min(room)]);
+            }
+            _ => {
+                let e = io::Error::last_os_error();
+                if !matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                ) {
+                    self.pipe = None;
+                }
+            }
+        }
+    }
+}
+
+/// Wait up to `wait` until one of the open pipes can be read (or is
+/// closed), and mark which.
+fn poll_readable(captures: &mut [&mut Capture], wait: Duration) {
+    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(captures.len());
+    for c in captures.iter() {
+        if let Some(p) = &c.pipe {
+            fds.push(libc::pollfd {
+                fd: p.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+    }
+    let ms = libc::c_int::try_from(wait.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: poll over descriptors we own, in an array we own.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if r <= 0 {
+        // Timed out, or interrupted: the caller's loop comes back.
+        return;
+    }
+    let mut i = 0;
+    for c in captures.iter_mut() {
+        if c.pipe.is_some() {
+            c.ready = fds[i].revents != 0;
+            i += 1;
+        }
+    }
 }
 
 /// How a tool call ended, for the answer and the log line.
@@ -345,9 +369,16 @@ fn refused_by_sandbox_exec(macos: bool, f: &Finished) -> Option<ToolError> {
     ))
 }
 
-/// A run that never got going: a sandbox layer is the sandbox's failure,
-/// anything else (no such file, too many processes) the command's.
+/// A run that never got going: the server's own descriptors, processes or
+/// memory running out is the server's shortage, a sandbox layer the
+/// sandbox's failure, anything else (no such file) the command's.
 fn start_failure(e: &RunError) -> ToolError {
+    if let Some(what) = match e {
+        RunError::Spawn(s) => s.exhausted(),
+        RunError::Wait(_) => None,
+    } {
+        return ToolError::templated(ErrorCode::ResourceExhausted, what);
+    }
     match e {
         RunError::Spawn(SandboxError::LayerFailed(_) | SandboxError::Unavailable(_)) => {
             ToolError::templated(ErrorCode::SandboxFailed, &e.to_string())
@@ -716,5 +747,37 @@ mod tests {
             io::ErrorKind::NotFound,
         ))));
         assert_eq!(e.code(), "backend_failed");
+    }
+
+    #[test]
+    fn the_servers_own_shortage_is_resource_exhausted_never_backend_failed() {
+        let io = |n| RunError::Spawn(SandboxError::Io(io::Error::from_raw_os_error(n)));
+        for (errno, what) in [
+            (libc::EMFILE, "open files"),
+            (libc::ENFILE, "open files"),
+            (libc::EAGAIN, "processes or threads"),
+            (libc::ENOMEM, "memory"),
+            (libc::ENOBUFS, "memory"),
+        ] {
+            let e = start_failure(&io(errno));
+            assert_eq!(e.code(), "resource_exhausted", "{errno}");
+            assert!(
+                e.message()
+                    .starts_with(&format!("The server ran out of {what} before")),
+                "{}",
+                e.message()
+            );
+        }
+        // Another error of the server's own call is still the command's.
+        assert_eq!(start_failure(&io(libc::ENOENT)).code(), "backend_failed");
+        // An exec that failed inside the run is the program's, whatever its errno.
+        for errno in [libc::ENOENT, libc::EAGAIN, libc::EMFILE] {
+            let os = io::Error::from_raw_os_error(errno);
+            let e = start_failure(&RunError::Spawn(SandboxError::Exec(io::Error::new(
+                os.kind(),
+                format!("execute /b: {os}"),
+            ))));
+            assert_eq!(e.code(), "backend_failed", "{errno}");
+        }
     }
 }

@@ -1,19 +1,32 @@
 //! The stdio loop: one reader (this thread), one writer thread that owns
-//! stdout and writes whole lines, and one worker thread per tool call,
-//! at most `max_concurrent` running at once.
+//! stdout and writes whole lines, and a fixed pool of worker threads,
+//! started once, that take tool calls from a bounded queue.
+//!
+//! Nothing here starts a thread per request: a call read from stdin waits
+//! in the queue until a worker is free, and protocol requests (`ping`,
+//! `tools/list`, `notifications/cancelled`, ...) are answered by the reader
+//! while calls wait. Memory stays bounded whatever the client does: the
+//! reader reads no further line while the queue is full or the answers
+//! waiting to be written reach their bound ([`Bounds`]), and a worker
+//! starts no call while the answers waiting are at their bound. The client
+//! then sees the server stop reading until it reads stdout again.
+//!
+//! Every call read gets exactly one answer, except a call the client
+//! cancelled (nothing is written for it, H1): a call that cannot run
+//! because the server has no worker gets a `resource_exhausted` tool error.
 //!
 //! Shutdown: on stdin EOF no new request is read, the calls already
-//! received run to their end (each bounded by `--call-timeout`), their
-//! answers are written, and the loop returns, so a piped session gets every
-//! answer. SIGTERM and SIGINT stop at once: calls still running are killed
-//! (nothing is written for them), the lines already computed are flushed.
+//! received (queued or running) run to their end (each bounded by
+//! `--call-timeout`), their answers are written, and the loop returns, so a
+//! piped session gets every answer. SIGTERM and SIGINT stop at once: queued
+//! calls are dropped, running calls are killed (nothing is written for
+//! either), the lines already computed are flushed, and the process exits
+//! with 128 + the signal's number.
 
-use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::io::{self, BufRead, Write};
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -22,179 +35,452 @@ use serde_json::Value;
 use crate::call::{CallOutcome, CallRunner};
 use crate::cancel::Cancel;
 use crate::dispatch::{Action, CallJob, Dispatcher, ProtocolInput};
-use crate::error::{RpcCode, RpcError};
+use crate::envelope::Envelope;
+use crate::error::{ErrorCode, RpcCode, RpcError, ToolError};
 use crate::frame::{is_blank, Frame, FrameReader};
 use crate::jsonrpc;
 
-/// What the writer thread receives: a line, or the end of output.
-enum Out {
-    Line(String),
-    Stop,
-}
-
-/// Queued outbound lines before the reader waits for the writer: a client
-/// that stops reading stdout slows the server down, never loses a message.
-const OUT_QUEUE: usize = 1024;
 /// How long shutdown waits for cancelled calls to wind down.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(700);
 /// How long shutdown waits for the last log lines to reach stderr.
 const LOG_FLUSH: Duration = Duration::from_millis(200);
+/// Stack of a worker thread: the call path is shallow, and the pool's
+/// threads are started once for the server's whole life.
+const WORKER_STACK: usize = 512 * 1024;
 
-/// Calls in flight, by the exact JSON text of their id (so `"7"` and `7`
-/// differ). A reused id maps to several calls; a cancel stops them all.
+/// What the server holds for a client at most (docs/PROTOCOL.md I8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Bounds {
+    /// Calls read and waiting for a worker.
+    pub queued_calls: usize,
+    /// Bytes of the request lines of those calls.
+    pub queued_bytes: usize,
+    /// Answers computed and waiting to be written to stdout.
+    pub answers: usize,
+    /// Bytes of those answers.
+    pub answer_bytes: usize,
+}
+
+impl Bounds {
+    /// The documented numbers.
+    pub(crate) const SERVED: Bounds = Bounds {
+        queued_calls: 64,
+        queued_bytes: 8 << 20,
+        answers: 1024,
+        answer_bytes: 16 << 20,
+    };
+}
+
+/// A tool call read and waiting for a worker.
+struct Queued {
+    job: CallJob,
+    /// The exact JSON text of its id, so `"7"` and `7` differ (H2).
+    key: String,
+    /// The length of its request line.
+    bytes: usize,
+}
+
+/// A call a worker is running.
+struct Running {
+    seq: u64,
+    key: String,
+    cancel: Cancel,
+}
+
+/// Everything the reader, the workers and the writer share, under one lock
+/// (every critical section is a few pointer moves).
 #[derive(Default)]
-struct InFlight {
-    calls: Mutex<HashMap<String, Vec<(u64, Cancel)>>>,
-    next: Mutex<u64>,
+struct State {
+    queue: VecDeque<Queued>,
+    queued_bytes: usize,
+    running: Vec<Running>,
+    next_seq: u64,
+    /// Answers waiting for the writer, oldest first.
+    out: VecDeque<String>,
+    /// Bytes of `out` and of the line the writer is writing now.
+    out_bytes: usize,
+    /// The line the writer holds counts until it is written.
+    writing: bool,
+    /// Worker threads alive.
+    workers: usize,
+    /// The reader waits for room (backpressure) instead of reading.
+    reading_paused: bool,
+    /// stdin ended: workers leave once the queue is empty.
+    eof: bool,
+    /// A signal or a closed stdout: nothing more runs or is read.
+    stopping: bool,
+    /// The writer writes what is left in `out`, then ends.
+    finish: bool,
+    writer_done: bool,
 }
 
-impl InFlight {
-    fn add(&self, id: &Value, cancel: Cancel) -> u64 {
-        let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
-        *next += 1;
-        let seq = *next;
-        self.calls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(id.to_string())
-            .or_default()
-            .push((seq, cancel));
-        seq
-    }
+pub(crate) struct Shared {
+    protocol: ProtocolInput,
+    runner: Arc<dyn CallRunner>,
+    bounds: Bounds,
+    state: Mutex<State>,
+    /// Workers wait here for a call they may start.
+    work: Condvar,
+    /// The writer waits here for a line.
+    lines: Condvar,
+    /// The reader waits here for room, shutdown for workers to end, a
+    /// signal for the writer to finish.
+    changed: Condvar,
+}
 
-    /// Remove a finished call; returns whether its answer may still be sent.
-    /// The writer queue is fed under the same lock, so a cancel read before
-    /// this point always suppresses the answer.
-    fn finish(&self, id: &Value, seq: u64, send: impl FnOnce()) {
-        let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
-        let key = id.to_string();
-        let mut cancelled = true;
-        if let Some(list) = calls.get_mut(&key) {
-            if let Some(pos) = list.iter().position(|(s, _)| *s == seq) {
-                let (_, c) = list.remove(pos);
-                cancelled = c.is_cancelled();
-            }
-            if list.is_empty() {
-                calls.remove(&key);
-            }
-        }
-        if !cancelled {
-            send();
-        }
-    }
+/// How the pool of workers started.
+#[derive(Debug)]
+pub(crate) struct PoolStart {
+    /// Workers asked for (the effective `--max-concurrent-calls`).
+    pub asked: usize,
+    /// Workers running.
+    pub started: usize,
+    /// Why the others could not be started.
+    pub error: Option<io::Error>,
+}
 
-    fn cancel(&self, id: &Value) {
-        let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(list) = calls.get(&id.to_string()) {
-            for (_, c) in list {
-                c.cancel();
+impl PoolStart {
+    /// The start-up line's words for the pool.
+    pub(crate) fn describe(&self, bounds: Bounds) -> String {
+        let mut s = format!(
+            "calls: {} at once, up to {} waiting",
+            self.started, bounds.queued_calls
+        );
+        if self.started < self.asked {
+            s.push_str(&format!(
+                "; warning: only {} of {} call workers could be started ({}); ",
+                self.started,
+                self.asked,
+                self.error
+                    .as_ref()
+                    .map_or_else(|| "no reason given".to_string(), ToString::to_string)
+            ));
+            if self.started == 0 {
+                s.push_str("every tool call is answered resource_exhausted");
+            } else {
+                s.push_str("calls run fewer at once");
             }
         }
-    }
-
-    fn cancel_all(&self) {
-        let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
-        for (_, c) in calls.values().flatten() {
-            c.cancel();
-        }
+        s
     }
 }
 
-/// A counting gate for `--max-concurrent-calls`, plus a count of live workers.
-struct Slots {
-    state: Mutex<(usize, usize)>, // (running calls, live workers)
-    cv: Condvar,
-    max: usize,
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    // Every update keeps the state whole before anything can panic.
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl Slots {
-    fn new(max: usize) -> Self {
-        Self {
-            state: Mutex::new((0, 0)),
-            cv: Condvar::new(),
-            max: max.max(1),
+impl Shared {
+    fn new(protocol: ProtocolInput, runner: Arc<dyn CallRunner>, bounds: Bounds) -> Self {
+        Shared {
+            protocol,
+            runner,
+            bounds,
+            state: Mutex::new(State::default()),
+            work: Condvar::new(),
+            lines: Condvar::new(),
+            changed: Condvar::new(),
         }
     }
 
-    fn worker_started(&self) {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).1 += 1;
+    fn wait<'a>(cv: &Condvar, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        cv.wait(st).unwrap_or_else(|e| e.into_inner())
     }
 
-    fn worker_done(&self) {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).1 -= 1;
-        self.cv.notify_all();
+    fn wait_until<'a>(
+        cv: &Condvar,
+        st: MutexGuard<'a, State>,
+        deadline: Instant,
+    ) -> (MutexGuard<'a, State>, bool) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return (st, false);
+        }
+        let (st, _) = cv.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner());
+        (st, true)
     }
 
-    /// Wait for a free slot; gives up (false) when the call is cancelled first.
-    fn acquire(&self, cancel: &Cancel) -> bool {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+    /// Whether the answers waiting leave room for more.
+    fn answers_have_room(&self, st: &State) -> bool {
+        st.out.len() + usize::from(st.writing) < self.bounds.answers
+            && st.out_bytes < self.bounds.answer_bytes
+    }
+
+    /// Whether the reader may read one more line.
+    fn may_read(&self, st: &State) -> bool {
+        st.queue.len() < self.bounds.queued_calls
+            && st.queued_bytes < self.bounds.queued_bytes
+            && self.answers_have_room(st)
+    }
+
+    /// Queue a line for the writer.
+    fn push_line(&self, st: &mut State, line: String) {
+        st.out_bytes += line.len() + 1;
+        st.out.push_back(line);
+        self.lines.notify_one();
+    }
+
+    fn send(&self, line: String) {
+        let mut st = lock(&self.state);
+        if !st.stopping {
+            self.push_line(&mut st, line);
+        }
+    }
+
+    /// Block until the reader may read again; false once stopping.
+    fn wait_for_room(&self) -> bool {
+        let mut st = lock(&self.state);
         loop {
-            if cancel.is_cancelled() {
+            if st.stopping {
                 return false;
             }
-            if st.0 < self.max {
-                st.0 += 1;
+            if self.may_read(&st) {
+                st.reading_paused = false;
                 return true;
             }
-            st = self
-                .cv
-                .wait_timeout(st, Duration::from_millis(50))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            st.reading_paused = true;
+            st = Self::wait(&self.changed, st);
         }
     }
 
-    fn release(&self) {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).0 -= 1;
-        self.cv.notify_all();
+    /// A call read from stdin: queued for a worker, or answered at once when
+    /// there is no worker to run it.
+    fn enqueue(&self, job: CallJob, bytes: usize) {
+        let mut st = lock(&self.state);
+        if st.stopping {
+            return;
+        }
+        if st.workers == 0 {
+            let e = ToolError::templated(ErrorCode::ResourceExhausted, "threads to run calls on");
+            crate::log::line(format!(
+                "call tool={} exit=2 error={} ms=0",
+                job.tool,
+                e.code()
+            ));
+            let line = jsonrpc::to_line(&jsonrpc::result(
+                &job.id,
+                self.protocol
+                    .call_result(job.revision, &Envelope::from_error(&e)),
+            ));
+            self.push_line(&mut st, line);
+            return;
+        }
+        st.queued_bytes += bytes;
+        st.queue.push_back(Queued {
+            key: job.id.to_string(),
+            job,
+            bytes,
+        });
+        self.work.notify_one();
+    }
+
+    /// `notifications/cancelled`: a queued call with this id leaves the
+    /// queue unanswered and never runs; a running one is stopped.
+    fn cancel(&self, id: &Value) {
+        let key = id.to_string();
+        let mut st = lock(&self.state);
+        let before = st.queue.len();
+        let mut freed = 0;
+        st.queue.retain(|q| {
+            let keep = q.key != key;
+            if !keep {
+                freed += q.bytes;
+                crate::log::line(format!("call tool={} exit=cancelled ms=0", q.job.tool));
+            }
+            keep
+        });
+        st.queued_bytes -= freed;
+        if st.queue.len() != before {
+            self.changed.notify_all();
+        }
+        for r in st.running.iter().filter(|r| r.key == key) {
+            r.cancel.cancel();
+        }
+    }
+
+    /// Stop everything now: queued calls dropped, running ones cancelled.
+    fn stop(&self) {
+        let mut st = lock(&self.state);
+        st.stopping = true;
+        st.queue.clear();
+        st.queued_bytes = 0;
+        for r in &st.running {
+            r.cancel.cancel();
+        }
+        self.work.notify_all();
+        self.lines.notify_all();
+        self.changed.notify_all();
     }
 
     /// Wait until no worker is alive, or the deadline (if any) passes.
-    fn wait_idle(&self, deadline: Option<Instant>) {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        while st.1 > 0 {
-            let wait = match deadline {
-                Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => left,
-                    _ => return,
-                },
-                None => Duration::from_millis(200),
+    fn wait_workers_gone(&self, deadline: Option<Instant>) {
+        let mut st = lock(&self.state);
+        while st.workers > 0 {
+            st = match deadline {
+                Some(d) => {
+                    let (st, more) = Self::wait_until(&self.changed, st, d);
+                    if !more {
+                        return;
+                    }
+                    st
+                }
+                None => Self::wait(&self.changed, st),
             };
-            st = self
-                .cv
-                .wait_timeout(st, wait)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+        }
+    }
+
+    /// Tell the writer to write what is left and end; wait (up to the
+    /// deadline, if any) until it has.
+    fn finish_writing(&self, deadline: Option<Instant>) {
+        let mut st = lock(&self.state);
+        st.finish = true;
+        self.lines.notify_all();
+        while !st.writer_done {
+            st = match deadline {
+                Some(d) => {
+                    let (st, more) = Self::wait_until(&self.changed, st, d);
+                    if !more {
+                        return;
+                    }
+                    st
+                }
+                None => Self::wait(&self.changed, st),
+            };
         }
     }
 }
 
-struct Shared {
-    protocol: ProtocolInput,
-    runner: Arc<dyn CallRunner>,
-    inflight: InFlight,
-    slots: Slots,
-    out: SyncSender<Out>,
-    stopping: AtomicBool,
-    /// Set by the writer when it has written every queued line and ended.
-    writer_done: AtomicBool,
+/// The pool: `n` workers started now; fewer when a thread cannot be started.
+fn start_pool(shared: &Arc<Shared>, n: usize) -> PoolStart {
+    let mut start = PoolStart {
+        asked: n,
+        started: 0,
+        error: None,
+    };
+    for i in 0..n {
+        // Counted before the thread runs, so a call read at once finds it.
+        lock(&shared.state).workers += 1;
+        let s = Arc::clone(shared);
+        let spawned = thread::Builder::new()
+            .name(format!("call-{i}"))
+            .stack_size(WORKER_STACK)
+            .spawn(move || worker(&s));
+        match spawned {
+            Ok(_) => start.started += 1,
+            Err(e) => {
+                lock(&shared.state).workers -= 1;
+                start.error = Some(e);
+                break;
+            }
+        }
+    }
+    start
+}
+
+/// One worker: take the oldest queued call (while the answers waiting
+/// leave room), run it, queue its answer; until EOF has emptied the queue
+/// or the server stops.
+fn worker(shared: &Shared) {
+    loop {
+        let next = {
+            let mut st = lock(&shared.state);
+            loop {
+                if st.stopping || (st.eof && st.queue.is_empty()) {
+                    break None;
+                }
+                // No call starts while the answers waiting are at their bound.
+                let next = if shared.answers_have_room(&st) {
+                    st.queue.pop_front()
+                } else {
+                    None
+                };
+                if let Some(q) = next {
+                    st.queued_bytes -= q.bytes;
+                    st.next_seq += 1;
+                    let seq = st.next_seq;
+                    let cancel = Cancel::new();
+                    st.running.push(Running {
+                        seq,
+                        key: q.key,
+                        cancel: cancel.clone(),
+                    });
+                    // The queue shrank: the reader may read again.
+                    shared.changed.notify_all();
+                    break Some((q.job, seq, cancel));
+                }
+                st = Shared::wait(&shared.work, st);
+            }
+        };
+        let Some((job, seq, cancel)) = next else {
+            break;
+        };
+        let line = run_call(shared, &job, &cancel);
+        let mut st = lock(&shared.state);
+        if let Some(pos) = st.running.iter().position(|r| r.seq == seq) {
+            st.running.swap_remove(pos);
+        }
+        // A cancel read before this point always suppresses the answer:
+        // both happen under this lock.
+        if let Some(line) = line {
+            if !cancel.is_cancelled() && !st.stopping {
+                shared.push_line(&mut st, line);
+            }
+        }
+    }
+    let mut st = lock(&shared.state);
+    st.workers -= 1;
+    shared.changed.notify_all();
+}
+
+/// The whole call, from the worker's start to its answer line (`None`:
+/// cancelled, nothing is written). The thread that spawns the backend also
+/// waits for it (the sandbox's parent-death signal is tied to this thread).
+fn run_call(shared: &Shared, job: &CallJob, cancel: &Cancel) -> Option<String> {
+    // A fault inside one call must not take the server down (A19).
+    let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+        shared.runner.run_call(&job.tool, &job.arguments, cancel)
+    }));
+    match outcome {
+        Ok(CallOutcome::Done(envelope)) => Some(jsonrpc::to_line(&jsonrpc::result(
+            &job.id,
+            shared.protocol.call_result(job.revision, &envelope),
+        ))),
+        Ok(CallOutcome::Cancelled) => None,
+        Err(_) => {
+            crate::log::line(format!("internal fault in call tool={}", job.tool));
+            Some(jsonrpc::to_line(&jsonrpc::error(
+                &job.id,
+                &RpcError::detailed(RpcCode::InternalError, "the call failed inside the server."),
+            )))
+        }
+    }
 }
 
 /// Serve until stdin closes and every call received is answered (or until
-/// SIGTERM/SIGINT, or stdout closes).
-pub(crate) fn serve(protocol: ProtocolInput, runner: Arc<dyn CallRunner>, max_concurrent: usize) {
+/// SIGTERM/SIGINT, or stdout closes). `announce` is told how the pool
+/// started, once, before the first line is read.
+pub(crate) fn serve(
+    protocol: ProtocolInput,
+    runner: Arc<dyn CallRunner>,
+    workers: usize,
+    announce: impl FnOnce(&PoolStart, Bounds),
+) -> io::Result<()> {
     // Before any thread is spawned, so every thread inherits the mask and
-    // SIGTERM reaches only the watcher.
-    let sigterm = block_sigterm();
+    // the signals reach only the watcher.
+    let signals = block_signals();
     crate::log::start_background();
     let stdin = io::stdin();
-    serve_streams(
+    let served = serve_streams(
         protocol,
         runner,
-        max_concurrent,
+        Bounds::SERVED,
+        workers,
         stdin.lock(),
         io::stdout(),
-        |shared, stdout_lock| watch_sigterm(sigterm, shared, stdout_lock),
+        |shared, stdout_lock, pool| {
+            announce(pool, Bounds::SERVED);
+            watch_signals(signals, shared, stdout_lock);
+        },
     );
     crate::log::flush(LOG_FLUSH);
     let dropped = crate::log::dropped();
@@ -204,76 +490,64 @@ pub(crate) fn serve(protocol: ProtocolInput, runner: Arc<dyn CallRunner>, max_co
             "{dropped} log lines were dropped because stderr was not read"
         );
     }
+    served
 }
 
 /// The loop over any reader and writer: [`serve`] gives it stdio and a
-/// signal watcher (`started`, run once the writer is up); tests give it
-/// bytes in memory. Returns after the reader's end, once every call
-/// received is answered and every line written.
+/// signal watcher (`started`, run once the writer and the pool are up);
+/// tests give it bytes in memory. Returns after the reader's end, once
+/// every call received is answered and every line written.
 fn serve_streams<R: BufRead, W: Write + Send + 'static>(
     protocol: ProtocolInput,
     runner: Arc<dyn CallRunner>,
-    max_concurrent: usize,
+    bounds: Bounds,
+    workers: usize,
     reader: R,
     writer: W,
-    started: impl FnOnce(Arc<Shared>, Arc<Mutex<()>>),
-) {
-    let (out_tx, out_rx) = sync_channel::<Out>(OUT_QUEUE);
-    let shared = Arc::new(Shared {
-        slots: Slots::new(max_concurrent),
-        protocol,
-        runner,
-        inflight: InFlight::default(),
-        out: out_tx,
-        stopping: AtomicBool::new(false),
-        writer_done: AtomicBool::new(false),
-    });
+    started: impl FnOnce(Arc<Shared>, Arc<Mutex<()>>, &PoolStart),
+) -> io::Result<()> {
+    let shared = Arc::new(Shared::new(protocol, runner, bounds));
     let stdout_lock = Arc::new(Mutex::new(()));
     let writer = {
         let shared = Arc::clone(&shared);
         let lock = Arc::clone(&stdout_lock);
-        thread::Builder::new().name("stdout".into()).spawn(move || {
-            write_loop(out_rx, &shared, &lock, writer);
-            shared.writer_done.store(true, Ordering::SeqCst);
-        })
+        thread::Builder::new()
+            .name("stdout".into())
+            .spawn(move || write_loop(&shared, &lock, writer))?
     };
-    let writer = match writer {
-        Ok(w) => w,
-        Err(e) => {
-            crate::log::line(format!("cannot start the stdout writer: {e}"));
-            return;
-        }
-    };
-    started(Arc::clone(&shared), Arc::clone(&stdout_lock));
+    let pool = start_pool(&shared, workers);
+    started(Arc::clone(&shared), Arc::clone(&stdout_lock), &pool);
 
     read_loop(&shared, reader);
 
     // EOF: nothing new is read; every call already received runs to its
     // end (its own timeout bounds it) and is answered. A signal or a closed
     // stdout still stops everything at once, from their own threads.
-    shared.slots.wait_idle(None);
-    // Lines queued before this one are written first; then the writer ends.
-    let _ = shared.out.send(Out::Stop);
+    {
+        let mut st = lock(&shared.state);
+        st.eof = true;
+        shared.work.notify_all();
+    }
+    shared.wait_workers_gone(None);
+    shared.finish_writing(None);
     let _ = writer.join();
+    Ok(())
 }
 
-fn read_loop<R: BufRead>(shared: &Arc<Shared>, input: R) {
+fn read_loop<R: BufRead>(shared: &Shared, input: R) {
     let mut dispatcher = Dispatcher::new(&shared.protocol);
     let mut reader = FrameReader::new(input);
-    loop {
-        if shared.stopping.load(Ordering::SeqCst) {
-            return;
-        }
+    // Backpressure: while the queue or the answers waiting are full, no
+    // further line is read, so a cancel behind it is read only once there
+    // is room again (docs/PROTOCOL.md I8).
+    while shared.wait_for_room() {
         let line = match reader.next_frame() {
             Ok(Frame::Eof) | Err(_) => return,
             Ok(Frame::TooLong) => {
                 let err =
                     RpcError::detailed(RpcCode::InvalidRequest, "the line is longer than 1 MiB.");
                 crate::log::line(format!("protocol error code={} line over 1 MiB", err.code));
-                send(
-                    shared,
-                    jsonrpc::to_line(&jsonrpc::error(&Value::Null, &err)),
-                );
+                shared.send(jsonrpc::to_line(&jsonrpc::error(&Value::Null, &err)));
                 continue;
             }
             Ok(Frame::Line(line)) => line,
@@ -283,100 +557,66 @@ fn read_loop<R: BufRead>(shared: &Arc<Shared>, input: R) {
         }
         match dispatcher.handle(jsonrpc::parse_line(&line)) {
             Action::Nothing => {}
-            Action::Reply(msg) => send(shared, jsonrpc::to_line(&msg)),
-            Action::ReplyLine(line) => send(shared, line),
-            Action::Cancel(id) => shared.inflight.cancel(&id),
-            Action::Call(job) => start_call(shared, job),
+            Action::Reply(msg) => shared.send(jsonrpc::to_line(&msg)),
+            Action::ReplyLine(line) => shared.send(line),
+            Action::Cancel(id) => shared.cancel(&id),
+            Action::Call(job) => shared.enqueue(job, line.len()),
         }
     }
 }
 
-fn send(shared: &Shared, line: String) {
-    // A closed writer means stdout is gone and shutdown is under way.
-    let _ = shared.out.send(Out::Line(line));
-}
-
-fn start_call(shared: &Arc<Shared>, job: CallJob) {
-    let cancel = Cancel::new();
-    let seq = shared.inflight.add(&job.id, cancel.clone());
-    shared.slots.worker_started();
-    let worker_shared = Arc::clone(shared);
-    let spawned = thread::Builder::new()
-        .name("call".into())
-        .stack_size(512 * 1024)
-        .spawn(move || {
-            let s = worker_shared;
-            run_call(&s, job, seq, &cancel);
-            s.slots.worker_done();
-        });
-    if let Err(e) = spawned {
-        shared.slots.worker_done();
-        crate::log::line(format!("cannot start a call thread: {e}"));
-    }
-}
-
-/// The worker: the whole call, from the slot to the queued answer. The
-/// thread that spawns the backend also waits for it (the sandbox's
-/// parent-death signal is tied to this thread).
-fn run_call(shared: &Shared, job: CallJob, seq: u64, cancel: &Cancel) {
-    let outcome = if shared.slots.acquire(cancel) {
-        // A fault inside one call must not take the server down (A19).
-        let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
-            shared.runner.run_call(&job.tool, &job.arguments, cancel)
-        }));
-        shared.slots.release();
-        outcome.map_err(|_| crate::log::line(format!("internal fault in call tool={}", job.tool)))
-    } else {
-        // Cancelled while waiting for a slot.
-        Ok(CallOutcome::Cancelled)
-    };
-    let line = match outcome {
-        Ok(CallOutcome::Done(envelope)) => Some(jsonrpc::to_line(&jsonrpc::result(
-            &job.id,
-            shared.protocol.call_result(job.revision, &envelope),
-        ))),
-        Ok(CallOutcome::Cancelled) => None,
-        Err(()) => Some(jsonrpc::to_line(&jsonrpc::error(
-            &job.id,
-            &RpcError::detailed(RpcCode::InternalError, "the call failed inside the server."),
-        ))),
-    };
-    shared.inflight.finish(&job.id, seq, || {
-        if let Some(line) = line {
-            let _ = shared.out.send(Out::Line(line));
-        }
-    });
-}
-
-fn write_loop<W: Write>(rx: Receiver<Out>, shared: &Shared, lock: &Mutex<()>, mut out: W) {
-    for msg in rx {
-        let Out::Line(line) = msg else {
-            return;
+fn write_loop<W: Write>(shared: &Shared, stdout_lock: &Mutex<()>, mut out: W) {
+    loop {
+        let line = {
+            let mut st = lock(&shared.state);
+            loop {
+                if let Some(line) = st.out.pop_front() {
+                    st.writing = true;
+                    break Some(line);
+                }
+                if st.finish || st.stopping {
+                    break None;
+                }
+                st = Shared::wait(&shared.lines, st);
+            }
         };
-        let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
-        let ok = out
-            .write_all(line.as_bytes())
-            .and_then(|_| out.write_all(b"\n"))
-            .and_then(|_| out.flush());
+        let Some(line) = line else {
+            break;
+        };
+        let ok = {
+            let _guard = stdout_lock.lock().unwrap_or_else(|e| e.into_inner());
+            out.write_all(line.as_bytes())
+                .and_then(|_| out.write_all(b"\n"))
+                .and_then(|_| out.flush())
+        };
+        {
+            let mut st = lock(&shared.state);
+            st.writing = false;
+            st.out_bytes -= line.len() + 1;
+            // Room for answers: workers may start calls, the reader read.
+            shared.work.notify_all();
+            shared.changed.notify_all();
+        }
         if ok.is_err() {
             // stdout closed: nobody can hear us; stop cleanly.
-            shared.stopping.store(true, Ordering::SeqCst);
-            shared.inflight.cancel_all();
+            shared.stop();
             crate::log::line("stdout closed; stopping");
             // The reader may sit in a blocking read of stdin forever; leave now.
-            shared
-                .slots
-                .wait_idle(Some(Instant::now() + SHUTDOWN_GRACE));
+            shared.wait_workers_gone(Some(Instant::now() + SHUTDOWN_GRACE));
             crate::log::flush(LOG_FLUSH);
             std::process::exit(0);
         }
     }
+    let mut st = lock(&shared.state);
+    st.writer_done = true;
+    shared.changed.notify_all();
 }
 
-/// SIGTERM and SIGINT: stop at once (runs killed, computed answers
-/// flushed). Handled on a thread of its own with sigwait, so no handler runs
-/// inside another thread's write.
-fn block_sigterm() -> libc::sigset_t {
+/// SIGTERM and SIGINT: stop at once (queued calls dropped, runs killed,
+/// computed answers flushed), then exit with 128 + the signal's number.
+/// Handled on a thread of its own with sigwait, so no handler runs inside
+/// another thread's write.
+fn block_signals() -> libc::sigset_t {
     // SAFETY: plain libc signal-set calls on a local set. Spawned children
     // start with an empty mask (std resets it), so the backend is unaffected.
     unsafe {
@@ -389,9 +629,17 @@ fn block_sigterm() -> libc::sigset_t {
     }
 }
 
-fn watch_sigterm(set: libc::sigset_t, shared: Arc<Shared>, stdout_lock: Arc<Mutex<()>>) {
-    let _ = thread::Builder::new()
-        .name("sigterm".into())
+/// The exit code after a signal, as a shell reports a process the signal
+/// ended: 143 for SIGTERM, 130 for SIGINT, so a supervisor can tell a stop
+/// from the end of input (0).
+pub(crate) fn signal_exit_code(sig: libc::c_int) -> i32 {
+    128 + sig
+}
+
+fn watch_signals(set: libc::sigset_t, shared: Arc<Shared>, stdout_lock: Arc<Mutex<()>>) {
+    let spawned = thread::Builder::new()
+        .name("signals".into())
+        .stack_size(128 * 1024)
         .spawn(move || {
             let mut sig: libc::c_int = 0;
             // SAFETY: sigwait on a valid set, with a valid out-pointer.
@@ -399,25 +647,36 @@ fn watch_sigterm(set: libc::sigset_t, shared: Arc<Shared>, stdout_lock: Arc<Mute
             if rc != 0 {
                 return;
             }
-            shared.stopping.store(true, Ordering::SeqCst);
-            shared.inflight.cancel_all();
-            shared
-                .slots
-                .wait_idle(Some(Instant::now() + SHUTDOWN_GRACE));
-            // Answers already computed are written (briefly: a client that
-            // stopped reading must not hold the exit up).
-            if shared.out.try_send(Out::Stop).is_ok() {
-                let until = Instant::now() + LOG_FLUSH;
-                while !shared.writer_done.load(Ordering::SeqCst) && Instant::now() < until {
-                    thread::sleep(Duration::from_millis(5));
-                }
-            }
-            // Hold the stdout lock so no line is cut in half, then leave.
-            let _guard = stdout_lock.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = io::stdout().lock().flush();
-            crate::log::flush(LOG_FLUSH);
-            std::process::exit(0);
+            stop_on_signal(&shared, &stdout_lock, sig);
         });
+    if let Err(e) = spawned {
+        // Without the watcher the blocked signals would be ignored: let
+        // them end the process by their default action instead.
+        crate::log::line(format!("cannot start the signal watcher: {e}"));
+        // SAFETY: unblocking the set this thread blocked; other threads
+        // keep the mask, and the kernel then delivers to this one.
+        unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+    }
+}
+
+fn stop_on_signal(shared: &Shared, stdout_lock: &Mutex<()>, sig: libc::c_int) {
+    let name = if sig == libc::SIGINT {
+        "SIGINT"
+    } else {
+        "SIGTERM"
+    };
+    crate::log::line(format!("{name}; stopping"));
+    // Nothing new is read, started or queued for writing from here on; the
+    // answers computed before are still written.
+    shared.stop();
+    shared.wait_workers_gone(Some(Instant::now() + SHUTDOWN_GRACE));
+    // Written briefly: a client that stopped reading must not hold the exit up.
+    shared.finish_writing(Some(Instant::now() + LOG_FLUSH));
+    // Hold the stdout lock so no line is cut in half, then leave.
+    let _guard = stdout_lock.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = io::stdout().lock().flush();
+    crate::log::flush(LOG_FLUSH);
+    std::process::exit(signal_exit_code(sig));
 }
 
 #[cfg(test)]
@@ -433,11 +692,20 @@ mod tests {
 
     /// Answers by its arguments: `{"error": code}` a tool error of that
     /// code, `{"panic": true}` a fault, `{"until_cancelled": true}` waits
-    /// for the cancel, `{"sleep_ms": n}` answers late; anything else `{"ok": true}`.
-    struct FakeRunner;
+    /// for the cancel, `{"sleep_ms": n}` answers late, `{"until_written":
+    /// id}` waits until the answer to `id` was written, `{"size": n}`
+    /// answers with n bytes of text; every call records its `"tag"`.
+    #[derive(Clone, Default)]
+    struct FakeRunner {
+        sink: Sink,
+        ran: Arc<Mutex<Vec<String>>>,
+    }
 
     impl CallRunner for FakeRunner {
         fn run_call(&self, tool: &str, args: &Map<String, Value>, cancel: &Cancel) -> CallOutcome {
+            if let Some(tag) = args.get("tag").and_then(Value::as_str) {
+                self.ran.lock().unwrap().push(tag.to_string());
+            }
             if let Some(code) = args.get("error").and_then(Value::as_str) {
                 let code = ErrorCode::ALL
                     .into_iter()
@@ -455,18 +723,56 @@ mod tests {
                 }
                 return CallOutcome::Cancelled;
             }
+            if let Some(id) = args.get("until_written") {
+                let wanted = format!("\"id\":{id}");
+                let until = Instant::now() + Duration::from_secs(10);
+                let mut seen = false;
+                while !seen && Instant::now() < until {
+                    seen = String::from_utf8_lossy(&self.sink.0.lock().unwrap()).contains(&wanted);
+                    thread::sleep(Duration::from_millis(2));
+                }
+                return CallOutcome::Done(Envelope::from_run(0, json!({"seen": seen})));
+            }
             if let Some(ms) = args.get("sleep_ms").and_then(Value::as_u64) {
                 thread::sleep(Duration::from_millis(ms));
+            }
+            if let Some(n) = args.get("size").and_then(Value::as_u64) {
+                let text = "x".repeat(n as usize);
+                return CallOutcome::Done(Envelope::from_run(0, json!({"text": text})));
             }
             CallOutcome::Done(Envelope::from_run(0, json!({"ok": true, "tool": tool})))
         }
     }
 
+    /// stdout in memory; while `held`, every write waits (a client that
+    /// stopped reading).
     #[derive(Clone, Default)]
-    struct Sink(Arc<Mutex<Vec<u8>>>);
+    struct Sink(Arc<Mutex<Vec<u8>>>, Arc<(Mutex<bool>, Condvar)>);
+
+    impl Sink {
+        fn hold(&self, held: bool) {
+            let (m, cv) = &*self.1;
+            *m.lock().unwrap() = held;
+            cv.notify_all();
+        }
+
+        fn answers(&self) -> Vec<Value> {
+            let bytes = self.0.lock().unwrap().clone();
+            let text = String::from_utf8(bytes).unwrap();
+            assert!(text.is_empty() || text.ends_with('\n'), "{text:?}");
+            text.lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        }
+    }
 
     impl Write for Sink {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let (m, cv) = &*self.1;
+            let mut held = m.lock().unwrap();
+            while *held {
+                held = cv.wait(held).unwrap();
+            }
             self.0.lock().unwrap().extend_from_slice(buf);
             Ok(buf.len())
         }
@@ -475,23 +781,28 @@ mod tests {
         }
     }
 
-    /// Serve `input` to its end; every line written, in order.
-    fn run(input_bytes: Vec<u8>, max_concurrent: usize) -> Vec<Value> {
-        let sink = Sink::default();
+    /// Serve `input` to its end with these bounds and workers; every line
+    /// written, in order, and the tags of the calls that ran.
+    fn run_with(input_bytes: Vec<u8>, workers: usize, bounds: Bounds) -> (Vec<Value>, Vec<String>) {
+        let runner = FakeRunner::default();
+        let sink = runner.sink.clone();
         serve_streams(
             input(),
-            Arc::new(FakeRunner),
-            max_concurrent,
+            Arc::new(runner.clone()),
+            bounds,
+            workers,
             io::Cursor::new(input_bytes),
             sink.clone(),
-            |_, _| {},
-        );
-        let bytes = sink.0.lock().unwrap().clone();
-        let text = String::from_utf8(bytes).unwrap();
-        assert!(text.is_empty() || text.ends_with('\n'), "{text:?}");
-        text.lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+            |_, _, _| {},
+        )
+        .unwrap();
+        let ran = runner.ran.lock().unwrap().clone();
+        (sink.answers(), ran)
+    }
+
+    /// Serve `input` to its end; every line written, in order.
+    fn run(input_bytes: Vec<u8>, workers: usize) -> Vec<Value> {
+        run_with(input_bytes, workers, Bounds::SERVED).0
     }
 
     fn lines(msgs: &[Value]) -> Vec<u8> {
@@ -647,5 +958,228 @@ mod tests {
         let codes: Vec<Value> = answers.iter().map(|a| a["error"]["code"].clone()).collect();
         assert_eq!(codes, [json!(-32700), json!(-32602), Value::Null]);
         assert_eq!(answers[2]["result"]["instructions"], "Use the tools.");
+    }
+
+    #[test]
+    fn signals_exit_as_a_shell_reports_them() {
+        assert_eq!(signal_exit_code(libc::SIGTERM), 143);
+        assert_eq!(signal_exit_code(libc::SIGINT), 130);
+    }
+
+    fn ids(answers: &[Value]) -> Vec<Value> {
+        answers.iter().map(|a| a["id"].clone()).collect()
+    }
+
+    #[test]
+    fn pings_and_lists_are_answered_while_calls_wait_for_the_one_worker() {
+        let mut msgs = vec![call(json!(1), json!({"until_written": "l"}))];
+        for i in 2..6 {
+            msgs.push(call(json!(i), json!({})));
+        }
+        msgs.push(req(json!("p"), "ping", json!({})));
+        msgs.push(modern(json!("l"), "tools/list", json!({})));
+        let answers = run(lines(&msgs), 1);
+        assert_eq!(answers.len(), 7, "{answers:?}");
+        // The first call held the only worker until the list was answered.
+        assert_eq!(ids(&answers)[..2], [json!("p"), json!("l")]);
+        assert_eq!(
+            by_id(&answers, &json!(1))["result"]["structuredContent"]["output"],
+            json!({"seen": true})
+        );
+        // The calls behind it ran in the order received.
+        assert_eq!(
+            ids(&answers)[2..],
+            [json!(1), json!(2), json!(3), json!(4), json!(5)]
+        );
+    }
+
+    #[test]
+    fn a_cancelled_queued_call_never_runs_and_gets_no_answer() {
+        let cancel = |id: Value| {
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": id}})
+        };
+        let (answers, ran) = run_with(
+            lines(&[
+                call(json!(1), json!({"tag": "one", "until_written": "p"})),
+                call(json!(2), json!({"tag": "two"})),
+                // The same number as a string is another id (H2).
+                call(json!("2"), json!({"tag": "two-string"})),
+                call(json!(3), json!({"tag": "three"})),
+                cancel(json!(2)),
+                req(json!("p"), "ping", json!({})),
+            ]),
+            1,
+            Bounds::SERVED,
+        );
+        assert_eq!(ids(&answers), [json!("p"), json!(1), json!("2"), json!(3)]);
+        assert_eq!(ran, ["one", "two-string", "three"]);
+    }
+
+    #[test]
+    fn every_call_is_answered_once_when_far_more_arrive_than_the_queue_holds() {
+        let bounds = Bounds {
+            queued_calls: 3,
+            queued_bytes: 1 << 20,
+            answers: 2,
+            answer_bytes: 1 << 20,
+        };
+        let msgs: Vec<Value> = (0..300).map(|i| call(json!(i), json!({}))).collect();
+        let (answers, _) = run_with(lines(&msgs), 2, bounds);
+        assert_eq!(answers.len(), 300);
+        for i in 0..300 {
+            assert_eq!(by_id(&answers, &json!(i))["result"]["isError"], false);
+        }
+    }
+
+    #[test]
+    fn without_a_worker_calls_are_resource_exhausted_and_the_rest_is_served() {
+        let answers = run(
+            lines(&[
+                call(json!(1), json!({})),
+                req(json!(2), "ping", json!({})),
+                call(json!(3), json!({})),
+            ]),
+            0,
+        );
+        assert_eq!(ids(&answers), [json!(1), json!(2), json!(3)]);
+        for id in [1, 3] {
+            let res = &by_id(&answers, &json!(id))["result"];
+            assert_eq!(res["isError"], true);
+            assert_eq!(
+                res["structuredContent"]["output"]["error"]["code"],
+                "resource_exhausted"
+            );
+        }
+    }
+
+    #[test]
+    fn the_pool_describes_itself_for_the_start_up_line() {
+        let full = PoolStart {
+            asked: 4,
+            started: 4,
+            error: None,
+        };
+        assert_eq!(
+            full.describe(Bounds::SERVED),
+            "calls: 4 at once, up to 64 waiting"
+        );
+        let short = PoolStart {
+            asked: 4,
+            started: 1,
+            error: Some(io::Error::from_raw_os_error(libc::EAGAIN)),
+        };
+        let text = short.describe(Bounds::SERVED);
+        assert!(
+            text.starts_with("calls: 1 at once, up to 64 waiting; warning: only 1 of 4 call workers could be started (Resource temporarily unavailable"),
+            "{text}"
+        );
+        let none = PoolStart {
+            asked: 2,
+            started: 0,
+            error: None,
+        };
+        assert!(none
+            .describe(Bounds::SERVED)
+            .ends_with("every tool call is answered resource_exhausted"));
+    }
+
+    /// A reader over bytes in memory that says how far it has been read.
+    struct Counted {
+        data: Vec<u8>,
+        pos: Arc<Mutex<usize>>,
+    }
+
+    impl io::Read for Counted {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let mut pos = self.pos.lock().unwrap();
+            let n = buf.len().min(self.data.len() - *pos);
+            buf[..n].copy_from_slice(&self.data[*pos..*pos + n]);
+            *pos += n;
+            Ok(n)
+        }
+    }
+
+    /// Wait (bounded) for a condition on the shared state.
+    fn wait_for(shared: &Shared, what: &str, cond: impl Fn(&State) -> bool) {
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            if cond(&lock(&shared.state)) {
+                return;
+            }
+            assert!(Instant::now() < until, "never: {what}");
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    #[test]
+    fn a_client_that_stops_reading_stops_the_reader_and_the_workers() {
+        let bounds = Bounds {
+            queued_calls: 4,
+            queued_bytes: 1 << 20,
+            answers: 1000,
+            answer_bytes: 20_000,
+        };
+        let msgs: Vec<Value> = (0..200)
+            .map(|i| call(json!(i), json!({"size": 3000})))
+            .collect();
+        let data = lines(&msgs);
+        let total = data.len();
+        let pos = Arc::new(Mutex::new(0));
+        let reader = io::BufReader::with_capacity(
+            256,
+            Counted {
+                data,
+                pos: Arc::clone(&pos),
+            },
+        );
+        let runner = FakeRunner::default();
+        let sink = runner.sink.clone();
+        sink.hold(true);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let serving = {
+            let sink = sink.clone();
+            thread::spawn(move || {
+                serve_streams(
+                    input(),
+                    Arc::new(runner),
+                    bounds,
+                    2,
+                    reader,
+                    sink,
+                    |shared, _, _| tx.send(shared).unwrap(),
+                )
+            })
+        };
+        let shared = rx.recv().unwrap();
+        // The answers fill up to their bound, and then nothing moves while
+        // stdout is not read: the reader waits, no worker starts a call.
+        wait_for(&shared, "the reader paused behind full answers", |st| {
+            st.reading_paused && st.out_bytes >= bounds.answer_bytes && st.running.is_empty()
+        });
+        let read_then = *pos.lock().unwrap();
+        assert!(read_then < total, "{read_then} of {total} bytes read");
+        {
+            let st = lock(&shared.state);
+            // At most the bound plus one answer per worker that started
+            // before the bound was reached.
+            // (the text comes twice: as the text item and as structuredContent).
+            let one = 2 * 3000 + 600;
+            assert!(
+                st.out_bytes < bounds.answer_bytes + 2 * one,
+                "{}",
+                st.out_bytes
+            );
+        }
+        // The reader waits for room, however long: it read nothing more.
+        thread::sleep(Duration::from_millis(50));
+        assert_eq!(*pos.lock().unwrap(), read_then);
+        sink.hold(false);
+        serving.join().unwrap().unwrap();
+        let answers = sink.answers();
+        assert_eq!(answers.len(), 200);
+        for i in 0..200 {
+            assert_eq!(by_id(&answers, &json!(i))["result"]["isError"], false);
+        }
     }
 }

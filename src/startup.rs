@@ -138,15 +138,27 @@ pub struct App {
     /// How many of those are hidden as another name of a protected or fixed file.
     pub(crate) masked_links: usize,
     pub(crate) mask_note: Option<String>,
+    /// The start-up line (stderr): what is served, how it is confined,
+    /// what was granted, and every note and warning.
+    pub startup_line: String,
 }
 
 impl App {
+    /// Start, and print the start-up line.
     pub fn start(globals: &Globals, serve: &ServeArgs) -> Result<App, StartError> {
+        let app = Self::start_quiet(globals, serve)?;
+        eprintln!("{}", app.startup_line);
+        Ok(app)
+    }
+
+    /// Start without printing the start-up line, for `mcp-serve`, which
+    /// adds what its pool of call workers got before printing it.
+    pub fn start_quiet(globals: &Globals, serve: &ServeArgs) -> Result<App, StartError> {
         Self::start_with_helper(globals, serve, None)
     }
 
-    /// `start`, with the program re-run as the sandbox helper named (for
-    /// code whose own process is not the server, such as tests).
+    /// `start_quiet`, with the program re-run as the sandbox helper named
+    /// (for code whose own process is not the server, such as tests).
     pub fn start_with_helper(
         globals: &Globals,
         serve: &ServeArgs,
@@ -284,8 +296,6 @@ impl App {
                 "; warning: --allow-drafts given, but the backend has no eligible `draft` command",
             );
         }
-        eprintln!("{line}");
-
         let max_concurrent = match serve.max_concurrent_calls {
             Some(n) => n as usize,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -311,6 +321,7 @@ impl App {
             masked,
             masked_links,
             mask_note,
+            startup_line: line,
         })
     }
 

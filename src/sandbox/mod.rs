@@ -181,8 +181,12 @@ pub enum SandboxError {
     Unavailable(String),
     /// A layer that start-up found available did not apply in this run.
     LayerFailed(String),
-    /// Spawning or piping failed.
+    /// Spawning or piping failed on the server's side, before the backend
+    /// could be executed (out of descriptors or processes, among others).
     Io(std::io::Error),
+    /// Every layer applied, but the backend could not be executed (no such
+    /// file, not executable, ...): the program's failure.
+    Exec(std::io::Error),
 }
 
 impl std::fmt::Display for SandboxError {
@@ -190,12 +194,37 @@ impl std::fmt::Display for SandboxError {
         match self {
             SandboxError::Unavailable(m) => write!(f, "sandbox unavailable: {m}"),
             SandboxError::LayerFailed(m) => write!(f, "sandbox layer failed: {m}"),
-            SandboxError::Io(e) => write!(f, "could not start the sandboxed run: {e}"),
+            SandboxError::Io(e) | SandboxError::Exec(e) => {
+                write!(f, "could not start the sandboxed run: {e}")
+            }
         }
     }
 }
 
 impl std::error::Error for SandboxError {}
+
+/// What ran out, when an error number of the server's own call means a
+/// shortage (descriptors, processes or threads, memory) rather than a refusal.
+pub(crate) fn shortage(errno: i32) -> Option<&'static str> {
+    match errno {
+        libc::EMFILE | libc::ENFILE => Some("open files"),
+        libc::EAGAIN => Some("processes or threads"),
+        libc::ENOMEM | libc::ENOBUFS => Some("memory"),
+        _ => None,
+    }
+}
+
+impl SandboxError {
+    /// What of the server's own ran out, when that is why the run could not
+    /// start: `Io` errors carry the error number of the server's own call
+    /// (an exec inside the run is `Exec`, whatever its number).
+    pub(crate) fn exhausted(&self) -> Option<&'static str> {
+        match self {
+            SandboxError::Io(e) => shortage(e.raw_os_error()?),
+            _ => None,
+        }
+    }
+}
 
 /// One layer as `sandbox status` reports it.
 #[derive(Debug, Clone, serde::Serialize)]

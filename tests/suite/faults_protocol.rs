@@ -75,7 +75,7 @@ fn stdin_eof_with_hanging_calls_answers_them_at_the_call_timeout_and_exits_zero(
 }
 
 #[test]
-fn sigterm_with_calls_running_exits_zero_and_kills_them() {
+fn sigterm_with_calls_running_exits_143_and_kills_them() {
     let mut f = Faulty::start(&["--max-concurrent-calls", "2"]);
     let m = f.marker("term");
     f.server.send(&modern(
@@ -99,7 +99,7 @@ fn sigterm_with_calls_running_exits_zero_and_kills_them() {
         );
         thread::sleep(Duration::from_millis(5));
     };
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(status.code(), Some(143));
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert_gone(&m);
 }
@@ -126,7 +126,7 @@ fn sigint_stops_at_once_like_sigterm() {
         assert!(t.elapsed() < Duration::from_secs(5), "no exit after SIGINT");
         thread::sleep(Duration::from_millis(5));
     };
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(status.code(), Some(130));
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert_gone(&m);
 }

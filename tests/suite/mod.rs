@@ -12,6 +12,7 @@ mod faults_backend;
 mod faults_catalog;
 mod faults_leak;
 mod faults_protocol;
+mod load_answers;
 mod protocol_calls;
 mod protocol_eras;
 mod protocol_framing;

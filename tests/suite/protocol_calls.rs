@@ -415,7 +415,7 @@ fn i3_sigterm_exits_promptly() {
         );
         std::thread::sleep(Duration::from_millis(10));
     };
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(status.code(), Some(143));
     std::thread::sleep(Duration::from_millis(200));
     assert!(!process_with_arg_exists("43", 0));
 }

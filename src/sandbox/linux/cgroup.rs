@@ -240,19 +240,53 @@ pub fn available() -> Result<(), String> {
     assess(&facts(), "check").map(|_| ())
 }
 
-fn write_file(path: &Path, value: &str) -> Result<(), String> {
+/// A step of making a cgroup that failed: what, and the error number, so
+/// the server's own shortage of descriptors is told apart from a refusal.
+#[derive(Debug)]
+pub struct StepError {
+    pub message: String,
+    pub errno: Option<i32>,
+}
+
+impl StepError {
+    fn new(what: String, e: &std::io::Error) -> StepError {
+        StepError {
+            message: format!("{what}: {e}"),
+            errno: e.raw_os_error(),
+        }
+    }
+}
+
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<StepError> for String {
+    fn from(e: StepError) -> String {
+        e.message
+    }
+}
+
+fn write_file(path: &Path, value: &str) -> Result<(), StepError> {
     std::fs::OpenOptions::new()
         .write(true)
         .open(path)
         .and_then(|mut f| f.write_all(value.as_bytes()))
-        .map_err(|e| format!("cgroup: writing {value:?} to {}: {e}", path.display()))
+        .map_err(|e| {
+            StepError::new(
+                format!("cgroup: writing {value:?} to {}", path.display()),
+                &e,
+            )
+        })
 }
 
-fn apply_steps(steps: &[Step]) -> Result<(), String> {
+fn apply_steps(steps: &[Step]) -> Result<(), StepError> {
     for step in steps {
         match step {
             Step::Mkdir(p) => std::fs::create_dir(p)
-                .map_err(|e| format!("cgroup: creating {}: {e}", p.display()))?,
+                .map_err(|e| StepError::new(format!("cgroup: creating {}", p.display()), &e))?,
             Step::Write(p, v) => write_file(p, v)?,
         }
     }
@@ -292,7 +326,7 @@ impl Parent {
 
     /// A fresh cgroup for one run, with its limits written, and its
     /// `cgroup.procs` open for the run's init to enter.
-    pub fn run(&self) -> Result<RunCgroup, String> {
+    pub fn run(&self) -> Result<RunCgroup, StepError> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let (dir, steps) = RunCgroup::plan(&self.dir, n, &self.limits);
         // Removed again by its drop should a later step fail.
@@ -301,7 +335,12 @@ impl Parent {
         let procs = std::fs::OpenOptions::new()
             .write(true)
             .open(made.dir.join("cgroup.procs"))
-            .map_err(|e| format!("cgroup: opening {}/cgroup.procs: {e}", made.dir.display()))?;
+            .map_err(|e| {
+                StepError::new(
+                    format!("cgroup: opening {}/cgroup.procs", made.dir.display()),
+                    &e,
+                )
+            })?;
         made.procs = Some(procs.into());
         Ok(made)
     }

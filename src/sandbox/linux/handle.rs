@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use serde::{Deserialize, Serialize};
@@ -88,10 +88,79 @@ impl Slot {
         slot.as_ref().map(|z| z.pid)
     }
 
+    /// Stop using this zygote: the next run starts a fresh one. It is
+    /// killed (with any run it still holds) once the last holder lets go.
     fn forget(&self, dead: &Arc<Zygote>) {
         let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if slot.as_ref().is_some_and(|z| Arc::ptr_eq(z, dead)) {
             *slot = None;
+        }
+    }
+}
+
+/// How long a zygote may stay stopped (`SIGSTOP`, a debugger) while a run
+/// waits for it before it is given up and replaced.
+const STOPPED_LIMIT: Duration = Duration::from_secs(1);
+/// How often a run waiting for the zygote looks at its state.
+const ZYGOTE_CHECK: Duration = Duration::from_millis(100);
+
+/// What `/proc` says of a zygote, as far as serving runs goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ZygoteState {
+    /// Running or sleeping: it can answer.
+    Serving,
+    /// Stopped or traced: it answers nothing until continued.
+    Stopped,
+    /// Exited (a zombie) or gone.
+    Gone,
+}
+
+/// The state letter of `/proc/PID/stat`, after the command name in
+/// parentheses (which may itself hold spaces and parentheses). Pure.
+fn parse_state(stat: &str) -> ZygoteState {
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next());
+    match state {
+        Some("T" | "t") => ZygoteState::Stopped,
+        Some("Z" | "X" | "x") | None => ZygoteState::Gone,
+        Some(_) => ZygoteState::Serving,
+    }
+}
+
+fn zygote_state(pid: u32) -> ZygoteState {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => parse_state(&stat),
+        Err(_) => ZygoteState::Gone,
+    }
+}
+
+/// Wait until the run's status pipe speaks (or ends), watching the zygote
+/// meanwhile: one that stays stopped for [`STOPPED_LIMIT`], is gone, or
+/// gives no word within `limit` is given up (the caller replaces it).
+fn wait_for_zygote(status: &OwnedFd, pid: u32, limit: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + limit;
+    let mut stopped_since: Option<Instant> = None;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "the sandbox zygote gave no word within {} s",
+                limit.as_secs()
+            ));
+        }
+        if wait_readable(status, left.min(ZYGOTE_CHECK)).map_err(|e| e.to_string())? {
+            return Ok(());
+        }
+        match zygote_state(pid) {
+            ZygoteState::Serving => stopped_since = None,
+            ZygoteState::Gone => return Err("the sandbox zygote is gone".into()),
+            ZygoteState::Stopped => {
+                let since = *stopped_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= STOPPED_LIMIT {
+                    return Err("the sandbox zygote is stopped".into());
+                }
+            }
         }
     }
 }
@@ -207,8 +276,12 @@ impl Zygote {
         }
     }
 
-    /// Whether the zygote's end of the control socket is still open.
+    /// Whether the zygote can serve a run: its end of the control socket
+    /// is still open, and it is not stopped.
     fn alive(&self) -> bool {
+        if zygote_state(self.pid) != ZygoteState::Serving {
+            return false;
+        }
         let control = self.control.lock().unwrap_or_else(|e| e.into_inner());
         let mut pfd = libc::pollfd {
             fd: control.as_raw_fd(),
@@ -303,21 +376,31 @@ pub(crate) fn spawn(
     ];
     // A zygote that died since its last run is replaced once.
     let mut tries = 0;
-    loop {
+    let zygote = loop {
         let z = slot.get(helper, config)?;
         match z.request(&json, &fds) {
-            Ok(()) => break,
+            Ok(()) => break z,
             Err(e) if tries == 0 && is_gone(&e) => {
                 slot.forget(&z);
                 tries += 1;
             }
             Err(e) => return Err(SandboxError::Io(e)),
         }
-    }
+    };
     // The zygote and the run hold their own copies now; the server keeps
     // only the reading ends, so end of file means what it should.
     drop((stdin, out_w, err_w, status_w, chan_run, cgroup_procs));
 
+    // A healthy zygote always speaks within its own bounds; one that is
+    // stopped or silent would fail every later run the same way, so it is
+    // replaced: this run fails, the next one gets a fresh zygote.
+    if let Err(why) = wait_for_zygote(&status_r, zygote.pid, STATUS_TIMEOUT) {
+        slot.forget(&zygote);
+        return Err(SandboxError::LayerFailed(format!(
+            "{why}; it was replaced for the next run"
+        )));
+    }
+    drop(zygote);
     let status = match read_status(status_r, STATUS_TIMEOUT) {
         Ok(s) => s,
         // Dropping the channel makes the zygote kill a run it may still
@@ -343,6 +426,14 @@ pub(crate) fn spawn(
             // says why if anything does.
             return Err(match status {
                 Some(msg) => decode_status(&msg),
+                // The run's pidfd could not be received: our own shortage.
+                None if e
+                    .raw_os_error()
+                    .and_then(crate::sandbox::shortage)
+                    .is_some() =>
+                {
+                    SandboxError::Io(e)
+                }
                 None => SandboxError::LayerFailed(format!(
                     "the sandbox zygote did not start the run: {e}"
                 )),
@@ -536,6 +627,95 @@ pub(super) fn spawn_reexec(
 mod tests {
     use super::super::init::place_fds;
     use super::*;
+
+    #[test]
+    fn the_zygotes_state_is_read_past_its_name() {
+        let stat = |name: &str, state: &str| format!("4242 ({name}) {state} 1 4242 4242 0 -1");
+        assert_eq!(parse_state(&stat("exe", "S")), ZygoteState::Serving);
+        assert_eq!(parse_state(&stat("exe", "R")), ZygoteState::Serving);
+        assert_eq!(parse_state(&stat("exe", "D")), ZygoteState::Serving);
+        assert_eq!(parse_state(&stat("exe", "T")), ZygoteState::Stopped);
+        assert_eq!(parse_state(&stat("exe", "t")), ZygoteState::Stopped);
+        assert_eq!(parse_state(&stat("exe", "Z")), ZygoteState::Gone);
+        assert_eq!(parse_state(&stat("exe", "X")), ZygoteState::Gone);
+        // A name with spaces and a parenthesis cannot pass for the state.
+        assert_eq!(parse_state(&stat("a) T (b", "S")), ZygoteState::Serving);
+        assert_eq!(parse_state(""), ZygoteState::Gone);
+    }
+
+    #[test]
+    fn this_process_is_serving_and_a_stopped_child_is_not() {
+        assert_eq!(zygote_state(std::process::id()), ZygoteState::Serving);
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        // SAFETY: stopping and killing our own child.
+        unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+        let until = Instant::now() + Duration::from_secs(10);
+        while zygote_state(pid) != ZygoteState::Stopped && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let stopped = zygote_state(pid);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(stopped, ZygoteState::Stopped);
+        assert_eq!(zygote_state(pid), ZygoteState::Gone);
+    }
+
+    /// A stand-in zygote: a `sleep` child, stopped when asked.
+    fn child(stopped: bool) -> std::process::Child {
+        let c = Command::new("sleep").arg("30").spawn().unwrap();
+        if stopped {
+            // SAFETY: stopping our own child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGSTOP) };
+            let until = Instant::now() + Duration::from_secs(10);
+            while zygote_state(c.id()) != ZygoteState::Stopped && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn a_run_waits_for_a_zygote_that_speaks() {
+        let mut z = child(false);
+        let (r, w) = pipe_cloexec().unwrap();
+        drop(w);
+        // End of file is an answer (the backend was executed).
+        assert_eq!(wait_for_zygote(&r, z.id(), Duration::from_secs(20)), Ok(()));
+        let _ = z.kill();
+        let _ = z.wait();
+    }
+
+    #[test]
+    fn a_stopped_zygote_is_given_up_well_before_the_limit() {
+        let mut z = child(true);
+        let (r, _w) = pipe_cloexec().unwrap();
+        let t = Instant::now();
+        let got = wait_for_zygote(&r, z.id(), Duration::from_secs(600));
+        let waited = t.elapsed();
+        let _ = z.kill();
+        let _ = z.wait();
+        assert_eq!(got, Err("the sandbox zygote is stopped".to_string()));
+        // Not a timing check: the only other way out is the 600 s limit.
+        assert!(waited < Duration::from_secs(300), "{waited:?}");
+    }
+
+    #[test]
+    fn a_silent_or_gone_zygote_is_given_up() {
+        let mut z = child(false);
+        let (r, _w) = pipe_cloexec().unwrap();
+        assert_eq!(
+            wait_for_zygote(&r, z.id(), Duration::from_secs(1)),
+            Err("the sandbox zygote gave no word within 1 s".to_string())
+        );
+        let pid = z.id();
+        let _ = z.kill();
+        let _ = z.wait();
+        assert_eq!(
+            wait_for_zygote(&r, pid, Duration::from_secs(600)),
+            Err("the sandbox zygote is gone".to_string())
+        );
+    }
 
     #[test]
     fn zygotes_serve_only_runs_with_user_and_pid_namespaces() {

@@ -148,7 +148,13 @@ pub fn spawn(
     // cannot be set up fails the run.
     let mut run_cgroup = match (layers.cgroup, cgroups) {
         (false, _) => None,
-        (true, Some(parent)) => Some(parent.run().map_err(SandboxError::LayerFailed)?),
+        (true, Some(parent)) => Some(parent.run().map_err(|e| match e.errno {
+            // The server's own descriptors ran out, not the layer.
+            Some(n) if super::shortage(n).is_some() => {
+                SandboxError::Io(std::io::Error::from_raw_os_error(n))
+            }
+            _ => SandboxError::LayerFailed(e.message),
+        })?),
         (true, None) => {
             return Err(SandboxError::LayerFailed(
                 "cgroup: the layer is on but no cgroup was set up".into(),

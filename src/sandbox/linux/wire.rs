@@ -95,7 +95,7 @@ pub(super) fn decode_status(msg: &str) -> SandboxError {
         let (num, text) = rest.split_once(' ').unwrap_or((rest, ""));
         let errno = num.parse::<i32>().unwrap_or(libc::EIO);
         let os = std::io::Error::from_raw_os_error(errno);
-        return SandboxError::Io(std::io::Error::new(os.kind(), format!("{text}: {os}")));
+        return SandboxError::Exec(std::io::Error::new(os.kind(), format!("{text}: {os}")));
     }
     SandboxError::LayerFailed(msg.strip_prefix('L').unwrap_or(msg).to_string())
 }
@@ -315,6 +315,11 @@ pub(super) fn recv_message(
                         }
                     }
                 }
+                if passed.is_none() && msg.flags.contains(MsgFlags::MSG_CTRUNC) {
+                    // A descriptor was sent but the kernel could not give
+                    // it to us: this process has no descriptor left.
+                    return Err(std::io::Error::from_raw_os_error(libc::EMFILE));
+                }
                 break (msg.bytes, passed);
             }
             Err(nix::errno::Errno::EINTR) => continue,
@@ -376,11 +381,17 @@ mod tests {
             SandboxError::LayerFailed(m) => assert_eq!(m, "landlock: the ruleset is not enforced"),
             other => panic!("{other:?}"),
         }
+        // An exec that failed inside the run is the program's failure, told
+        // apart from the server's own (`Io`) whatever its errno.
         match decode_status("E2 execute /nope") {
-            SandboxError::Io(e) => {
+            SandboxError::Exec(e) => {
                 assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
                 assert!(e.to_string().contains("/nope"));
             }
+            other => panic!("{other:?}"),
+        }
+        match decode_status("E24 execute /b") {
+            SandboxError::Exec(e) => assert!(e.raw_os_error().is_none(), "{e:?}"),
             other => panic!("{other:?}"),
         }
     }
