@@ -752,4 +752,16 @@ mod tests {
             assert_eq!(r.to_string(), want);
         }
     }
+
+    #[test]
+    fn the_home_is_the_first_spelling_that_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        let guard = Guard::with_homes(vec!["/no/such/home".into(), real.clone()]);
+        assert_eq!(guard.home(), Some(real.as_path()));
+        // None exists: the first, for messages.
+        let guard = Guard::with_homes(vec!["/no/such/home".into(), "/no/such/other".into()]);
+        assert_eq!(guard.home(), Some(Path::new("/no/such/home")));
+        assert_eq!(Guard::with_homes(Vec::new()).home(), None);
+    }
 }
