@@ -192,7 +192,7 @@ fn ten_thousand_calls_leave_nothing_behind() {
 
     f.ping();
     let log = f.server.stderr_when("a log line per quick call", |l| {
-        l.matches("call tool=quick exit=0").count() >= CALLS + 1
+        l.matches("call tool=quick exit=0").count() > CALLS
     });
     assert_eq!(
         log.matches("call tool=quick exit=0").count(),
