@@ -887,4 +887,45 @@ mod tests {
         fs::write(root2.join("conf/keys"), "x").unwrap();
         assert_eq!(why(&root2, "conf/keys"), None);
     }
+
+    #[test]
+    fn a_pattern_of_exactly_256_characters_is_accepted() {
+        let longest = "x".repeat(256);
+        assert_eq!(Pattern::parse(&longest).unwrap().as_str(), longest);
+        let e = Pattern::parse(&"x".repeat(257)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "--protect `{}` cannot be used: it is longer than 256 characters",
+                "x".repeat(257)
+            )
+        );
+        // Characters, not bytes.
+        assert!(Pattern::parse(&"é".repeat(256)).is_ok());
+        assert!(Pattern::parse(&"é".repeat(257)).is_err());
+    }
+
+    #[test]
+    fn a_refusal_names_a_path_that_is_not_below_the_root_in_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let p = Protected::new(&[], &[("accounts", &root)]).unwrap();
+        let e = p.check(&root, "file", &root).unwrap_err();
+        assert!(
+            e.message().starts_with(&format!(
+                "`file` names `{}`, which no tool may read",
+                root.display()
+            )),
+            "{}",
+            e.message()
+        );
+        let e = p
+            .check_spelling(Path::new("/elsewhere"), "file", &root)
+            .unwrap_err();
+        assert!(
+            e.message().contains(&format!("`{}`", root.display())),
+            "{}",
+            e.message()
+        );
+    }
 }

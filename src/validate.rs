@@ -839,7 +839,7 @@ mod tests {
         let args: Value = serde_json::from_str(r#"{"campaign": "c", "top": -3.0}"#).unwrap();
         assert_eq!(flag_value(args), FlagValue::Value(Scalar::Integer(-3)));
         // Too big for an integer, whatever the range says.
-        for big in ["9.5e18", "1e19"] {
+        for big in ["9e18", "9.5e18", "1e19", "-9e18"] {
             let args: Value =
                 serde_json::from_str(&format!(r#"{{"campaign": "c", "top": {big}}}"#)).unwrap();
             assert!(refused(args).message().contains("whole number"), "{big}");
@@ -886,5 +886,93 @@ mod tests {
         );
         // A path at the limit passes this step (confinement judges it next).
         assert!(check(json!({"campaign": "x".repeat(MAX_VALUE_BYTES)})).is_ok());
+    }
+
+    #[test]
+    fn a_long_unknown_property_is_shown_cut_at_64_characters() {
+        let shown = |key: &str| {
+            let mut args = Map::new();
+            args.insert("campaign".into(), json!("c"));
+            args.insert(key.into(), json!(1));
+            let e = validate(&tool(), &args).unwrap_err();
+            let m = e.message().to_string();
+            m.strip_prefix("Unknown argument `")
+                .and_then(|rest| rest.split_once("`;"))
+                .map(|(key, _)| key.to_string())
+                .unwrap_or_else(|| panic!("{m}"))
+        };
+        let k64 = "k".repeat(64);
+        assert_eq!(shown(&k64), k64);
+        assert_eq!(shown(&"k".repeat(65)), format!("{k64}…"));
+        assert_eq!(shown("a\u{7}b"), "a?b");
+    }
+
+    #[test]
+    fn required_booleans_and_required_lists() {
+        let mut v = catalog::tests::sample();
+        v["commands"] = json!([{
+            "name": "report", "summary": "s", "tags": ["read_only"], "formats": ["json"],
+            "positionals": [],
+            "flags": [
+                {"name": "--confirm", "type": "boolean", "required": true},
+                {"name": "--tag", "type": "string", "repeatable": true, "required": true},
+                {"name": "--format", "type": "choice", "choices": ["json"], "output_format": true}
+            ]
+        }]);
+        let c = catalog::parse(v.to_string().as_bytes()).unwrap();
+        let (set, _) = tools::build(&c, false);
+        let tool = set.get("report").unwrap().clone();
+        let run = |args: Value| validate(&tool, args.as_object().unwrap());
+        // A required boolean is answered by `false` as well as `true`.
+        let ok = run(json!({"confirm": false, "tag": ["a"]})).unwrap();
+        assert_eq!(
+            ok.flags(),
+            &[(
+                "--tag".to_string(),
+                FlagValue::Value(Scalar::Text("a".into()))
+            )]
+        );
+        let ok = run(json!({"confirm": true, "tag": ["a", "b"]})).unwrap();
+        assert_eq!(ok.flags().len(), 3);
+        assert_eq!(ok.flags()[0], ("--confirm".to_string(), FlagValue::Present));
+        // A required list needs at least one value.
+        let e = run(json!({"confirm": true, "tag": []})).unwrap_err();
+        assert_eq!(e.code(), "missing_argument");
+        assert_eq!(
+            e.message(),
+            "`report` needs the argument `tag` (each a string); add it."
+        );
+        let e = run(json!({"tag": ["a"]})).unwrap_err();
+        assert_eq!(e.code(), "missing_argument");
+        assert!(e.message().contains("(true or false)"), "{}", e.message());
+    }
+
+    #[test]
+    fn plain_decimal_at_its_length_limit_and_around_the_point() {
+        for (input, want) in [
+            ("1.5e1", "15"),
+            ("1.25e1", "12.5"),
+            ("5e-1", "0.5"),
+            ("-5e-1", "-0.5"),
+            ("-0", "0"),
+            ("0e5", "0"),
+            ("100", "100"),
+            ("10.50", "10.5"),
+            ("0.000", "0"),
+            ("-0.000e3", "0"),
+            ("123e-2", "1.23"),
+            ("123e-3", "0.123"),
+        ] {
+            assert_eq!(plain_decimal(input).as_deref(), Some(want), "{input}");
+        }
+        let four_hundred = format!("1{}", "0".repeat(399));
+        assert_eq!(plain_decimal("1e399"), Some(four_hundred.clone()));
+        assert_eq!(plain_decimal("0.1e400"), Some(four_hundred));
+        assert_eq!(plain_decimal("1e400"), None);
+        assert_eq!(plain_decimal("0.1e401"), None);
+        let smallest = format!("0.{}1", "0".repeat(397));
+        assert_eq!(smallest.len(), 400);
+        assert_eq!(plain_decimal("1e-398"), Some(smallest));
+        assert_eq!(plain_decimal("1e-399"), None);
     }
 }

@@ -345,11 +345,22 @@ pub fn canonical_or_parent(p: &Path) -> PathBuf {
     }
 }
 
+/// The buffer the password database entry is first read into, and the
+/// most it grows to when an entry does not fit (`ERANGE`).
+const PASSWD_BUF_START: usize = 4096;
+const PASSWD_BUF_MAX: usize = 1 << 20;
+
+/// The buffer to try after `ERANGE` with one of `len` bytes: twice as big,
+/// until the cap.
+fn larger_passwd_buffer(len: usize) -> Option<usize> {
+    (len < PASSWD_BUF_MAX).then(|| len * 2)
+}
+
 /// This user's home folder from the password database (`getpwuid_r`).
 pub fn home_from_password_database() -> Option<PathBuf> {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    let mut buf = vec![0u8; 4096];
+    let mut buf = vec![0u8; PASSWD_BUF_START];
     loop {
         // SAFETY: zeroed passwd is a valid out-parameter; buf outlives the call
         // and its length is passed; result is checked before use.
@@ -364,9 +375,11 @@ pub fn home_from_password_database() -> Option<PathBuf> {
                 &mut result,
             )
         };
-        if rc == libc::ERANGE && buf.len() < (1 << 20) {
-            buf.resize(buf.len() * 2, 0);
-            continue;
+        if rc == libc::ERANGE {
+            if let Some(len) = larger_passwd_buffer(buf.len()) {
+                buf.resize(len, 0);
+                continue;
+            }
         }
         if rc != 0 || result.is_null() || pwd.pw_dir.is_null() {
             return None;
@@ -751,5 +764,33 @@ mod tests {
         ] {
             assert_eq!(r.to_string(), want);
         }
+    }
+
+    #[test]
+    fn the_home_is_the_first_spelling_that_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        let guard = Guard::with_homes(vec!["/no/such/home".into(), real.clone()]);
+        assert_eq!(guard.home(), Some(real.as_path()));
+        // None exists: the first, for messages.
+        let guard = Guard::with_homes(vec!["/no/such/home".into(), "/no/such/other".into()]);
+        assert_eq!(guard.home(), Some(Path::new("/no/such/home")));
+        assert_eq!(Guard::with_homes(Vec::new()).home(), None);
+    }
+
+    #[test]
+    fn the_password_entry_buffer_doubles_up_to_one_mebibyte() {
+        assert_eq!(larger_passwd_buffer(PASSWD_BUF_START), Some(8192));
+        assert_eq!(larger_passwd_buffer(512 * 1024), Some(1 << 20));
+        assert_eq!(larger_passwd_buffer(1 << 20), None);
+        assert_eq!(larger_passwd_buffer((1 << 20) + 1), None);
+        // From the first size, the cap is reached exactly.
+        let mut len = PASSWD_BUF_START;
+        let mut steps = 0;
+        while let Some(next) = larger_passwd_buffer(len) {
+            len = next;
+            steps += 1;
+        }
+        assert_eq!((len, steps), (PASSWD_BUF_MAX, 8));
     }
 }

@@ -245,7 +245,7 @@ fn control_characters_bidi_and_huge_summaries_never_reach_clients() {
     assert!(help.ends_with('…'));
     server.close_stdin();
     server.finish();
-    let err = server.stderr_text();
+    let err = server.stderr_after_exit();
     let lines = startup_lines(&err);
     assert_eq!(lines.len(), 1, "{err}");
     assert!(

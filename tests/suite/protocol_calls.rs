@@ -231,7 +231,9 @@ fn i7_calls_overlap_and_answer_as_they_finish() {
 fn h1_cancelled_call_gets_no_answer_and_its_run_dies() {
     let mut s = nap_server(&[]);
     s.send(&nap(json!(9), 30));
-    std::thread::sleep(Duration::from_millis(500));
+    // Cancelled once its run is going (a call cancelled while it waits for
+    // a slot never runs at all).
+    let naps = running_naps("30", s.pid());
     s.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9,"reason":"test"}}));
     // The string "9" is another id: not cancelled by this, and unknown ids are ignored.
     s.send(
@@ -242,40 +244,59 @@ fn h1_cancelled_call_gets_no_answer_and_its_run_dies() {
         s.request(req(json!("p"), "ping", json!({})))["result"],
         json!({})
     );
-    assert!(
-        s.stderr_text().contains("exit=cancelled"),
-        "{}",
-        s.stderr_text()
-    );
-    assert!(
-        !process_with_arg_exists("30", s.pid()),
-        "the cancelled run's sleep is gone"
-    );
+    s.stderr_when("the cancelled call's log line", |l| {
+        l.contains("exit=cancelled")
+    });
+    assert!(gone(&naps, "30"), "the cancelled run's sleep is gone");
 }
 
-/// Whether a `sleep SECS` descended from `server` is still alive (by /proc
-/// scan; other tests' sleepers run beside this one in the same suite).
-fn process_with_arg_exists(secs: &str, server: u32) -> bool {
+/// The `sleep SECS` processes descended from `server` (by /proc scan;
+/// other tests' sleepers run beside this one in the same suite).
+fn naps_of(secs: &str, server: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| is_nap(pid, secs) && descends_from(pid, server))
+        .collect()
+}
+
+/// Whether `pid` is a live `sleep SECS` (a zombie has no command line).
+fn is_nap(pid: u32, secs: &str) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
         return false;
     };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        let parts: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        if parts.len() >= 2
-            && parts[0].ends_with(b"sleep")
-            && parts[1] == secs.as_bytes()
-            && descends_from(pid, server)
-        {
-            return true;
+    let parts: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    parts.len() >= 2 && parts[0].ends_with(b"sleep") && parts[1] == secs.as_bytes()
+}
+
+/// The run's `sleep SECS`, once it is going; panics after 30 s without one.
+fn running_naps(secs: &str, server: u32) -> Vec<u32> {
+    let t = std::time::Instant::now();
+    loop {
+        let naps = naps_of(secs, server);
+        if !naps.is_empty() {
+            return naps;
         }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no `sleep {secs}` under the server within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
     }
-    false
+}
+
+/// Whether every one of `naps` has ended within 10 s.
+fn gone(naps: &[u32], secs: &str) -> bool {
+    let t = std::time::Instant::now();
+    while naps.iter().any(|&pid| is_nap(pid, secs)) {
+        if t.elapsed() > Duration::from_secs(10) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
 }
 
 fn descends_from(mut pid: u32, ancestor: u32) -> bool {
@@ -301,7 +322,7 @@ fn i2_eof_waits_for_a_running_call_up_to_its_timeout_and_answers_it() {
         json!({})
     );
     s.send(&nap(json!(2), 41));
-    std::thread::sleep(Duration::from_millis(300));
+    let naps = running_naps("41", s.pid());
     let (status, took) = s.finish();
     assert_eq!(status.code(), Some(0));
     // Bounded by --call-timeout (1 s), not by the 41 s nap.
@@ -315,11 +336,7 @@ fn i2_eof_waits_for_a_running_call_up_to_its_timeout_and_answers_it() {
         .expect("the running call is answered before the exit");
     assert_eq!(answer["id"], 2, "{answer}");
     assert_eq!(answer["result"]["isError"], true, "{answer}");
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(
-        !process_with_arg_exists("41", 0),
-        "no run outlives the server"
-    );
+    assert!(gone(&naps, "41"), "no run outlives the server");
 }
 
 /// What CI jobs do: pipe a whole session in, close stdin, read every answer.
@@ -401,7 +418,7 @@ fn i3_sigterm_exits_promptly() {
         json!({})
     );
     s.send(&nap(json!(2), 43));
-    std::thread::sleep(Duration::from_millis(300));
+    let naps = running_naps("43", s.pid());
     // SAFETY: signalling our own child.
     unsafe { libc_kill(s.pid() as i32, 15) };
     let t = std::time::Instant::now();
@@ -416,8 +433,7 @@ fn i3_sigterm_exits_promptly() {
         std::thread::sleep(Duration::from_millis(10));
     };
     assert_eq!(status.code(), Some(143));
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!process_with_arg_exists("43", 0));
+    assert!(gone(&naps, "43"), "no run outlives the server");
 }
 
 extern "C" {

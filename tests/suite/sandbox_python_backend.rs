@@ -62,11 +62,10 @@ fn python_backend_in_its_own_venv_works_under_the_sandbox() {
     assert_eq!(env["exit_code"], 0, "{env}\n{}", s.stderr_text());
     assert_eq!(env["output"]["words"], 6);
     assert_eq!(env["output"]["distinct"], 3);
-    let startup = s.stderr_text();
-    assert!(
-        startup.contains("landlock") && startup.contains("seccomp"),
-        "sandbox in force: {startup}"
-    );
+    // Written at start, but read by another thread: waited for.
+    s.stderr_when("the sandbox in force", |l| {
+        l.contains("landlock") && l.contains("seccomp")
+    });
     // A path outside the root is refused before the run.
     let r = s.request(modern(
         json!(3),

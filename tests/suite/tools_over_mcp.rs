@@ -36,8 +36,12 @@ fn secret_from_the_server_environment_is_redacted_in_results() {
     );
     assert!(text.contains("REDACTED"), "{text}");
     assert!(!res["structuredContent"].to_string().contains(secret));
-    // The variable's name is never a secret, and it never reaches the log.
-    assert!(!s.stderr_text().contains(secret));
+    // The variable's name is never a secret, and it never reaches the log
+    // (looked at once the call's own line is there).
+    let log = s.stderr_when("the call's log line", |l| {
+        l.contains("call tool=log_summary")
+    });
+    assert!(!log.contains(secret), "{log}");
 }
 
 #[test]
@@ -174,7 +178,7 @@ fn one_log_line_per_call_and_never_arguments() {
     s.request(req(json!(4), "ping", json!({})));
     let (status, _) = s.finish();
     assert_eq!(status.code(), Some(0));
-    let log = s.stderr_text();
+    let log = s.stderr_after_exit();
     let calls: Vec<&str> = log.lines().filter(|l| l.starts_with("call ")).collect();
     assert_eq!(calls.len(), 3, "{log}");
     assert!(
@@ -254,8 +258,9 @@ fn every_run_result_attests_its_sandbox_in_every_revision() {
         ));
         check(&r["result"]);
     }
-    let log = s.stderr_text();
-    assert!(log.contains(" sandbox=UNIHPpMRLTSKC "), "{log}");
+    s.stderr_when("the sandbox letters in a call line", |l| {
+        l.contains(" sandbox=UNIHPpMRLTSKC ")
+    });
 }
 
 /// The example workspace's token and SMTP password.
@@ -298,7 +303,9 @@ fn the_fixed_accounts_and_profile_files_are_refused_in_every_revision() {
         let msg = env["output"]["error"]["message"].as_str().unwrap();
         assert!(msg.contains(why), "{template}: {msg}");
     }
-    let log = s.stderr_text();
+    let log = s.stderr_when("a log line per refusal", |l| {
+        l.matches("error=path_protected").count() >= cases.len()
+    });
     assert_eq!(
         log.matches("error=path_protected").count(),
         cases.len(),
@@ -371,21 +378,14 @@ fn a_copy_of_the_secrets_is_redacted_and_the_count_is_reported() {
     );
     // The log line is written after the answer and read by another
     // thread, so it may arrive a moment later.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let line = loop {
-        let found = s
-            .stderr_text()
-            .lines()
-            .find(|l| l.starts_with("call tool=template_render"))
-            .map(str::to_string);
-        match found {
-            Some(l) => break l,
-            None if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(20))
-            }
-            None => panic!("no call log line: {}", s.stderr_text()),
-        }
-    };
+    let log = s.stderr_when("the call's log line", |l| {
+        l.lines()
+            .any(|l| l.starts_with("call tool=template_render"))
+    });
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("call tool=template_render"))
+        .unwrap_or_default();
     assert!(line.contains(&format!(" redacted={count}")), "{line}");
 
     // A clean result carries no count, in a legacy revision as well.

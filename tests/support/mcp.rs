@@ -12,6 +12,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -91,6 +92,8 @@ pub struct Server {
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
     pub stderr: Arc<Mutex<String>>,
+    /// Set once the server's stderr reached end of file (everything read).
+    stderr_ended: Arc<AtomicBool>,
     sent: Sent,
     /// The legacy revision negotiated on this process, once initialized.
     legacy: Option<String>,
@@ -155,18 +158,23 @@ impl Server {
         });
         let err_buf = Arc::new(Mutex::new(String::new()));
         let eb = Arc::clone(&err_buf);
+        let stderr_ended = Arc::new(AtomicBool::new(false));
+        let ended = Arc::clone(&stderr_ended);
         thread::spawn(move || {
-            let mut s = String::new();
+            let mut bytes = Vec::new();
             let mut chunk = [0u8; 4096];
             loop {
                 match stderr.read(&mut chunk) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
-                        s.push_str(&String::from_utf8_lossy(&chunk[..n]));
-                        *eb.lock().unwrap() = s.clone();
+                        // Decoded whole each time, so a character split
+                        // between two reads is not lost.
+                        bytes.extend_from_slice(&chunk[..n]);
+                        *eb.lock().unwrap() = String::from_utf8_lossy(&bytes).into_owned();
                     }
                 }
             }
+            ended.store(true, Ordering::SeqCst);
         });
         let stdin = child.stdin.take();
         Server {
@@ -174,6 +182,7 @@ impl Server {
             stdin,
             lines: rx,
             stderr: err_buf,
+            stderr_ended,
             sent: Sent::default(),
             legacy: None,
             ws: None,
@@ -333,8 +342,45 @@ impl Server {
         line
     }
 
+    /// The server's stderr as read so far. The server writes a call's log
+    /// line after its answer, and another thread reads the pipe, so a line
+    /// may still be on its way: to look for one, use [`Server::stderr_when`]
+    /// (or [`Server::stderr_after_exit`] once the server has exited).
     pub fn stderr_text(&self) -> String {
         self.stderr.lock().unwrap().clone()
+    }
+
+    /// The server's stderr once `ready` holds for it; panics, naming `what`,
+    /// when it does not within 30 s or the server's stderr ended without it.
+    pub fn stderr_when(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            // Read whether the pipe had ended before the text, so the last
+            // look sees everything there will ever be.
+            let ended = self.stderr_ended.load(Ordering::SeqCst);
+            let text = self.stderr_text();
+            if ready(&text) {
+                return text;
+            }
+            if ended || Instant::now() > deadline {
+                panic!("stderr never showed {what}:\n{text}");
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Everything the server wrote to stderr, once the pipe has ended (the
+    /// server has exited: after [`Server::finish`]); panics after 30 s.
+    pub fn stderr_after_exit(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // The reader stores the last text before it marks the end.
+        while !self.stderr_ended.load(Ordering::SeqCst) {
+            if Instant::now() > deadline {
+                panic!("stderr did not end:\n{}", self.stderr_text());
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        self.stderr_text()
     }
 
     pub fn close_stdin(&mut self) {
