@@ -110,6 +110,7 @@ impl App {
             self.root.path(),
             self.bounds,
             cancel,
+            &self.redactor,
         );
         let attest = |mut envelope: Envelope| {
             if let Some(a) = &attestation {

@@ -23,6 +23,7 @@ use crate::cancel::Cancel;
 use crate::envelope::Envelope;
 use crate::error::{ErrorCode, ToolError};
 use crate::limits::MAX_STDERR_BYTES;
+use crate::redact::Redactor;
 use crate::sandbox::layers::Attestation;
 use crate::sandbox::{RunKind, Sandbox, SandboxError, SandboxedChild};
 
@@ -282,17 +283,18 @@ pub(crate) fn run_tool(
     cwd: &Path,
     bounds: Bounds,
     cancel: &Cancel,
+    redactor: &Redactor,
 ) -> (CallEnd, Option<Attestation>) {
     let mut attestation = None;
     let end = run_once_attested(sandbox, kind, argv, cwd, bounds, cancel, &mut attestation);
-    (map_end(end, bounds), attestation)
+    (map_end(end, bounds, redactor), attestation)
 }
 
-fn map_end(end: Result<RunEnd, RunError>, bounds: Bounds) -> CallEnd {
+fn map_end(end: Result<RunEnd, RunError>, bounds: Bounds, redactor: &Redactor) -> CallEnd {
     match end {
         Ok(RunEnd::Finished(f)) => match refused_by_sandbox(&f) {
             Some(e) => CallEnd::Failed(e),
-            None => match map_exit(&f) {
+            None => match map_exit(&f, redactor) {
                 Ok(envelope) => CallEnd::Answer(envelope),
                 Err(e) => CallEnd::Failed(e),
             },
@@ -312,6 +314,7 @@ fn map_end(end: Result<RunEnd, RunError>, bounds: Bounds) -> CallEnd {
                 describe_exit(exit)
             ),
             &[],
+            redactor,
         )),
         Err(e) => CallEnd::Failed(start_failure(&e)),
     }
@@ -350,7 +353,7 @@ fn start_failure(e: &RunError) -> ToolError {
 
 /// docs/BACKEND.md, Output and exit codes: exit 0/1 with one JSON document, or exit 2 with an error
 /// document, is the backend's answer; anything else is a failed run.
-pub(crate) fn map_exit(f: &Finished) -> Result<Envelope, ToolError> {
+pub(crate) fn map_exit(f: &Finished, redactor: &Redactor) -> Result<Envelope, ToolError> {
     let doc = serde_json::from_slice::<Value>(&f.stdout).ok();
     match (f.exit, doc) {
         (Exit::Code(code @ (0 | 1)), Some(doc)) => Ok(Envelope::from_run(code, doc)),
@@ -358,14 +361,17 @@ pub(crate) fn map_exit(f: &Finished) -> Result<Envelope, ToolError> {
         (Exit::Code(2), _) => Err(failed(
             "The command failed (exit code 2) without printing an error document",
             &f.stderr,
+            redactor,
         )),
         (Exit::Code(code @ (0 | 1)), None) => Err(failed(
             &format!("The command exited with code {code} but did not print one JSON document"),
             &f.stderr,
+            redactor,
         )),
         (exit, _) => Err(failed(
             &format!("The command {}", describe_exit(exit)),
             &f.stderr,
+            redactor,
         )),
     }
 }
@@ -400,34 +406,41 @@ fn is_error_document(doc: &Value) -> bool {
     })
 }
 
-/// `backend_failed`, quoting stderr's first line (redaction happens on the whole envelope).
-fn failed(what: &str, stderr: &[u8]) -> ToolError {
-    let message = match first_line(stderr) {
+/// `backend_failed`, quoting stderr's first line, redacted before it is cut
+/// (the whole envelope is redacted again on its way out).
+fn failed(what: &str, stderr: &[u8], redactor: &Redactor) -> ToolError {
+    let message = match first_line(stderr, redactor) {
         Some(line) => format!("{what}: {line}"),
         None => format!("{what}."),
     };
     ToolError::new(ErrorCode::BackendFailed, message)
 }
 
-/// The first line with any content, trimmed, without control characters, cut short.
-pub(crate) fn first_line(stderr: &[u8]) -> Option<String> {
+/// The first line with any content, trimmed, without control characters,
+/// redacted, then cut short: a secret straddling the cut would otherwise
+/// leave a piece that no rule recognises any more.
+pub(crate) fn first_line(stderr: &[u8], redactor: &Redactor) -> Option<String> {
     let text = String::from_utf8_lossy(stderr);
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
-    let mut out: String = line
+    let clean: String = line
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
-        .take(MAX_MESSAGE_CHARS)
         .collect();
-    if line.chars().count() > MAX_MESSAGE_CHARS {
-        out.push('…');
-    }
-    Some(out)
+    Some(redactor.redact_and_cut(&clean, MAX_MESSAGE_CHARS))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn map_exit_plain(f: &Finished) -> Result<Envelope, ToolError> {
+        map_exit(f, &Redactor::new(Vec::new()))
+    }
+
+    fn first_line_plain(stderr: &[u8]) -> Option<String> {
+        first_line(stderr, &Redactor::new(Vec::new()))
+    }
 
     fn finished(exit: Exit, stdout: &str, stderr: &str) -> Finished {
         Finished {
@@ -439,9 +452,9 @@ mod tests {
 
     #[test]
     fn exit_0_and_1_are_answers() {
-        let e = map_exit(&finished(Exit::Code(0), "{\"ok\": true}\n", "")).unwrap();
+        let e = map_exit_plain(&finished(Exit::Code(0), "{\"ok\": true}\n", "")).unwrap();
         assert_eq!(e, Envelope::from_run(0, json!({"ok": true})));
-        let e = map_exit(&finished(Exit::Code(1), " [1, 2] ", "warn")).unwrap();
+        let e = map_exit_plain(&finished(Exit::Code(1), " [1, 2] ", "warn")).unwrap();
         assert_eq!(e, Envelope::from_run(1, json!([1, 2])));
         assert!(!e.is_error());
     }
@@ -449,7 +462,7 @@ mod tests {
     #[test]
     fn exit_2_with_error_document_is_passed_on() {
         let doc = json!({"error": {"code": "no_such_campaign", "message": "No campaign q9."}});
-        let e = map_exit(&finished(Exit::Code(2), &doc.to_string(), "")).unwrap();
+        let e = map_exit_plain(&finished(Exit::Code(2), &doc.to_string(), "")).unwrap();
         assert_eq!(e, Envelope::from_run(2, doc));
         assert!(e.is_error());
     }
@@ -470,7 +483,7 @@ mod tests {
             finished(Exit::Signal(9), "{}", "first problem"),
         ];
         for f in cases {
-            let e = map_exit(&f).unwrap_err();
+            let e = map_exit_plain(&f).unwrap_err();
             assert_eq!(e.code(), "backend_failed", "{f:?}");
             let msg = e.message();
             assert!(msg.ends_with(": first problem"), "{msg}");
@@ -479,7 +492,7 @@ mod tests {
 
     #[test]
     fn failure_messages_say_what_happened() {
-        let msg = |f: Finished| map_exit(&f).unwrap_err().message().to_string();
+        let msg = |f: Finished| map_exit_plain(&f).unwrap_err().message().to_string();
         assert_eq!(
             msg(finished(Exit::Code(7), "", "")),
             "The command exited with code 7."
@@ -493,12 +506,39 @@ mod tests {
 
     #[test]
     fn first_line_is_cut_and_cleaned() {
-        assert_eq!(first_line(b""), None);
-        assert_eq!(first_line(b"\n \n"), None);
-        assert_eq!(first_line(b"a\tb\x1b[31m\nc").as_deref(), Some("a b [31m"));
+        assert_eq!(first_line_plain(b""), None);
+        assert_eq!(first_line_plain(b"\n \n"), None);
+        assert_eq!(
+            first_line_plain(b"a\tb\x1b[31m\nc").as_deref(),
+            Some("a b [31m")
+        );
         let long = "x".repeat(1000);
-        let cut = first_line(long.as_bytes()).unwrap();
+        let cut = first_line_plain(long.as_bytes()).unwrap();
         assert_eq!(cut.chars().count(), MAX_MESSAGE_CHARS + 1);
+        let exact = "x".repeat(MAX_MESSAGE_CHARS);
+        assert_eq!(first_line_plain(exact.as_bytes()), Some(exact));
+    }
+
+    #[test]
+    fn redact_first_line_a_secret_straddling_the_cut_is_hidden_whole() {
+        // The token starts 5 characters before the cut: cutting first
+        // would leave `ghp_a`, which no rule recognises.
+        let token = "ghp_a1B2c3D4e5a1B2c3D4e5a1B2c3D4e5a1B2";
+        let line = format!("{} {token} tail", "x".repeat(MAX_MESSAGE_CHARS - 6));
+        let out = first_line_plain(line.as_bytes()).unwrap();
+        assert!(!out.contains("ghp_"), "{out}");
+        assert!(out.ends_with(" [REDA…"), "{out}");
+        assert_eq!(out.chars().count(), MAX_MESSAGE_CHARS + 1);
+        // A line with nothing secret is cut as before.
+        let plain = format!("{} abcdefghij tail", "x".repeat(MAX_MESSAGE_CHARS - 11));
+        let out = first_line_plain(plain.as_bytes()).unwrap();
+        assert!(out.ends_with("x abcdefghij…"), "{out}");
+        // Through the error message the backend's failure carries.
+        let msg = map_exit_plain(&finished(Exit::Code(3), "", &line))
+            .unwrap_err()
+            .message()
+            .to_string();
+        assert!(!msg.contains("ghp_"), "{msg}");
     }
 
     #[test]

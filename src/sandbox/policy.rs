@@ -1058,6 +1058,38 @@ mod tests {
     }
 
     #[test]
+    fn env_withholds_auth_pwd_and_key_lists_unless_passed_by_name() {
+        let server = env(&[
+            ("REACHWEAVER_SMTP_AUTH", "smtp-auth-value"),
+            ("REACHWEAVER_DB_PWD", "db-pwd-value"),
+            ("REACHWEAVER_API_KEYS", "k1,k2"),
+            ("REACHWEAVER_APP_KEY", "base64:abc"),
+            ("REACHWEAVER_SORT_KEYS", "name,date"),
+            ("REACHWEAVER_AUTHOR", "Dana"),
+            ("PWD", "/home/u"),
+        ]);
+        let out = build_env(&server, &[], Path::new("/t"));
+        assert_eq!(
+            names(&out),
+            vec!["REACHWEAVER_SORT_KEYS", "REACHWEAVER_AUTHOR", "TMPDIR"]
+        );
+        let out = build_env(
+            &server,
+            &["REACHWEAVER_DB_PWD".to_string()],
+            Path::new("/t"),
+        );
+        assert_eq!(
+            names(&out),
+            vec![
+                "REACHWEAVER_DB_PWD",
+                "REACHWEAVER_SORT_KEYS",
+                "REACHWEAVER_AUTHOR",
+                "TMPDIR"
+            ]
+        );
+    }
+
+    #[test]
     fn env_drops_secret_names_unless_passed_by_name() {
         let server = env(&[
             ("REACHWEAVER_API_TOKEN", "abcdefgh12345"),
