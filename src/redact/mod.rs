@@ -868,8 +868,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn plain() -> Redactor {
-        Redactor::new(Vec::new())
+    /// Built once: a debug build compiles the patterns slowly.
+    fn plain() -> &'static Redactor {
+        static PLAIN: std::sync::OnceLock<Redactor> = std::sync::OnceLock::new();
+        PLAIN.get_or_init(|| Redactor::new(Vec::new()))
     }
 
     fn scrub(text: &str) -> String {

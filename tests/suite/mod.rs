@@ -10,6 +10,7 @@ mod faults_catalog;
 mod faults_leak;
 mod faults_protocol;
 mod protocol_calls;
+mod redaction_leaks;
 mod protocol_eras;
 mod protocol_framing;
 #[cfg(target_os = "linux")]
