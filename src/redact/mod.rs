@@ -720,8 +720,12 @@ impl Redactor {
     fn holds_an_id<'v>(&self, mut values: impl Iterator<Item = &'v Value>) -> bool {
         values.any(|v| {
             v.as_str().is_some_and(|s| {
-                s.len() <= 64
-                    && (self.aws_id.is_match(s) || self.shapes[shapes::TWILIO_SID].0.is_match(s))
+                let s = s.trim();
+                // An access key id is 20 characters, an account SID 34.
+                (s.len() == 20 && s.starts_with('A') && self.aws_id.is_match(s))
+                    || (s.len() == 34
+                        && s.starts_with("AC")
+                        && self.shapes[shapes::TWILIO_SID].0.is_match(s))
             })
         })
     }
@@ -774,7 +778,7 @@ fn starts_line(text: &str, at: usize) -> bool {
 
 /// Where the value after a key and its separator (ending at `start`) lies.
 /// Quoted: inside the quotes. After a quoted key (JSON text): up to `,`,
-/// `}` or `]`. `one_word`: up to white space, `&` or a quote. Otherwise
+/// `}` or `]`. `one_word`: up to white space, `&`, `;` or a quote. Otherwise
 /// the rest of the line.
 fn value_span(text: &str, start: usize, one_word: bool, quoted_key: bool) -> (usize, usize) {
     let rest = &text[start..];
@@ -799,7 +803,7 @@ fn value_span(text: &str, start: usize, one_word: bool, quoted_key: bool) -> (us
     let end = if quoted_key {
         line.find([',', '}', ']']).unwrap_or(line.len())
     } else if one_word {
-        line.find(|c: char| c.is_whitespace() || matches!(c, '&' | '"' | '\''))
+        line.find(|c: char| c.is_whitespace() || matches!(c, '&' | ';' | '"' | '\''))
             .unwrap_or(line.len())
     } else {
         line.len()
@@ -1777,5 +1781,33 @@ mod tests {
         );
         assert_eq!(r.redact_and_cut("abc", 3), "abc");
         assert_eq!(r.redact_and_cut("abcd", 3), "abc…");
+    }
+
+    #[test]
+    fn class6_names_ending_in_key_and_auth_words_in_text_and_documents() {
+        for (text, want) in [
+            (
+                "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=azKEY0123456789abc==;EndpointSuffix=core.windows.net",
+                "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=[REDACTED];EndpointSuffix=core.windows.net",
+            ),
+            ("APP_KEY=base64:Zm9vYmFyYmF6\nAPP_NAME=shop", "APP_KEY=[REDACTED]\nAPP_NAME=shop"),
+            ("SECRET_KEY_BASE: 9f8e7d6c5b4a", "SECRET_KEY_BASE: [REDACTED]"),
+            ("REACHWEAVER_SMTP_AUTH=plain:dana:pw1", "REACHWEAVER_SMTP_AUTH=[REDACTED]"),
+        ] {
+            assert_eq!(scrub(text), want, "{text}");
+        }
+        let v = json!({"AccountKey": "azKEY0123", "APP_KEY": "k", "sort_key": "name", "public_key": "ssh-ed25519 AAAA"});
+        assert_eq!(
+            plain().redact(v).0,
+            json!({"AccountKey": REDACTED, "APP_KEY": REDACTED, "sort_key": "name", "public_key": "ssh-ed25519 AAAA"})
+        );
+        // Negatives in text: ordinary keys ending in key.
+        for text in [
+            "sort_key=name",
+            "public_key: ssh-ed25519 AAAA",
+            "primaryKey = id",
+        ] {
+            assert_eq!(counted(text), (text.to_string(), 0), "{text}");
+        }
     }
 }

@@ -164,6 +164,10 @@ fn is_secret_word(words: &[&str], i: usize) -> bool {
 /// One rule for every name: a secret word followed only by storage words
 /// (and, for `ACCESS_KEY`, an `ID`: AWS's key id travels with its secret).
 pub fn is_secret_name(name: &str) -> bool {
+    // Most names hold no part of a secret word: say so before splitting.
+    if !HINTS.iter().any(|h| contains_ignore_case(name, h)) {
+        return false;
+    }
     let words: Vec<&str> = words(name).collect();
     let Some(mut i) = words.len().checked_sub(1) else {
         return false;
@@ -183,6 +187,18 @@ pub fn is_secret_name(name: &str) -> bool {
         }
         i -= 1;
     }
+}
+
+/// Every secret word contains one of these.
+const HINTS: &[&str] = &[
+    "tok", "secret", "pas", "pwd", "key", "auth", "cookie", "session", "dsn", "pat", "bearer",
+    "sign", "priv", "cred",
+];
+
+fn contains_ignore_case(hay: &str, needle: &str) -> bool {
+    hay.as_bytes()
+        .windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
 /// A key in a document (or in a `key: value` line) whose value is a

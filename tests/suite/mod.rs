@@ -10,9 +10,9 @@ mod faults_catalog;
 mod faults_leak;
 mod faults_protocol;
 mod protocol_calls;
-mod redaction_leaks;
 mod protocol_eras;
 mod protocol_framing;
+mod redaction_leaks;
 #[cfg(target_os = "linux")]
 mod sandbox_apparmor;
 mod sandbox_lifetime;

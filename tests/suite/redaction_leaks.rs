@@ -16,6 +16,11 @@ fn leak_backend() -> PathBuf {
 
 /// `call leak --kind=KIND`: the envelope and the server's stderr (the log line).
 fn leak(kind: &str, env: &[(&str, &str)]) -> (Value, String) {
+    leak_with(kind, env, &[])
+}
+
+/// [`leak`] with more options for `call`.
+fn leak_with(kind: &str, env: &[(&str, &str)], args: &[&str]) -> (Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let mut cmd = Command::new(server_bin());
@@ -23,6 +28,7 @@ fn leak(kind: &str, env: &[(&str, &str)]) -> (Value, String) {
         .arg(format!("--home={}", root.display()))
         .args(["call", "leak", "--sandbox", "best-effort", "--arg"])
         .arg(format!("kind={kind}"))
+        .args(args)
         .arg("--root")
         .arg(&root)
         .current_dir(&root);
@@ -31,8 +37,8 @@ fn leak(kind: &str, env: &[(&str, &str)]) -> (Value, String) {
     }
     let out = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let envelope = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{kind}: {e}: {stderr}"));
+    let envelope =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{kind}: {e}: {stderr}"));
     (envelope, stderr)
 }
 
@@ -48,8 +54,7 @@ fn redaction_headers_keep_their_whole_value() {
     let out = &env["output"];
     assert_eq!(out["log"], "sent Authorization: [REDACTED]", "{env}");
     assert_eq!(
-        out["cmd"],
-        "curl -H 'Authorization: [REDACTED]' https://x.y",
+        out["cmd"], "curl -H 'Authorization: [REDACTED]' https://x.y",
         "{env}"
     );
     assert_eq!(out["accept"], "Accept: application/json", "{env}");
@@ -62,8 +67,14 @@ fn redaction_headers_keep_their_whole_value() {
 fn redaction_values_named_by_their_siblings_and_split_secrets() {
     let (env, _) = leak("pairs", &[]);
     let out = &env["output"];
-    assert_eq!(out["env"][0], json!({"name": "DB_PASSWORD", "value": "[REDACTED]"}));
-    assert_eq!(out["env"][1], json!({"name": "LOG_LEVEL", "value": "debug"}));
+    assert_eq!(
+        out["env"][0],
+        json!({"name": "DB_PASSWORD", "value": "[REDACTED]"})
+    );
+    assert_eq!(
+        out["env"][1],
+        json!({"name": "LOG_LEVEL", "value": "debug"})
+    );
     assert_eq!(
         out["yaml"],
         "- name: API_TOKEN\n  value: [REDACTED]\n- name: HOST\n  value: db.local\n"
@@ -76,9 +87,16 @@ fn redaction_values_named_by_their_siblings_and_split_secrets() {
     assert_hidden(
         "pem_lines",
         &env.to_string(),
-        &["MIIEowIBAAKCAQEAleakPEMbody", "wJalrXUtnFEMI", "AKIAIOSFODNN7EXAMPLE"],
+        &[
+            "MIIEowIBAAKCAQEAleakPEMbody",
+            "wJalrXUtnFEMI",
+            "AKIAIOSFODNN7EXAMPLE",
+        ],
     );
-    assert_eq!(env["output"]["cells"][0], json!(["Access key ID", "Secret access key"]));
+    assert_eq!(
+        env["output"]["cells"][0],
+        json!(["Access key ID", "Secret access key"])
+    );
 }
 
 #[test]
@@ -89,12 +107,22 @@ fn redaction_secret_named_variables_stay_out_of_runs_and_results() {
         ("REACHWEAVER_API_KEYS", "k1-value-3318"),
     ];
     // Not passed: the run never gets them.
-    let (env, _) = leak("env", &vars);
+    let (env, log) = leak("env", &vars);
     assert_eq!(
         env["output"],
-        json!({"auth": "unset", "pwd": "unset", "keys": "unset"}),
+        json!({"a": "unset", "p": "unset", "k": "unset"}),
         "{env}"
     );
+    assert!(!log.contains("redacted="), "{log}");
+    // Passed by name: the run gets it, the result hides it.
+    let (env, log) = leak_with("env", &vars, &["--pass-env=REACHWEAVER_DB_PWD"]);
+    assert_eq!(
+        env["output"],
+        json!({"a": "unset", "p": "[REDACTED]", "k": "unset"}),
+        "{env}"
+    );
+    assert!(log.contains(" redacted=1"), "{log}");
+    assert_hidden("log", &log, &["db-pwd-value-7781"]);
 }
 
 #[test]
@@ -147,7 +175,7 @@ fn redaction_catalog_text_in_tools_list_and_results_over_mcp() {
         "{tool}"
     );
     assert_eq!(
-        tool["inputSchema"]["properties"]["db"]["default"],
+        tool["inputSchema"]["properties"]["server"]["default"],
         "postgres://app:[REDACTED]@db.local/app",
         "{tool}"
     );
