@@ -532,8 +532,7 @@ impl Redactor {
     fn is_secret_number(&self, n: &serde_json::Number) -> bool {
         let text = n.to_string();
         self.values.iter().any(|v| text.contains(v.as_str()))
-            || n.as_f64()
-                .is_some_and(|x| self.numeric_values.iter().any(|v| *v == x))
+            || n.as_f64().is_some_and(|x| self.numeric_values.contains(&x))
     }
 
     fn hide(&self, s: String, count: &mut usize) -> Value {
@@ -626,10 +625,8 @@ impl Redactor {
                         } else {
                             Secret::Yes
                         }
-                    } else if named && k.eq_ignore_ascii_case("value") {
-                        Secret::Yes
-                    } else if id_beside
-                        && v.as_str().is_some_and(|s| self.is_secret_beside_an_id(s))
+                    } else if (named && k.eq_ignore_ascii_case("value"))
+                        || (id_beside && v.as_str().is_some_and(|s| self.is_secret_beside_an_id(s)))
                     {
                         Secret::Yes
                     } else if tf_password || secret == Secret::TerraformPassword {
