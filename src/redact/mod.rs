@@ -284,7 +284,8 @@ impl Redactor {
         if text.len() < self.min_len {
             return Cow::Borrowed(text);
         }
-        if text.contains(ZERO_WIDTH) {
+        // ASCII text (most of it) holds none; `is_ascii` is one fast pass.
+        if !text.is_ascii() && text.contains(ZERO_WIDTH) {
             let joined: String = text.chars().filter(|c| !ZERO_WIDTH.contains(c)).collect();
             let mut n = 0;
             let out = self.redact_spans(&joined, &mut n).into_owned();
@@ -674,7 +675,10 @@ impl Redactor {
                 in_pem = false;
                 continue;
             };
-            if s.contains("-----BEGIN ") && s.contains("PRIVATE KEY") && !s.contains("-----END ") {
+            // A block split into lines has its BEGIN line as an element of its own.
+            let s = s.trim_start();
+            if s.starts_with("-----BEGIN ") && s.contains("PRIVATE KEY") && !s.contains("-----END ")
+            {
                 in_pem = true;
                 marks[i] = Secret::Yes;
             } else if in_pem {
