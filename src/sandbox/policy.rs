@@ -1150,7 +1150,6 @@ mod tests {
             "AZURE_CREDENTIAL",
             "SESSION_COOKIE",
             "OPENAI_API_KEY",
-            "SSH_PRIVATE_KEY_FILE",
             "AWS_ACCESS_KEY_ID",
             "MY_AUTH_TOKEN",
             // SESSION is a secret word: the desktop's session name is withheld too.
@@ -1167,6 +1166,10 @@ mod tests {
             "REACHWEAVER_HOME",
             "KEYBOARD",
             "PASSWORDLESS",
+            // A path to a key is not the key: the secret word must end the
+            // name, or be followed only by how it is stored (`_BASE`, `_DATA`).
+            "SSH_PRIVATE_KEY_FILE",
+            "REACHWEAVER_TOKEN_PATH",
         ] {
             assert!(!is_secret_name(s), "{s} should not be secret");
         }
