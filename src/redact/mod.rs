@@ -377,6 +377,7 @@ impl Redactor {
                     caps.name("flag").is_some_and(|f| is_secret_key(f.as_str()))
                         && !is_not_secret_value(secret.trim_matches(['"', '\'']))
                 }
+                Check::SecretElement if secret.len() > 4096 => false,
                 Check::SecretElement => {
                     let (open, close) = (caps.name("flag"), caps.name("close"));
                     open.zip(close)
@@ -596,6 +597,15 @@ impl Redactor {
                         );
                     }
                 }
+                // Most arrays hold no key line and no id: walk them as they are.
+                if secret != Secret::Yes && !self.needs_marks(&items) {
+                    return Value::Array(
+                        items
+                            .into_iter()
+                            .map(|v| self.walk(v, secret, count))
+                            .collect(),
+                    );
+                }
                 let marks = if secret == Secret::Yes {
                     vec![Secret::Yes; items.len()]
                 } else {
@@ -657,6 +667,15 @@ impl Redactor {
                 })
                 .collect(),
         )
+    }
+
+    /// Could a neighbour rule mark an element of `items` (a PEM key's
+    /// BEGIN line, or an id that arms a secret beside it)?
+    fn needs_marks(&self, items: &[Value]) -> bool {
+        items.iter().any(|v| {
+            v.as_str()
+                .is_some_and(|s| s.trim_start().starts_with("-----BEGIN "))
+        }) || self.holds_an_id(items.iter())
     }
 
     /// For each element of an array: a PEM private key split over its

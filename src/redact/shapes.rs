@@ -201,7 +201,7 @@ pub(super) const SHAPES: &[Shape] = &[
     // XML elements named like a secret (Maven's `<password>`).
     checked(
         r"(?i:token|secret|pass|key|auth|pwd|credential|cookie|dsn|private)[A-Za-z0-9_.:\-]*>",
-        r"<(?P<flag>[A-Za-z_][A-Za-z0-9_.:\-]{0,63})>(?P<secret>[^<]{1,4096})</(?P<close>[A-Za-z_][A-Za-z0-9_.:\-]{0,63})>",
+        r"<(?P<flag>[A-Za-z_][A-Za-z0-9_.:\-]{0,63})>(?P<secret>[^<\n]+)</(?P<close>[A-Za-z_][A-Za-z0-9_.:\-]{0,63})>",
         Check::SecretElement,
     ),
 ];
