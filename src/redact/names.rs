@@ -165,7 +165,7 @@ fn is_secret_word(words: &[&str], i: usize) -> bool {
 /// (and, for `ACCESS_KEY`, an `ID`: AWS's key id travels with its secret).
 pub fn is_secret_name(name: &str) -> bool {
     // Most names hold no part of a secret word: say so before splitting.
-    if !HINTS.iter().any(|h| contains_ignore_case(name, h)) {
+    if !holds_a_hint(name) {
         return false;
     }
     let words: Vec<&str> = words(name).collect();
@@ -195,10 +195,17 @@ const HINTS: &[&str] = &[
     "sign", "priv", "cred",
 ];
 
-fn contains_ignore_case(hay: &str, needle: &str) -> bool {
-    hay.as_bytes()
-        .windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+/// Does `name` hold one of [`HINTS`], in any case? One pass over the
+/// name: a hint is compared only where its first letter stands.
+fn holds_a_hint(name: &str) -> bool {
+    let b = name.as_bytes();
+    (0..b.len()).any(|i| {
+        let c = b[i].to_ascii_lowercase();
+        HINTS.iter().any(|h| {
+            let h = h.as_bytes();
+            h[0] == c && b.len() - i >= h.len() && b[i..i + h.len()].eq_ignore_ascii_case(h)
+        })
+    })
 }
 
 /// A key in a document (or in a `key: value` line) whose value is a

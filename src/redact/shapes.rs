@@ -75,7 +75,7 @@ pub(super) const SHAPES: &[Shape] = &[
     ),
     // Twilio account SIDs: not secret, but the 32 hex digits beside one are its auth token.
     checked(
-        r"AC[0-9a-f]{32}",
+        r"AC[0-9a-f]{8}",
         r"(?-u:\b)AC[0-9a-f]{32}(?-u:\b)",
         Check::Arm,
     ),
@@ -172,8 +172,8 @@ pub(super) const SHAPES: &[Shape] = &[
     strict(r"[?&;]sig=", r"[?&;]sig=(?P<secret>[A-Za-z0-9%+/=]{16,})"),
     // S3 (and other SigV4) presigned URLs: the signature.
     strict(
-        r"(?i:x-amz-signature=)",
-        r"(?i:x-amz-signature=)(?P<secret>[0-9a-fA-F]{64})",
+        r"X-Amz-Signature=|x-amz-signature=",
+        r"(?:X-Amz-Signature=|x-amz-signature=)(?P<secret>[0-9a-fA-F]{64})",
     ),
     // kubeconfig `client-key-data` and the like: a base64 PEM private key.
     checked(
