@@ -36,7 +36,7 @@ const DRAIN_AFTER_KILL: Duration = Duration::from_millis(500);
 /// How long to wait for a killed child to be reaped before leaving it to `Drop`.
 const REAP_LIMIT: Duration = Duration::from_secs(2);
 /// Longest stderr line quoted in an error message.
-const MAX_MESSAGE_CHARS: usize = 300;
+pub(crate) const MAX_MESSAGE_CHARS: usize = 300;
 /// Bytes taken from a pipe per read.
 const READ_CHUNK: usize = 64 * 1024;
 /// Longest wait for output before the loop looks at the exit, the

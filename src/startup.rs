@@ -464,7 +464,10 @@ fn read_catalog(
         let detail = serde_json::from_slice::<Value>(&finished.stdout)
             .ok()
             .and_then(|d| d["error"]["message"].as_str().map(str::to_string))
-            .or_else(|| run::error_line(&finished.stderr))
+            .or_else(|| {
+                run::error_line(&finished.stderr)
+                    .map(|l| redactor.redact_and_cut(&l, run::MAX_MESSAGE_CHARS))
+            })
             .unwrap_or_else(|| "no message".to_string());
         let how = match finished.exit {
             run::Exit::Code(c) => format!("exit code {c}"),
@@ -486,8 +489,19 @@ fn read_catalog(
         ));
         return failed(message);
     }
+    // Catalog text reaches clients through tools/list: it passes the same
+    // text redaction as results, before the catalog's own checks cut long
+    // texts (a cut first could leave part of a secret unrecognised). Keys
+    // are the catalog's own, so no key makes a value secret here.
+    let bytes = match serde_json::from_slice::<Value>(&finished.stdout) {
+        Ok(doc) => {
+            let (doc, _) = redactor.redact_strings(doc);
+            serde_json::to_vec(&doc).unwrap_or(finished.stdout)
+        }
+        Err(_) => finished.stdout,
+    };
     // Kept typed: `tools --check` reads every finding off the error.
-    Ok(catalog::parse(&finished.stdout)?)
+    Ok(catalog::parse(&bytes)?)
 }
 
 /// What to try when `describe` failed: the run is sandboxed, so a backend

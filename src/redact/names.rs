@@ -1,38 +1,19 @@
 //! Which names look secret: environment variables (the filter for runs
-//! and the values scrubbed from results) and keys in documents.
+//! and the values scrubbed from results) and keys in documents and text.
 //!
-//! Both split a name into words (`_`, `-`, `.`, spaces and camelCase
-//! humps separate them) and compare whole words, so `KEYBOARD`,
-//! `TOKENIZER_PATH` and `GIT_AUTHOR_NAME` are not secret while `SMTP_PASS`
-//! is. They differ in how much of the name must be secret: a variable is
-//! withheld when any word is (withholding one costs little), while a
-//! document key is redacted only when its last word names a secret, so
-//! `token_count`, `session_id` and `max_tokens` stay readable.
+//! One list and one rule serve both, so a variable withheld from runs is
+//! exactly a key whose value is redacted. A name is split into words (`_`,
+//! `-`, `.`, spaces and camelCase humps separate them) and is secret when
+//! one of its words is a secret word and every word after it only says how
+//! the secret is stored (`SECRET_KEY_BASE`, `client-key-data`). So
+//! `token_count`, `session_id`, `max_tokens` and `TOKENIZER_PATH` are not
+//! secret while `SMTP_PASS`, `DB_PWD` and `AccountKey` are.
 
-/// A word of a variable name that makes the whole variable secret.
-const ENV_WORDS: &[&str] = &[
-    "TOKEN",
-    "SECRET",
-    "PASSWORD",
-    "PASSWD",
-    "PASS",
-    "PASSPHRASE",
-    "SIGNING",
-    "PRIVATE",
-    "KEY",
-    "APIKEY",
-    "DSN",
-    "PAT",
-    "COOKIE",
-    "SESSION",
-    "CREDENTIAL",
-    "CREDENTIALS",
-];
-
-/// A last word that makes a document key secret on its own.
-const KEY_LAST_WORDS: &[&str] = &[
+/// Words that make a name secret wherever a secret word may stand.
+const SECRET_WORDS: &[&str] = &[
     "token",
     "secret",
+    "secrets",
     "password",
     "passwd",
     "pass",
@@ -43,14 +24,101 @@ const KEY_LAST_WORDS: &[&str] = &[
     "auth",
     "authorization",
     "cookie",
+    "cookies",
     "session",
     "dsn",
     "pat",
     "bearer",
+    "signing",
+    "private",
 ];
 
-/// Words that make a following `key` secret (`api_key`, `x-api-key`, `signingKey`).
-const KEY_QUALIFIERS: &[&str] = &[
+/// A secret word only after another word (`DB_PWD`; the shell's `PWD`
+/// alone is the working folder).
+const SECRET_AFTER_A_WORD: &[&str] = &["pwd"];
+
+/// Words after a secret word that only say how it is stored.
+const STORAGE_WORDS: &[&str] = &[
+    "base", "data", "b64", "base64", "value", "hex", "pem", "der", "raw", "str", "string",
+];
+
+/// `key` and `keys` are secret after any word but these (a sort key, a
+/// public key and an issue key are names, not secrets), and never alone.
+const ORDINARY_KEY_QUALIFIERS: &[&str] = &[
+    "sort",
+    "primary",
+    "partition",
+    "foreign",
+    "cache",
+    "public",
+    "idempotency",
+    "row",
+    "object",
+    "map",
+    "lookup",
+    "hash",
+    "range",
+    "group",
+    "dedup",
+    "dedupe",
+    "unique",
+    "composite",
+    "index",
+    "routing",
+    "shard",
+    "withheld",
+    "issue",
+    "project",
+    "s3",
+    "file",
+    "bucket",
+    "route",
+    "state",
+    "event",
+    "item",
+    "entity",
+    "record",
+    "node",
+    "tag",
+    "label",
+    "field",
+    "column",
+    "dict",
+    "json",
+    "message",
+    "translation",
+    "i18n",
+    "locale",
+    "short",
+    "shortcut",
+    "hot",
+    "music",
+    "next",
+    "prev",
+    "previous",
+    "start",
+    "end",
+    "first",
+    "last",
+    "page",
+    "resume",
+    "cursor",
+    "config",
+    "setting",
+    "settings",
+    "meta",
+    "metadata",
+    "stream",
+    "queue",
+    "topic",
+    "redis",
+    "kms",
+    "gpg",
+];
+
+/// `keys` (plural) is secret only after one of these (`api_keys`), as a
+/// list of keys is more often a list of names.
+const SECRET_KEYS_QUALIFIERS: &[&str] = &[
     "api",
     "access",
     "private",
@@ -64,29 +132,95 @@ const KEY_QUALIFIERS: &[&str] = &[
     "session",
     "shared",
     "webhook",
+    "account",
+    "app",
+    "ssh",
 ];
 
-/// One rule for the environment: any whole word is a secret word.
-pub fn is_secret_name(name: &str) -> bool {
-    words(name).any(|w| ENV_WORDS.iter().any(|s| w.eq_ignore_ascii_case(s)))
-}
-
-/// A key in a document (or in a `key: value` line) whose value is a secret.
-pub fn is_secret_key(key: &str) -> bool {
-    let mut last = None;
-    let mut before = None;
-    for w in words(key) {
-        before = last;
-        last = Some(w);
-    }
-    let Some(last) = last else {
-        return false;
-    };
-    if KEY_LAST_WORDS.iter().any(|s| last.eq_ignore_ascii_case(s)) {
+/// Whether `words[i]` makes the name secret, given the words before it.
+fn is_secret_word(words: &[&str], i: usize) -> bool {
+    let w = words[i];
+    let is = |list: &[&str]| list.iter().any(|s| w.eq_ignore_ascii_case(s));
+    if is(SECRET_WORDS) {
         return true;
     }
-    last.eq_ignore_ascii_case("key")
-        && before.is_some_and(|b| KEY_QUALIFIERS.iter().any(|q| b.eq_ignore_ascii_case(q)))
+    let before = i.checked_sub(1).map(|b| words[b]);
+    if is(SECRET_AFTER_A_WORD) {
+        return before.is_some();
+    }
+    let Some(before) = before else {
+        return false;
+    };
+    let before_is = |list: &[&str]| list.iter().any(|s| before.eq_ignore_ascii_case(s));
+    if w.eq_ignore_ascii_case("key") {
+        return !before_is(ORDINARY_KEY_QUALIFIERS);
+    }
+    if w.eq_ignore_ascii_case("keys") {
+        return before_is(SECRET_KEYS_QUALIFIERS);
+    }
+    false
+}
+
+/// One rule for every name: a secret word followed only by storage words
+/// (and, for `ACCESS_KEY`, an `ID`: AWS's key id travels with its secret).
+pub fn is_secret_name(name: &str) -> bool {
+    // Most names hold no part of a secret word: say so before splitting.
+    if !holds_a_hint(name) {
+        return false;
+    }
+    let words: Vec<&str> = words(name).collect();
+    let Some(mut i) = words.len().checked_sub(1) else {
+        return false;
+    };
+    loop {
+        if is_secret_word(&words, i) {
+            return true;
+        }
+        let w = words[i];
+        let storage = STORAGE_WORDS.iter().any(|s| w.eq_ignore_ascii_case(s));
+        let access_key_id = w.eq_ignore_ascii_case("id")
+            && i >= 2
+            && words[i - 1].eq_ignore_ascii_case("key")
+            && words[i - 2].eq_ignore_ascii_case("access");
+        if !(storage || access_key_id) || i == 0 {
+            return false;
+        }
+        i -= 1;
+    }
+}
+
+/// Every secret word contains one of these.
+const HINTS: &[&str] = &[
+    "tok", "secret", "pas", "pwd", "key", "auth", "cookie", "session", "dsn", "pat", "bearer",
+    "sign", "priv", "cred",
+];
+
+/// Does `name` hold one of [`HINTS`], in any case? One pass over the
+/// name: a hint is compared only where its first letter stands.
+fn holds_a_hint(name: &str) -> bool {
+    let b = name.as_bytes();
+    (0..b.len()).any(|i| {
+        let c = b[i].to_ascii_lowercase();
+        HINTS.iter().any(|h| {
+            let h = h.as_bytes();
+            h[0] == c && b.len() - i >= h.len() && b[i..i + h.len()].eq_ignore_ascii_case(h)
+        })
+    })
+}
+
+/// A key in a document (or in a `key: value` line) whose value is a
+/// secret: the same rule as for variables.
+pub fn is_secret_key(key: &str) -> bool {
+    is_secret_name(key)
+}
+
+/// Secret words whose values are often ordinary text (a calendar's
+/// `session: Morning keynote`): their value is hidden only when it looks
+/// generated, and they do not hide whole objects.
+pub fn is_weak_secret_key(key: &str) -> bool {
+    words(key)
+        .last()
+        .is_some_and(|w| w.eq_ignore_ascii_case("session"))
 }
 
 /// The words of a name: split at anything not a letter or digit, and
@@ -264,5 +398,54 @@ mod tests {
         assert!(is_secret_key("dbPASSWORD"));
         assert!(!is_secret_key("dbPASSWORDHint"));
         assert!(!is_secret_name("PASSWORDLESSmode"));
+    }
+
+    #[test]
+    fn class6_one_rule_for_variables_and_keys() {
+        // Every name is judged the same way as a variable and as a key.
+        for name in [
+            "AccountKey",
+            "APP_KEY",
+            "SECRET_KEY_BASE",
+            "client-key-data",
+            "STRIPE_KEY",
+            "REACHWEAVER_SMTP_AUTH",
+            "REACHWEAVER_DB_PWD",
+            "REACHWEAVER_API_KEYS",
+            "DB_PWD",
+            "auth",
+            "x-api-key",
+            "AWS_ACCESS_KEY_ID",
+            "Proxy-Authorization",
+            "SharedAccessKey",
+            "TOKEN_VALUE",
+        ] {
+            assert!(is_secret_name(name), "{name}");
+            assert!(is_secret_key(name), "{name}");
+        }
+        for name in [
+            "key",
+            "keys",
+            "sort_key",
+            "public_key",
+            "issue_key",
+            "withheld_keys",
+            "REACHWEAVER_SORT_KEYS",
+            "PWD",
+            "session_id",
+            "token_count",
+            "SECRETS_DIR",
+            "REACHWEAVER_TOKEN_FILE",
+            "author",
+            "AUTHOR_NAME",
+            "KEY_ID",
+        ] {
+            assert!(!is_secret_name(name), "{name}");
+            assert!(!is_secret_key(name), "{name}");
+        }
+        assert!(is_weak_secret_key("session"));
+        assert!(is_weak_secret_key("DESKTOP_SESSION"));
+        assert!(!is_weak_secret_key("session_token"));
+        assert!(!is_weak_secret_key("password"));
     }
 }

@@ -8,6 +8,28 @@
 //! candidate must also contain a digit or a capital after its first
 //! character, as generated tokens do and words rarely do.
 
+/// What a match must also pass before it is replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Check {
+    /// Nothing: the shape is specific enough.
+    None,
+    /// The candidate must look generated ([`looks_random`]).
+    Random,
+    /// Every dot-separated part must look generated (a Discord token's
+    /// timestamp and signature; a dotted span name's words do not).
+    EveryPartRandom,
+    /// The `flag` group must be a secret name (`--password v`).
+    SecretFlag,
+    /// `<key>v</key>`: open and close tags agree and name a secret.
+    SecretElement,
+    /// A `.netrc` line: only in text that names a `machine`.
+    Netrc,
+    /// Base64 that decodes to a PEM private key (kubeconfig `*-key-data`).
+    Base64PrivateKey,
+    /// Never replaced: it only arms a neighbour rule (a Twilio account SID).
+    Arm,
+}
+
 pub(super) struct Shape {
     /// A short, cheap pattern that every match contains: the prefilter
     /// runs all hints in one pass, and a shape is applied only where its
@@ -16,30 +38,29 @@ pub(super) struct Shape {
     /// engine on long text.)
     pub hint: &'static str,
     pub pattern: &'static str,
-    pub random: bool,
+    pub check: Check,
 }
 
 const fn strict(hint: &'static str, pattern: &'static str) -> Shape {
-    Shape {
-        hint,
-        pattern,
-        random: false,
-    }
+    checked(hint, pattern, Check::None)
 }
 
 const fn loose(hint: &'static str, pattern: &'static str) -> Shape {
+    checked(hint, pattern, Check::Random)
+}
+
+const fn checked(hint: &'static str, pattern: &'static str, check: Check) -> Shape {
     Shape {
         hint,
         pattern,
-        random: true,
+        check,
     }
 }
 
-/// Index of the PEM shape, applied before the `key: value` pass so that a
-/// key's multi-line value is never cut after its first line.
-pub(super) const PEM: usize = 0;
 /// Index of the AWS access key id shape, which also arms [`AWS_SECRET`].
 pub(super) const AWS_ID: usize = 1;
+/// Index of the Twilio account SID shape, which arms [`TWILIO_SECRET`].
+pub(super) const TWILIO_SID: usize = 2;
 
 pub(super) const SHAPES: &[Shape] = &[
     // PEM and PGP private-key blocks, also when cut off before the END line.
@@ -51,6 +72,12 @@ pub(super) const SHAPES: &[Shape] = &[
     strict(
         r"A(?:KIA|SIA|BIA|CCA|3T)",
         r"(?-u:\b)(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?-u:\b)",
+    ),
+    // Twilio account SIDs: not secret, but the 32 hex digits beside one are its auth token.
+    checked(
+        r"AC[0-9a-f]{8}",
+        r"(?-u:\b)AC[0-9a-f]{32}(?-u:\b)",
+        Check::Arm,
     ),
     // GitHub: personal, OAuth, user-to-server, server-to-server, refresh; fine-grained.
     strict(r"gh[pousr]_", r"(?-u:\b)gh[pousr]_[A-Za-z0-9]{30,}"),
@@ -93,9 +120,10 @@ pub(super) const SHAPES: &[Shape] = &[
     // Twilio API key SIDs.
     strict(r"SK[0-9a-fA-F]{8}", r"(?-u:\b)SK[0-9a-fA-F]{32}(?-u:\b)"),
     // Discord bot tokens and webhooks.
-    loose(
+    checked(
         r"\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27}",
         r"(?-u:\b)[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,40}",
+        Check::EveryPartRandom,
     ),
     strict(
         r"/api/webhooks/",
@@ -121,20 +149,81 @@ pub(super) const SHAPES: &[Shape] = &[
         r"(?i:bearer)",
         r"(?-u:\b)(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/=\-]{8,})",
     ),
-    // Passwords in URLs: scheme://user:password@host.
+    // Passwords in URLs: scheme://user:password@host, up to the last `@`
+    // of the authority (a password may hold one).
     strict(
         r"://[^/\s:@]*:[^/\s@]*@",
-        r"(?-u:\b)[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:(?P<secret>[^/\s@]+)@",
+        r"(?-u:\b)[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:(?P<secret>[^/?#\s]+)@",
+    ),
+    // Mailgun API keys.
+    strict(r"key-[0-9a-f]{8}", r"(?-u:\b)key-[0-9a-f]{32}(?-u:\b)"),
+    // DigitalOcean personal, OAuth and refresh tokens.
+    strict(r"do[opr]_v1_", r"(?-u:\b)do[opr]_v1_[0-9a-f]{64}"),
+    // Shopify access, custom-app, private-app tokens and shared secrets.
+    strict(
+        r"shp(?:at|ca|pa|ss)_",
+        r"(?-u:\b)shp(?:at|ca|pa|ss)_[0-9a-fA-F]{32}",
+    ),
+    // Heroku API keys (the current form).
+    strict(r"HRKU-", r"(?-u:\b)HRKU-[A-Za-z0-9_\-]{20,}"),
+    // Databricks personal access tokens.
+    strict(r"dapi[0-9a-f]{8}", r"(?-u:\b)dapi[0-9a-f]{32}(?:-[0-9]+)?"),
+    // Azure shared access signatures: the `sig=` of a SAS URL or connection string.
+    strict(r"[?&;]sig=", r"[?&;]sig=(?P<secret>[A-Za-z0-9%+/=]{16,})"),
+    // S3 (and other SigV4) presigned URLs: the signature.
+    strict(
+        r"X-Amz-Signature=|x-amz-signature=",
+        r"(?:X-Amz-Signature=|x-amz-signature=)(?P<secret>[0-9a-fA-F]{64})",
+    ),
+    // kubeconfig `client-key-data` and the like: a base64 PEM private key.
+    checked(
+        r"LS0tLS1CRUdJTi",
+        r"LS0tLS1CRUdJTi[A-Za-z0-9+/]{20,}={0,2}",
+        Check::Base64PrivateKey,
+    ),
+    // Command-line flags with a secret name and a separate value.
+    checked(
+        r"--[A-Za-z0-9_\-]*(?i:token|secret|pass|key|auth|pwd|credential|cookie|dsn|pat|bearer|private|signing)[A-Za-z0-9_\-]*[ \t]",
+        r#"--(?P<flag>[A-Za-z][A-Za-z0-9_\-]{0,63})[ \t]+(?P<secret>"[^"\n]*"|'[^'\n]*'|[^\s"'\-][^\s"']*)"#,
+        Check::SecretFlag,
+    ),
+    // curl's `-u user:password`.
+    strict(
+        r"(?:-u|--user)[ \t]",
+        r#"(?:^|[ \t])(?:-u|--user)[ \t]+["']?[^\s:"']*:(?P<secret>[^\s"']+)"#,
+    ),
+    // `.netrc`: `machine h login u password p`, on one line or several.
+    checked(
+        r"password[ \t]",
+        r"(?m)(?:(?-u:\b)login[ \t]+\S+[ \t]+|^[ \t]*)password[ \t]+(?P<secret>\S+)",
+        Check::Netrc,
+    ),
+    // XML elements named like a secret (Maven's `<password>`).
+    checked(
+        r"(?i:token|secret|pass|key|auth|pwd|credential|cookie|dsn|private)[A-Za-z0-9_.:\-]*>",
+        r"<(?P<flag>[A-Za-z_][A-Za-z0-9_.:\-]{0,63})>(?P<secret>[^<\n]+)</(?P<close>[A-Za-z_][A-Za-z0-9_.:\-]{0,63})>",
+        Check::SecretElement,
     ),
 ];
 
 /// Where a `key: value`, `key = value` or `"key": "value"` pair may start:
 /// a secret-looking word followed by a separator. Only a hint for the
 /// prefilter; the key itself is judged by `names::is_secret_key`.
-pub(super) const KEY_VALUE_HINT: &str = r#"(?i:token|secret|pass|apikey|key|credential|auth|cookie|session|dsn|pat|bearer)[A-Za-z0-9_.\-]*["']?[ \t]*[:=]"#;
+pub(super) const KEY_VALUE_HINT: &str = r#"(?i:token|secret|pass|pwd|apikey|key|credential|auth|cookie|session|dsn|pat|bearer|signing|private|value)[A-Za-z0-9_.\-]*\\?["']?[ \t]*[:=]"#;
 
 /// A key and its separator inside text; the value is read by hand after it.
-pub(super) const KEY_VALUE: &str = r#"(?P<key>"[A-Za-z0-9_.\-]{1,64}"|'[A-Za-z0-9_.\-]{1,64}'|[A-Za-z_][A-Za-z0-9_.\-]{0,63})[ \t]*(?P<sep>[:=])[ \t]*"#;
+/// Keys may be quoted (also escaped, as in JSON inside a JSON string, and
+/// with spaces: `"API Key"`), a Ruby symbol (`:password =>`), or bare.
+pub(super) const KEY_VALUE: &str = r#"(?P<key>\\?"[A-Za-z0-9_.\- ]{1,64}\\?"|'[A-Za-z0-9_.\- ]{1,64}'|:?[A-Za-z_][A-Za-z0-9_.\-]{0,63})[ \t]*(?P<sep>=>|[:=])[ \t]*"#;
+
+/// Where a `name`, `key` or `header` field names the secret that a
+/// following `value` field holds (`{"name": "DB_PASSWORD", "value": ...}`,
+/// the same in YAML, NuGet's `<add key="..." value="..."/>`).
+pub(super) const NAMING_FIELD: &str =
+    r#"(?i:name|key|header)\\?["']?[ \t]*[:=][ \t]*\\?["']?(?P<name>[A-Za-z0-9_.\- ]{1,64})"#;
+
+/// A 32-hex-digit Twilio auth token, looked for only in text that also holds an account SID.
+pub(super) const TWILIO_SECRET: &str = r"(?-u:\b)(?P<secret>[0-9a-f]{32})(?-u:\b)";
 
 /// A 40-character AWS secret access key, looked for only in text that
 /// holds an access key id. The characters around it are part of the match
@@ -145,6 +234,31 @@ pub(super) const AWS_SECRET: &str =
 /// A generated token, not a word: a digit, or a capital after the first character.
 pub(super) fn looks_random(s: &str) -> bool {
     s.bytes().any(|b| b.is_ascii_digit()) || s.bytes().skip(1).any(|b| b.is_ascii_uppercase())
+}
+
+/// Does base64 `s` (from its start) decode to a PEM private key's first line?
+pub(super) fn is_base64_private_key(s: &str) -> bool {
+    let head = &s.as_bytes()[..s.len().min(64)];
+    let mut bytes = Vec::with_capacity(48);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for &c in head {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => break,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            bytes.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    String::from_utf8_lossy(&bytes).contains("PRIVATE KEY")
 }
 
 /// An AWS secret key mixes cases; a SHA-1 in hex (also 40 characters) does not.

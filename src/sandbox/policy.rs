@@ -1062,6 +1062,38 @@ mod tests {
     }
 
     #[test]
+    fn env_withholds_auth_pwd_and_key_lists_unless_passed_by_name() {
+        let server = env(&[
+            ("REACHWEAVER_SMTP_AUTH", "smtp-auth-value"),
+            ("REACHWEAVER_DB_PWD", "db-pwd-value"),
+            ("REACHWEAVER_API_KEYS", "k1,k2"),
+            ("REACHWEAVER_APP_KEY", "base64:abc"),
+            ("REACHWEAVER_SORT_KEYS", "name,date"),
+            ("REACHWEAVER_AUTHOR", "Dana"),
+            ("PWD", "/home/u"),
+        ]);
+        let out = build_env(&server, &[], Path::new("/t"));
+        assert_eq!(
+            names(&out),
+            vec!["REACHWEAVER_SORT_KEYS", "REACHWEAVER_AUTHOR", "TMPDIR"]
+        );
+        let out = build_env(
+            &server,
+            &["REACHWEAVER_DB_PWD".to_string()],
+            Path::new("/t"),
+        );
+        assert_eq!(
+            names(&out),
+            vec![
+                "REACHWEAVER_DB_PWD",
+                "REACHWEAVER_SORT_KEYS",
+                "REACHWEAVER_AUTHOR",
+                "TMPDIR"
+            ]
+        );
+    }
+
+    #[test]
     fn env_drops_secret_names_unless_passed_by_name() {
         let server = env(&[
             ("REACHWEAVER_API_TOKEN", "abcdefgh12345"),
@@ -1122,7 +1154,6 @@ mod tests {
             "AZURE_CREDENTIAL",
             "SESSION_COOKIE",
             "OPENAI_API_KEY",
-            "SSH_PRIVATE_KEY_FILE",
             "AWS_ACCESS_KEY_ID",
             "MY_AUTH_TOKEN",
             // SESSION is a secret word: the desktop's session name is withheld too.
@@ -1139,6 +1170,10 @@ mod tests {
             "REACHWEAVER_HOME",
             "KEYBOARD",
             "PASSWORDLESS",
+            // A path to a key is not the key: the secret word must end the
+            // name, or be followed only by how it is stored (`_BASE`, `_DATA`).
+            "SSH_PRIVATE_KEY_FILE",
+            "REACHWEAVER_TOKEN_PATH",
         ] {
             assert!(!is_secret_name(s), "{s} should not be secret");
         }

@@ -16,6 +16,7 @@ mod load_answers;
 mod protocol_calls;
 mod protocol_eras;
 mod protocol_framing;
+mod redaction_leaks;
 #[cfg(target_os = "linux")]
 mod sandbox_apparmor;
 mod sandbox_lifetime;

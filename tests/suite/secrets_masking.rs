@@ -277,9 +277,11 @@ fn a_short_secret_passed_with_pass_env_is_redacted_from_results() {
     let (envelope, stderr) = env_call("hunt", false);
     assert_eq!(envelope["output"]["value"], "", "{envelope}");
     assert!(!stderr.contains("redacted="), "{stderr}");
-    // Too short to look for: passed as asked, and start-up says it is not redacted.
+    // Too short to look for: passed as asked, and start-up says it is not
+    // redacted as text. Here the document names it (`"name":
+    // "REACHWEAVER_SMTP_PASS"` beside `"value"`), so the name/value rule hides it.
     let (envelope, stderr) = env_call("ab1", true);
-    assert_eq!(envelope["output"]["value"], "ab1", "{envelope}");
+    assert_eq!(envelope["output"]["value"], "[REDACTED]", "{envelope}");
     assert!(
         stderr.contains("warning: --pass-env REACHWEAVER_SMTP_PASS: the value is shorter than 4 characters, too short to redact from results"),
         "{stderr}"
