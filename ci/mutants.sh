@@ -11,9 +11,9 @@
 # caught / viable; then every missed mutant by name. docs/MUTANTS.md says how
 # to read a miss and keeps the last full run's table.
 #
-# Exit: 0 when every file and the total score at least MIN_SCORE percent;
-# 1 when one does not; 2 when cargo-mutants is missing or cannot run
-# (including a failing unmutated baseline).
+# Exit: 0 when every file's score and the total are at least MIN_SCORE
+# percent; 1 when one is not; 2 when cargo-mutants is missing, cannot run
+# (a failing unmutated baseline included) or tested no mutant.
 #
 # Usage: bash ci/mutants.sh [FILE...]     (default: every file in FILES)
 # Needs: cargo-mutants 27.x: cargo install cargo-mutants --locked --version '^27'
@@ -107,6 +107,11 @@ case $status in
         exit 2
         ;;
 esac
+
+if [ ! -f "$OUT/mutants.out/outcomes.json" ]; then
+    echo "no mutants were tested (none matched?); see $OUT/mutants.out/debug.log" >&2
+    exit 2
+fi
 
 python3 - "$OUT/mutants.out/outcomes.json" "$MIN_SCORE" "${FILES[@]}" <<'PY'
 import json
