@@ -325,4 +325,30 @@ mod tests {
         );
         assert!(call_arguments(&[], None).unwrap().is_empty());
     }
+
+    #[test]
+    fn the_fixed_files_are_named_by_kind_once_each() {
+        let text = |fixed: &[(&'static str, &std::path::Path)]| {
+            fixed_files_text(&Protected::new(&[], fixed).unwrap())
+        };
+        let p = std::path::Path::new;
+        assert_eq!(text(&[]), "");
+        assert_eq!(
+            text(&[("accounts", p("/w/accounts.yaml"))]),
+            "; and the fixed accounts file"
+        );
+        // A database comes with its journal files, of the same kind.
+        assert_eq!(
+            text(&[
+                ("accounts", p("/w/accounts.yaml")),
+                ("profile", p("/w/profile.yaml")),
+                ("database", p("/w/rw.db")),
+            ]),
+            "; and the fixed accounts, profile and database files"
+        );
+        assert_eq!(
+            text(&[("profile", p("/w/a.yaml")), ("database", p("/w/rw.db"))]),
+            "; and the fixed profile and database files"
+        );
+    }
 }

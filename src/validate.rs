@@ -975,4 +975,41 @@ mod tests {
         assert_eq!(plain_decimal("1e-398"), Some(smallest));
         assert_eq!(plain_decimal("1e-399"), None);
     }
+
+    #[test]
+    fn a_list_given_one_value_is_shown_an_example_of_its_type() {
+        let mut v = catalog::tests::sample();
+        v["commands"] = json!([{
+            "name": "lists", "summary": "s", "tags": ["read_only"], "formats": ["json"],
+            "positionals": [],
+            "flags": [
+                {"name": "--ch", "type": "choice", "choices": ["x", "y"], "repeatable": true},
+                {"name": "--n", "type": "integer", "minimum": 5, "repeatable": true},
+                {"name": "--m", "type": "integer", "repeatable": true},
+                {"name": "--r", "type": "number", "minimum": 0.5, "repeatable": true},
+                {"name": "--s", "type": "string", "repeatable": true},
+                {"name": "--f", "type": "path", "repeatable": true},
+                {"name": "--format", "type": "choice", "choices": ["json"], "output_format": true}
+            ]
+        }]);
+        let c = catalog::parse(v.to_string().as_bytes()).unwrap();
+        let (set, _) = tools::build(&c, false);
+        let tool = set.get("lists").unwrap().clone();
+        for (key, want) in [
+            ("ch", "`ch` takes an array of values (each one of: x, y), e.g. [\"x\"]."),
+            ("n", "`n` takes an array of values (each an integer), e.g. [5]."),
+            ("m", "`m` takes an array of values (each an integer), e.g. [1]."),
+            ("r", "`r` takes an array of values (each a number), e.g. [0.5]."),
+            ("s", "`s` takes an array of values (each a string), e.g. [\"…\"]."),
+            (
+                "f",
+                "`f` takes an array of values (each a file path inside the root folder), e.g. [\"…\"].",
+            ),
+        ] {
+            let mut args = Map::new();
+            args.insert(key.into(), json!("v"));
+            let e = validate(&tool, &args).unwrap_err();
+            assert_eq!(e.message(), want);
+        }
+    }
 }

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Mutation testing of the security-critical pure modules; slow, so not a
+# step of ci/test.sh. Run it by hand or in a nightly job: `bash ci/mutants.sh`.
+#
+# cargo-mutants makes one small change at a time in each file below (a
+# comparison turned around, an operator swapped, a function's body replaced
+# by a constant) and runs the library's unit tests against each. A change
+# the tests still pass is "missed": behaviour no test pins. The script
+# prints, per file, the mutants found, those that did not build (unviable),
+# those caught (a test failed or timed out) and those missed, with the score
+# caught / viable; then every missed mutant by name. docs/MUTANTS.md says how
+# to read a miss and keeps the last full run's table.
+#
+# Exit: 0 when every file's score and the total are at least MIN_SCORE
+# percent; 1 when one is not; 2 when cargo-mutants is missing, cannot run
+# (a failing unmutated baseline included) or tested no mutant.
+#
+# Usage: bash ci/mutants.sh [FILE...]     (default: every file in FILES)
+# Needs: cargo-mutants 27.x: cargo install cargo-mutants --locked --version '^27'
+# Environment:
+#   MIN_SCORE         percent of viable mutants that must be caught (95)
+#   MUTANTS_JOBS      mutants built and tested at once (1)
+#   MUTANTS_TIMEOUT   seconds one test run may take before it counts as a
+#                     timeout, which is caught (300)
+#   MUTANTS_OUT       where cargo-mutants writes mutants.out (target/mutants)
+#   MUTANTS_BASELINE  `run` (default) tests the unmutated tree first; `skip`
+#                     trusts it
+#   MUTANTS_RE        only the mutants whose names match this regex (to
+#                     re-run a miss: its name as printed, or its function)
+#
+# Mutants that no test can tell apart from the original (equivalent ones)
+# are excluded by name, each with its reason, in .cargo/mutants.toml, never
+# a whole file.
+
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 2
+
+FILES=(
+    src/sandbox/guard.rs
+    src/confine.rs
+    src/protect.rs
+    src/validate.rs
+    src/redact/mod.rs
+    src/redact/names.rs
+    src/redact/shapes.rs
+    src/argv.rs
+    src/sandbox/linux/seccomp.rs
+    src/sandbox/linux/landlock.rs
+)
+if [ $# -gt 0 ]; then
+    FILES=("$@")
+fi
+
+MIN_SCORE="${MIN_SCORE:-95}"
+JOBS="${MUTANTS_JOBS:-1}"
+TIMEOUT="${MUTANTS_TIMEOUT:-300}"
+OUT="${MUTANTS_OUT:-$ROOT/target/mutants}"
+BASELINE="${MUTANTS_BASELINE:-run}"
+select_args=()
+if [ -n "${MUTANTS_RE:-}" ]; then
+    select_args=(--re "$MUTANTS_RE")
+fi
+
+if ! version=$(cargo mutants --version 2>/dev/null); then
+    echo "cargo-mutants is not installed: cargo install cargo-mutants --locked --version '^27'" >&2
+    exit 2
+fi
+case "$version" in
+    "cargo-mutants 27."*) ;;
+    *) echo "warning: $version; this script is written for cargo-mutants 27.x" >&2 ;;
+esac
+
+file_args=()
+for f in "${FILES[@]}"; do
+    [ -f "$f" ] || { echo "no such file: $f" >&2; exit 2; }
+    file_args+=(--file "$f")
+done
+
+mkdir -p "$OUT"
+echo "$version, ${#FILES[@]} file(s), $JOBS job(s), output in $OUT/mutants.out" >&2
+
+# Only the library's unit tests (--lib, for the build as well as the run),
+# without debug info and with dependencies optimized: every mutant is a
+# rebuild and a run, and the redaction tests compile many regexes. The
+# temp-folder removal tests (sandbox::tmpdir) use none of these modules and
+# are a third of the run time, so they are skipped.
+CARGO_PROFILE_DEV_DEBUG=0 cargo mutants \
+    "${file_args[@]}" \
+    "${select_args[@]}" \
+    --test-tool cargo \
+    --jobs "$JOBS" \
+    --timeout "$TIMEOUT" \
+    --baseline "$BASELINE" \
+    --no-shuffle \
+    --output "$OUT" \
+    --cargo-arg=--lib \
+    '--cargo-arg=--config=profile.dev.package."*".opt-level=2' \
+    -- -- --skip sandbox::tmpdir
+status=$?
+# 0: all caught; 2: some missed; 3: some timed out; anything else: it did not run.
+case $status in
+    0 | 2 | 3) ;;
+    *)
+        echo "cargo-mutants failed (exit $status); see $OUT/mutants.out/debug.log" >&2
+        exit 2
+        ;;
+esac
+
+if [ ! -f "$OUT/mutants.out/outcomes.json" ]; then
+    echo "no mutants were tested (none matched?); see $OUT/mutants.out/debug.log" >&2
+    exit 2
+fi
+
+python3 - "$OUT/mutants.out/outcomes.json" "$MIN_SCORE" "${FILES[@]}" <<'PY'
+import json
+import sys
+
+path, min_score, files = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+with open(path) as f:
+    outcomes = json.load(f)["outcomes"]
+
+rows = {f: {"mutants": 0, "unviable": 0, "caught": 0, "timeout": 0, "missed": []} for f in files}
+for o in outcomes:
+    scenario = o["scenario"]
+    if not isinstance(scenario, dict) or "Mutant" not in scenario:
+        continue
+    m = scenario["Mutant"]
+    row = rows.setdefault(m["file"], {"mutants": 0, "unviable": 0, "caught": 0, "timeout": 0, "missed": []})
+    row["mutants"] += 1
+    kind = o["summary"]
+    if kind == "Unviable":
+        row["unviable"] += 1
+    elif kind == "CaughtMutant":
+        row["caught"] += 1
+    elif kind == "Timeout":
+        row["timeout"] += 1
+    elif kind == "MissedMutant":
+        row["missed"].append(m["name"])
+    else:
+        sys.exit(f"unexpected outcome {kind} for {m['name']}")
+
+
+def score(caught, viable):
+    return 100.0 * caught / viable if viable else 100.0
+
+
+print()
+print("| file | mutants | unviable | caught | timeout | missed | score |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+total = {"mutants": 0, "unviable": 0, "caught": 0, "timeout": 0, "missed": 0}
+low = []
+for f, r in rows.items():
+    viable = r["mutants"] - r["unviable"]
+    caught = r["caught"] + r["timeout"]
+    s = score(caught, viable)
+    if s < min_score:
+        low.append(f)
+    print(f"| {f} | {r['mutants']} | {r['unviable']} | {r['caught']} | {r['timeout']} | {len(r['missed'])} | {s:.1f}% |")
+    for k in ("mutants", "unviable", "caught", "timeout"):
+        total[k] += r[k]
+    total["missed"] += len(r["missed"])
+viable = total["mutants"] - total["unviable"]
+s = score(total["caught"] + total["timeout"], viable)
+if s < min_score:
+    low.append("total")
+print(f"| total | {total['mutants']} | {total['unviable']} | {total['caught']} | {total['timeout']} | {total['missed']} | {s:.1f}% |")
+
+missed = [name for r in rows.values() for name in r["missed"]]
+if missed:
+    print("\nMissed (each is a change no unit test notices):")
+    for name in missed:
+        print(f"  {name}")
+if low:
+    print(f"\nBelow {min_score:g}% caught: {', '.join(low)}")
+    sys.exit(1)
+PY
