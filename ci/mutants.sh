@@ -8,8 +8,9 @@
 # the tests still pass is "missed": behaviour no test pins. The script
 # prints, per file, the mutants found, those that did not build (unviable),
 # those caught (a test failed or timed out) and those missed, with the score
-# caught / viable; then every missed mutant by name. docs/MUTANTS.md says how
-# to read a miss and keeps the last full run's table.
+# caught / viable; then every missed mutant by name. A miss names the file,
+# line and change: write the test that fails under it, or, when the change
+# cannot alter behaviour, exclude it by name in .cargo/mutants.toml with why.
 #
 # Exit: 0 when every file's score and the total are at least MIN_SCORE
 # percent; 1 when one is not; 2 when cargo-mutants is missing, cannot run
