@@ -32,14 +32,17 @@ ENVELOPE = {
 
 
 def call(i, tool, args):
-    return json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": i,
-            "method": "tools/call",
-            "params": {"name": tool, "arguments": args, "_meta": ENVELOPE},
-        }
-    ) + "\n"
+    return (
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": i,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": args, "_meta": ENVELOPE},
+            }
+        )
+        + "\n"
+    )
 
 
 def status(pid):
