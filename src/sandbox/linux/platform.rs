@@ -76,6 +76,10 @@ impl State {
         } else {
             None
         };
+        let facts = promises::Facts {
+            root: detected.root,
+            db_alone: opts.db.as_deref().is_some_and(db_alone),
+        };
         let mut state = State {
             layers,
             detected,
@@ -84,14 +88,10 @@ impl State {
             without: Vec::new(),
             zygotes: super::Slot::default(),
             cgroups,
-            facts: promises::Facts {
-                root: false,
-                db_alone: opts.db.as_deref().is_some_and(db_alone),
-            },
+            facts,
             trial: Ok(()),
             given_up: Vec::new(),
         };
-        state.facts.root = state.detected.root;
         // What status calls available has been applied: one run of a
         // program that does nothing, with every layer in force.
         state.trial = state.trial_run(opts);
@@ -119,11 +119,7 @@ impl State {
 
     /// One run of `true` with the layers in force: `Err` says why it failed.
     fn trial_run(&self, opts: &SandboxOptions) -> Result<(), String> {
-        let Some(program) = ["/usr/bin/true", "/bin/true"]
-            .iter()
-            .map(Path::new)
-            .find(|p| p.is_file())
-        else {
+        let Some(program) = true_program() else {
             // Nothing harmless to run: the first real run is the trial.
             return Ok(());
         };
@@ -293,15 +289,19 @@ pub fn status() -> StatusReport {
     }
 }
 
+/// The program the trial runs: one that does nothing and exits 0.
+fn true_program() -> Option<PathBuf> {
+    ["/usr/bin/true", "/bin/true"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+}
+
 /// A sandbox like a server's, with a throwaway root and `true` as its
 /// backend, in best-effort mode so that a failing trial is reported
 /// rather than refused.
 fn trial_for_status() -> Result<State, String> {
-    let program = ["/usr/bin/true", "/bin/true"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-        .ok_or("no /usr/bin/true or /bin/true to run")?;
+    let program = true_program().ok_or("no /usr/bin/true or /bin/true to run")?;
     let root = tempfile_root().map_err(|e| format!("a folder for the trial: {e}"))?;
     let opts = SandboxOptions {
         mode: SandboxMode::BestEffort,
