@@ -172,6 +172,16 @@ fn check_every_shape(report: &Value) {
     }
 }
 
+/// One attempt of a probe report, by name.
+fn attempt<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["attempts"]
+        .as_array()
+        .expect("attempts")
+        .iter()
+        .find(|a| a["name"] == name)
+        .unwrap_or_else(|| panic!("no attempt {name}"))
+}
+
 fn not_promised(report: &Value) -> Vec<String> {
     verdicts(report)
         .into_iter()
@@ -235,21 +245,11 @@ fn without_user_namespaces_an_ordinary_user_gets_a_working_sandbox() {
     }
     // Whatever its control saw on a loaded machine, inside the daemon is gone
     // (the subreaper killed it); the layer matrix proves the control too.
-    let daemon = r["attempts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["name"] == "daemon-outlives-call")
-        .unwrap();
+    let daemon = attempt(&r, "daemon-outlives-call");
     assert_eq!(daemon["inside"], "gone", "{daemon}");
     // An ordinary user holds no capability outside either, so the control
     // proves nothing here; inside, every set but the bounding set is empty.
-    let caps = r["attempts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["name"] == "caps-held")
-        .unwrap();
+    let caps = attempt(&r, "caps-held");
     assert!(
         caps["inside"]
             .as_str()
@@ -317,6 +317,12 @@ fn session(uid: u32, extra: &[&str]) -> (Value, String) {
         .arg(format!("--home={}", ws.path().display()))
         .arg("mcp-serve")
         .args(extra);
+    check_campaign(cmd)
+}
+
+/// Serve `cmd`: initialize, one `campaign_check` call, EOF. Returns the
+/// call's answer and the server's stderr; the server must exit 0.
+fn check_campaign(cmd: Command) -> (Value, String) {
     let mut s = Server::spawn(cmd);
     s.initialize("2025-06-18");
     let r = s.request(req(
@@ -520,16 +526,8 @@ fn restricted_user_namespaces_count_as_none_and_say_why() {
         .arg(format!("--home={}", ws.path().display()))
         .arg("mcp-serve");
     restrict_namespaces_like_ubuntu(&mut cmd);
-    let mut s = Server::spawn(cmd);
-    s.initialize("2025-06-18");
-    let r = s.request(req(
-        json!(2),
-        "tools/call",
-        json!({"name": "campaign_check", "arguments": {"campaign": "campaigns/spring-launch.yaml"}}),
-    ));
-    let (status, _) = s.finish();
-    assert!(status.success(), "{}", s.stderr_text());
-    assert_eq!(r["result"]["isError"], false, "{r:#}");
+    let (r, stderr) = check_campaign(cmd);
+    assert_eq!(r["result"]["isError"], false, "{r:#}\n{stderr}");
     assert_eq!(
         layers_of(&r),
         vec![
