@@ -1397,4 +1397,22 @@ mod tests {
         assert_eq!(d([1, 0x10, 0, 0, 0, 0]), err(22));
         assert_eq!(run(&p, &data(8, AUDIT_ARCH_X86_64, [0; 6])), ENOSYS);
     }
+
+    #[test]
+    fn the_filters_constants_are_the_kernels_values() {
+        // AUDIT_ARCH_*: the ELF machine with the 64-bit and little-endian bits.
+        assert_eq!(AUDIT_ARCH_X86_64, 0xC000_003E);
+        assert_eq!(AUDIT_ARCH_AARCH64, 0xC000_00B7);
+        let here = match std::env::consts::ARCH {
+            "x86_64" => AUDIT_ARCH_X86_64,
+            "aarch64" => AUDIT_ARCH_AARCH64,
+            other => panic!("no filter for {other}"),
+        };
+        assert_eq!(audit_arch().unwrap(), here);
+        // O_TMPFILE's own bit, without the O_DIRECTORY it includes.
+        assert_eq!(O_TMPFILE, 0o20_000_000);
+        assert_eq!(O_TMPFILE & libc::O_DIRECTORY as u32, 0);
+        // Every namespace clone(2) and unshare(2) can make, and nothing else.
+        assert_eq!(CLONE_NAMESPACE_FLAGS, 0x7E02_0000);
+    }
 }
