@@ -1415,4 +1415,39 @@ mod tests {
         // Every namespace clone(2) and unshare(2) can make, and nothing else.
         assert_eq!(CLONE_NAMESPACE_FLAGS, 0x7E02_0000);
     }
+
+    /// The older x86_64 spellings are answered like their newer forms:
+    /// these by name, so an empty list would not pass unnoticed.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_legacy_x86_64_calls_are_answered_by_name() {
+        for nr in [
+            libc::SYS_stat,
+            libc::SYS_open,
+            libc::SYS_getdents,
+            libc::SYS_fork,
+            libc::SYS_pipe,
+            libc::SYS_poll,
+            libc::SYS_getrlimit,
+            libc::SYS_setrlimit,
+        ] {
+            assert_eq!(decide(nr, [0; 6]), ALLOW, "syscall {nr}");
+        }
+        for nr in [
+            libc::SYS_mknod,
+            libc::SYS_chmod,
+            libc::SYS_chown,
+            libc::SYS_utimes,
+        ] {
+            assert_eq!(decide(nr, [0; 6]), EPERM, "syscall {nr}");
+        }
+        assert_eq!(legacy_allowed().len(), 30);
+        assert_eq!(legacy_refused().len(), 7);
+    }
+
+    #[test]
+    fn a_build_error_shows_its_reason() {
+        let e = SeccompBuildError("a jump over 300 instructions".into());
+        assert_eq!(e.to_string(), "a jump over 300 instructions");
+    }
 }
