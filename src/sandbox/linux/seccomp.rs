@@ -1450,4 +1450,31 @@ mod tests {
         let e = SeccompBuildError("a jump over 300 instructions".into());
         assert_eq!(e.to_string(), "a jump over 300 instructions");
     }
+
+    #[test]
+    fn assemble_takes_numbers_below_the_x32_bit_and_programs_up_to_the_kernels_limit() {
+        let arch = audit_arch().unwrap();
+        let allow = |nrs: std::ops::Range<i64>| -> Vec<Entry> {
+            nrs.map(|nr| Entry {
+                nr,
+                verdict: Verdict::Always(Answer::Allow),
+            })
+            .collect()
+        };
+        let top = i64::from(X32_SYSCALL_BIT);
+        assert!(assemble(arch, &allow(top - 1..top)).is_ok());
+        let e = assemble(arch, &allow(top..top + 1)).unwrap_err();
+        assert_eq!(e.to_string(), format!("system call number {top}"));
+        assert!(assemble(arch, &allow(-1..0)).is_err());
+        // The prefix, two instructions per entry, and the final ENOSYS.
+        let room = (BPF_MAXINSNS - build_prefix(arch).len() - 1) / 2;
+        let fits = assemble(arch, &allow(0..room as i64)).unwrap();
+        assert!(fits.len() <= BPF_MAXINSNS && fits.len() + 2 > BPF_MAXINSNS);
+        let e = assemble(arch, &allow(0..room as i64 + 1)).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("instructions, more than the kernel takes"),
+            "{e}"
+        );
+    }
 }
