@@ -11,6 +11,7 @@
 # caught / viable; then every missed mutant by name. A miss names the file,
 # line and change: write the test that fails under it, or, when the change
 # cannot alter behaviour, exclude it by name in .cargo/mutants.toml with why.
+# docs/MUTANTS.md says more and keeps the last run's table.
 #
 # Exit: 0 when every file's score and the total are at least MIN_SCORE
 # percent; 1 when one is not; 2 when cargo-mutants is missing, cannot run

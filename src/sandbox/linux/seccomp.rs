@@ -1397,4 +1397,82 @@ mod tests {
         assert_eq!(d([1, 0x10, 0, 0, 0, 0]), err(22));
         assert_eq!(run(&p, &data(8, AUDIT_ARCH_X86_64, [0; 6])), ENOSYS);
     }
+
+    #[test]
+    fn the_filters_constants_are_the_kernels_values() {
+        // AUDIT_ARCH_*: the ELF machine with the 64-bit and little-endian bits.
+        assert_eq!(AUDIT_ARCH_X86_64, 0xC000_003E);
+        assert_eq!(AUDIT_ARCH_AARCH64, 0xC000_00B7);
+        let here = match std::env::consts::ARCH {
+            "x86_64" => AUDIT_ARCH_X86_64,
+            "aarch64" => AUDIT_ARCH_AARCH64,
+            other => panic!("no filter for {other}"),
+        };
+        assert_eq!(audit_arch().unwrap(), here);
+        // O_TMPFILE's own bit, without the O_DIRECTORY it includes.
+        assert_eq!(O_TMPFILE, 0o20_000_000);
+        assert_eq!(O_TMPFILE & libc::O_DIRECTORY as u32, 0);
+        // Every namespace clone(2) and unshare(2) can make, and nothing else.
+        assert_eq!(CLONE_NAMESPACE_FLAGS, 0x7E02_0000);
+    }
+
+    /// The older x86_64 spellings are answered like their newer forms:
+    /// these by name, so an empty list would not pass unnoticed.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_legacy_x86_64_calls_are_answered_by_name() {
+        for nr in [
+            libc::SYS_stat,
+            libc::SYS_open,
+            libc::SYS_getdents,
+            libc::SYS_fork,
+            libc::SYS_pipe,
+            libc::SYS_poll,
+            libc::SYS_getrlimit,
+            libc::SYS_setrlimit,
+        ] {
+            assert_eq!(decide(nr, [0; 6]), ALLOW, "syscall {nr}");
+        }
+        for nr in [
+            libc::SYS_mknod,
+            libc::SYS_chmod,
+            libc::SYS_chown,
+            libc::SYS_utimes,
+        ] {
+            assert_eq!(decide(nr, [0; 6]), EPERM, "syscall {nr}");
+        }
+    }
+
+    #[test]
+    fn a_build_error_shows_its_reason() {
+        let e = SeccompBuildError("a jump over 300 instructions".into());
+        assert_eq!(e.to_string(), "a jump over 300 instructions");
+    }
+
+    #[test]
+    fn assemble_takes_numbers_below_the_x32_bit_and_programs_up_to_the_kernels_limit() {
+        let arch = audit_arch().unwrap();
+        let allow = |nrs: std::ops::Range<i64>| -> Vec<Entry> {
+            nrs.map(|nr| Entry {
+                nr,
+                verdict: Verdict::Always(Answer::Allow),
+            })
+            .collect()
+        };
+        let top = i64::from(X32_SYSCALL_BIT);
+        assert!(assemble(arch, &allow(top - 1..top)).is_ok());
+        let e = assemble(arch, &allow(top..top + 1)).unwrap_err();
+        assert_eq!(e.to_string(), format!("system call number {top}"));
+        assert!(assemble(arch, &allow(-1..0)).is_err());
+        // The prefix, two instructions per entry, and the final ENOSYS.
+        let room = (BPF_MAXINSNS - build_prefix(arch).len() - 1) / 2;
+        let fits = assemble(arch, &allow(0..room as i64)).unwrap();
+        assert!(fits.len() <= BPF_MAXINSNS && fits.len() + 2 > BPF_MAXINSNS);
+        let e = assemble(arch, &allow(0..room as i64 + 1)).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("instructions, more than the kernel takes"),
+            "{e}"
+        );
+    }
 }
