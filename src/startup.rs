@@ -231,7 +231,11 @@ impl App {
         let masked = scan.hidden.len();
         let masked_links = scan.links;
         options.masks = scan.hidden;
-        let sandbox = Sandbox::detect(&options)?;
+        let mut sandbox = Sandbox::detect(&options)?;
+        // A call the sandbox can't start is answered within its timeout.
+        sandbox.bound_waits(
+            (serve.limits.call_timeout > 0).then(|| Duration::from_secs(serve.limits.call_timeout)),
+        );
 
         // A draft is offered only where its promise holds (or, in
         // best-effort mode, with the start-up line saying it does not).

@@ -1,16 +1,29 @@
-//! The Linux sandbox as the rest of the server sees it: detection once,
-//! then one `spawn` per run with the layers decided at start.
+//! The server's side of the Linux sandbox, all of it: what is found and
+//! built once per sandbox (detection, the layers, the runtime paths, both
+//! minimal roots' mount plans and the zygote's configuration, the cgroup
+//! parent), then one `spawn` per run. `handle.rs` holds the zygote the
+//! server talks to and the run it gets back.
+
+mod handle;
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use super::{layers_line, Detected};
-use crate::sandbox::policy::{self, Layers};
+use super::cgroup;
+use super::detect::{layers_line, Detected};
+use super::wire::{usable, Config, STATUS_TIMEOUT};
+use crate::sandbox::draft;
+use crate::sandbox::policy::{self, Layers, MountPlan};
 use crate::sandbox::promises;
 use crate::sandbox::SandboxMode;
 use crate::sandbox::{Layer, RunKind, SandboxError, SandboxOptions, SandboxedChild, StatusReport};
 
-pub use super::helper_main;
+pub(crate) use handle::Run;
+
+/// The longest the server waits for a stopped zygote before it gives up on
+/// it (a silent one is given up after the sandbox's silence bound).
+const STOPPED_LIMIT: Duration = Duration::from_secs(1);
 
 pub struct State {
     detected: Detected,
@@ -18,10 +31,18 @@ pub struct State {
     layers: Layers,
     mode: SandboxMode,
     without: Vec<Layer>,
+    /// Both kinds of run's minimal roots, planned once at start.
+    plans: Plans,
+    /// What the zygote is started with, for the layers in force: `None`
+    /// where runs can't be forked by a zygote.
+    zygote_config: Option<Config>,
+    /// How long a run's start may stay silent (the zygote's or helper's
+    /// word on its layers) before the run fails.
+    silence: Duration,
     /// Forks the runs; started on the first one.
-    pub(super) zygotes: super::Slot,
+    zygotes: handle::Slot,
     /// Where runs' cgroups are made, when the machine gives them.
-    cgroups: Option<super::cgroup::Parent>,
+    cgroups: Option<cgroup::Parent>,
     facts: promises::Facts,
     /// How the trial run at start ended.
     trial: Result<(), String>,
@@ -44,6 +65,40 @@ fn db_alone(db: &Path) -> bool {
         let n = e.file_name().to_string_lossy().into_owned();
         n == name || companions.contains(&n)
     })
+}
+
+/// The minimal root of each kind of run: they depend only on what is fixed
+/// at start, so they are planned once.
+struct Plans {
+    read_only: MountPlan,
+    draft: MountPlan,
+}
+
+impl Plans {
+    fn new(opts: &SandboxOptions, runtime: &[PathBuf]) -> Plans {
+        Plans {
+            read_only: policy::mount_plan(opts, runtime, RunKind::ReadOnly),
+            draft: policy::mount_plan(opts, runtime, RunKind::Draft),
+        }
+    }
+}
+
+/// The zygote's configuration for these layers, or `None` where runs need
+/// the re-executed helper.
+fn zygote_config(layers: &Layers, plans: &Plans) -> Option<Config> {
+    usable(layers).then(|| {
+        let plan = |p: &MountPlan| layers.mountns.then(|| p.clone());
+        Config::new(layers, plan(&plans.read_only), plan(&plans.draft))
+    })
+}
+
+/// How long a run's start may stay silent: well under the call's own
+/// timeout, so a call the sandbox can't start is answered within it.
+fn silence_for(call_timeout: Option<Duration>) -> Duration {
+    match call_timeout {
+        Some(t) if !t.is_zero() => (t / 2).min(STATUS_TIMEOUT),
+        _ => STATUS_TIMEOUT,
+    }
 }
 
 impl State {
@@ -80,13 +135,17 @@ impl State {
             root: detected.root,
             db_alone: opts.db.as_deref().is_some_and(db_alone),
         };
+        let plans = Plans::new(opts, &runtime);
         let mut state = State {
+            zygote_config: zygote_config(&layers, &plans),
+            plans,
+            silence: STATUS_TIMEOUT,
             layers,
             detected,
             runtime,
             mode: opts.mode,
             without: Vec::new(),
-            zygotes: super::Slot::default(),
+            zygotes: handle::Slot::default(),
             cgroups,
             facts,
             trial: Ok(()),
@@ -209,8 +268,17 @@ impl State {
             self.without.push(layer);
         }
         self.layers = self.detected.layers(&self.without);
+        self.zygote_config = zygote_config(&self.layers, &self.plans);
     }
 
+    /// Bound the wait for a run's start by the call timeout.
+    pub fn bound_waits(&mut self, call_timeout: Option<Duration>) {
+        self.silence = silence_for(call_timeout);
+    }
+
+    /// Spawn one run. `stdin` replaces `/dev/null` only for the probe's
+    /// terminal attempt. Runs with their own user and PID namespaces are
+    /// forked by the sandbox's zygote; others by a re-executed helper.
     pub fn spawn(
         &self,
         opts: &SandboxOptions,
@@ -219,22 +287,115 @@ impl State {
         cwd: &Path,
         stdin: Option<OwnedFd>,
     ) -> Result<SandboxedChild, SandboxError> {
-        super::spawn(
+        let layers = self.layers;
+        // With a minimal root the run's temp folder is a tmpfs of its own
+        // mount namespace: nothing on the host to make, name or clean up.
+        if !layers.mountns {
+            // Without a minimal root the paths are granted by name: refuse
+            // a run once one of them names another file than at start.
+            policy::check_pins(&opts.pins).map_err(SandboxError::LayerFailed)?;
+        }
+        let (tmpdir, guard) = if layers.mountns {
+            // Replaced by the plan's own folder when the policy is built.
+            (PathBuf::new(), crate::sandbox::TmpGuard(None))
+        } else {
+            let dir = crate::sandbox::make_private_tmpdir().map_err(SandboxError::Io)?;
+            (dir.clone(), crate::sandbox::TmpGuard(Some(dir)))
+        };
+        let server_env: Vec<(String, String)> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect();
+        let policy = policy::build(&policy::BuildInput {
             opts,
-            &self.runtime,
-            self.layers,
-            Some(&self.zygotes),
-            self.cgroups.as_ref(),
             kind,
+            runtime: &self.runtime,
+            env: &server_env,
+            layers,
+            tmpdir: &tmpdir,
             argv,
             cwd,
-            stdin,
-        )
+            parent_pid: std::process::id(),
+        });
+        let helper = opts
+            .helper
+            .as_deref()
+            .unwrap_or(Path::new("/proc/self/exe"));
+        // The draft's folder as it was, to remove afterwards what the run added.
+        let sweep = match (kind, &opts.db) {
+            (RunKind::Draft, Some(db)) => match db.parent() {
+                Some(folder) => Some(
+                    draft::DraftSweep::before(&policy::DraftDb {
+                        folder: folder.to_path_buf(),
+                        db: db.clone(),
+                        pin: None,
+                        folder_pin: None,
+                    })
+                    .map_err(SandboxError::Io)?,
+                ),
+                None => None,
+            },
+            _ => None,
+        };
+        let attestation = crate::sandbox::layers::Attestation::new(
+            &layers.names(),
+            &serde_json::to_vec(&policy).unwrap_or_default(),
+        );
+        // The run's cgroup lives as long as the run; a layer in force that
+        // cannot be set up fails the run.
+        let mut run_cgroup = match (layers.cgroup, self.cgroups.as_ref()) {
+            (false, _) => None,
+            (true, Some(parent)) => Some(parent.run().map_err(|e| match e.errno {
+                // The server's own descriptors ran out, not the layer.
+                Some(n) if crate::sandbox::shortage(n).is_some() => {
+                    SandboxError::Io(std::io::Error::from_raw_os_error(n))
+                }
+                _ => SandboxError::LayerFailed(e.message),
+            })?),
+            (true, None) => {
+                return Err(SandboxError::LayerFailed(
+                    "cgroup: the layer is on but no cgroup was set up".into(),
+                ))
+            }
+        };
+        let mut child = match &self.zygote_config {
+            Some(config) => {
+                let procs = run_cgroup.as_mut().and_then(cgroup::RunCgroup::take_procs);
+                let waits = handle::Waits {
+                    silence: self.silence,
+                    stopped: STOPPED_LIMIT.min(self.silence),
+                };
+                handle::spawn(
+                    &self.zygotes,
+                    helper,
+                    config,
+                    waits,
+                    &policy,
+                    guard,
+                    stdin,
+                    procs,
+                )
+            }
+            None if layers.cgroup => {
+                return Err(SandboxError::LayerFailed(
+                    "cgroup: runs without their own PID namespace cannot enter a cgroup".into(),
+                ))
+            }
+            None => handle::spawn_reexec(helper, &policy, guard, stdin, self.silence),
+        }?;
+        child.attestation = Some(attestation);
+        if sweep.is_some() || run_cgroup.is_some() {
+            child.after = Some(Box::new(move || {
+                if let Some(s) = sweep {
+                    s.after();
+                }
+                drop(run_cgroup);
+            }) as Box<dyn FnOnce() + Send>);
+        }
+        Ok(child)
     }
 }
 
-fn set_up_cgroups() -> Result<super::cgroup::Parent, String> {
-    use super::cgroup;
+fn set_up_cgroups() -> Result<cgroup::Parent, String> {
     let token = format!(
         "{}.{:x}",
         std::process::id(),
@@ -331,15 +492,69 @@ fn tempfile_root() -> std::io::Result<TrialRoot> {
     Ok(TrialRoot(dir))
 }
 
-/// `sandbox probe`.
-pub fn probe(
-    json: bool,
-    without: Option<Layer>,
-    junit: Option<&std::path::Path>,
-) -> anyhow::Result<u8> {
-    crate::sandbox::probe::run(json, without, junit)
+impl crate::sandbox::Platform for State {
+    fn detect(opts: &SandboxOptions) -> Result<State, SandboxError> {
+        State::detect(opts)
+    }
+
+    fn layers_line(&self) -> String {
+        State::layers_line(self)
+    }
+
+    fn promises_line(&self, drafts: bool) -> String {
+        State::promises_line(self, drafts)
+    }
+
+    fn drafts_refused(&self) -> Option<String> {
+        State::drafts_refused(self)
+    }
+
+    fn bound_waits(&mut self, call_timeout: Option<Duration>) {
+        State::bound_waits(self, call_timeout)
+    }
+
+    fn spawn(
+        &self,
+        opts: &SandboxOptions,
+        kind: RunKind,
+        argv: &[String],
+        cwd: &Path,
+        stdin: Option<OwnedFd>,
+    ) -> Result<SandboxedChild, SandboxError> {
+        State::spawn(self, opts, kind, argv, cwd, stdin)
+    }
+
+    fn helper_main(arg: &str) -> anyhow::Result<u8> {
+        super::helper_main(arg)
+    }
+
+    fn status() -> StatusReport {
+        status()
+    }
+
+    fn probe(json: bool, without: Option<Layer>, junit: Option<&Path>) -> anyhow::Result<u8> {
+        crate::sandbox::probe::run(json, without, junit)
+    }
+
+    fn probe_attempt(name: &str, args: &[String]) -> u8 {
+        crate::sandbox::probe::attempts::run(name, args)
+    }
 }
 
-pub fn probe_attempt(name: &str, args: &[String]) -> u8 {
-    crate::sandbox::probe::attempts::run(name, args)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runs_start_may_stay_silent_half_the_call_timeout_and_at_most_20_s() {
+        let s = |secs: u64| silence_for(Some(Duration::from_secs(secs)));
+        assert_eq!(silence_for(None), STATUS_TIMEOUT);
+        assert_eq!(s(0), STATUS_TIMEOUT);
+        assert_eq!(s(1), Duration::from_millis(500));
+        assert_eq!(s(2), Duration::from_secs(1));
+        assert_eq!(s(39), Duration::from_millis(19_500));
+        assert_eq!(s(40), Duration::from_secs(20));
+        assert_eq!(s(41), Duration::from_secs(20));
+        assert_eq!(STATUS_TIMEOUT, Duration::from_secs(20));
+    }
 }
