@@ -643,7 +643,7 @@ fn stdout_flood() -> Outcome {
 
 /// Leave a detached grandchild (new session, parent gone) that carries the
 /// marker in its command line, then return.
-fn daemon(args: &[String]) -> Outcome {
+pub(super) fn daemon(args: &[String]) -> Outcome {
     let marker = arg(args, 0)?;
     let exe = std::env::current_exe().map_err(io)?;
     let exe_c = cstr(&exe.to_string_lossy())?;

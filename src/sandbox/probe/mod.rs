@@ -149,6 +149,9 @@ enum Truth {
     Flood,
     Daemon,
     OutliveParent,
+    /// A first call leaves traces (`leave-traces`); the attempt is the next
+    /// call, which must see none of them.
+    NextCall,
     /// The file the attempt created must not have an execute bit.
     ExecBits(PathBuf),
     /// A folder chain left in TMPDIR must neither outlive the run nor take
@@ -920,6 +923,16 @@ impl Fixture {
                 &[Pidns, Subreaper],
             )
             .truth(Truth::Daemon),
+            spec(
+                "next-call-sees-nothing",
+                "find-traces",
+                vec![],
+                "none",
+                // Each run's own TMPDIR (a tmpfs, or a host folder removed
+                // with it), IPC and PID namespaces and minimal root.
+                &[Mountns, Pidns, Helper],
+            )
+            .truth(Truth::NextCall),
             spec(
                 "run-outlives-killed-server",
                 "sleep-marker",
@@ -1926,6 +1939,7 @@ fn run_one(
         ),
         Truth::Flood => (flood(fx, sp, None), flood(fx, sp, Some(sb))),
         Truth::Daemon => (daemon(fx, sp, None), daemon(fx, sp, Some(sb))),
+        Truth::NextCall => (next_call(fx, sp, None), next_call(fx, sp, Some(sb))),
         Truth::OutliveParent => (outlive_control(fx), outlive_inside(fx)),
         Truth::Tty => {
             // The queue is flushed when the attempt's session ends, so it is
@@ -2494,6 +2508,36 @@ fn daemon(fx: &Fixture, sp: &Spec, sb: Option<&Sandbox>) -> Outcome {
             }
         }
     }
+}
+
+/// Two calls in a row: the first leaves traces, the second (the attempt)
+/// looks for them. Outside, both run as plain children of the probe.
+fn next_call(fx: &Fixture, sp: &Spec, sb: Option<&Sandbox>) -> Outcome {
+    let marker = fx.marker();
+    let args = vec![marker.clone()];
+    let first = spec("leave-traces", "leave-traces", vec![], "", &[]);
+    let first = Spec {
+        control: sp.control,
+        kind: sp.kind,
+        ..first
+    };
+    let left = match sb {
+        None => run_control(fx, &first, &args, None),
+        Some(sb) => run_inside(sb, fx, &first, &args, None),
+    };
+    let found = match left {
+        Outcome::Ok(_) => match sb {
+            // The control's TMPDIR is emptied before each run: the second
+            // finds the other traces.
+            None => run_control(fx, sp, &args, None),
+            Some(sb) => run_inside(sb, fx, sp, &args, None),
+        },
+        Outcome::Failed(e) => Outcome::Failed(format!("the first call failed: {e}")),
+        not_run @ Outcome::NotRun(_) => not_run,
+    };
+    // Whatever was left and not found (a daemon the attempt could not see).
+    kill_marker(&marker);
+    found
 }
 
 /// Outside: a process whose parent is killed keeps running (orphans live on).
