@@ -187,13 +187,37 @@ fn resolve_sparing(inputs: &Inputs, sandbox: &Sandbox) -> Result<Resolved, Strin
     }
 }
 
-/// Device and inode, not following a final link.
-type Identity = Option<(u64, u64)>;
+/// Which file a path names, not following a final link: device, inode,
+/// type, and birth time where the file system keeps one (an inode number
+/// freed by a deletion is soon given to the next file made; its birth time
+/// and often its type tell the two apart, and neither changes when the
+/// file is written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Id {
+    dev: u64,
+    ino: u64,
+    kind: u8,
+    born: Option<std::time::SystemTime>,
+}
+
+type Identity = Option<Id>;
+
+fn kind(t: &std::fs::FileType) -> u8 {
+    match () {
+        _ if t.is_symlink() => 1,
+        _ if t.is_file() => 2,
+        _ if t.is_dir() => 3,
+        _ => 4,
+    }
+}
 
 fn identity(p: &Path) -> Identity {
-    std::fs::symlink_metadata(p)
-        .ok()
-        .map(|m| (m.dev(), m.ino()))
+    std::fs::symlink_metadata(p).ok().map(|m| Id {
+        dev: m.dev(),
+        ino: m.ino(),
+        kind: kind(&m.file_type()),
+        born: m.created().ok(),
+    })
 }
 
 /// What the server serves now, with the identities it was made from.
@@ -327,8 +351,16 @@ mod tests {
             ("the database", PathBuf::from("/srv/r/rw.db")),
             ("the profile", PathBuf::from("/srv/r/p.yaml")),
         ];
-        let before = vec![Some((1, 2)), Some((1, 3)), None];
-        let after = vec![None, Some((1, 4)), Some((1, 5))];
+        let id = |ino| {
+            Some(Id {
+                dev: 1,
+                ino,
+                kind: 0,
+                born: None,
+            })
+        };
+        let before = vec![id(2), id(3), None];
+        let after = vec![None, id(4), id(5)];
         let line = change_line(
             &watched,
             &before,
@@ -341,7 +373,7 @@ mod tests {
              was replaced, the profile /srv/r/p.yaml is back; every tool is refused until it is \
              fixed: --root /srv/r: no such folder"
         );
-        let same = vec![Some((1, 2)), Some((1, 3)), None];
+        let same = vec![id(2), id(3), None];
         let line = change_line(&watched, &before, &same, &Err("x".into()));
         assert!(line.contains("files changed: ; "), "{line}");
     }

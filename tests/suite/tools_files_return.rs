@@ -224,9 +224,11 @@ fn a_database_replaced_by_a_link_is_refused_with_the_guards_reason() {
     fs::copy(&db, &elsewhere).unwrap();
     assert_eq!(database(&mut s, 1)["present"], true);
 
-    // A symbolic link to a file outside the home.
-    fs::remove_file(&db).unwrap();
-    std::os::unix::fs::symlink(&elsewhere, &db).unwrap();
+    // A symbolic link to a file outside the home, renamed over it (made
+    // while the database is there, so it can't be given its inode number).
+    let swap = ws.join("data/swap");
+    std::os::unix::fs::symlink(&elsewhere, &swap).unwrap();
+    fs::rename(&swap, &db).unwrap();
     served(&mut s, 2, "version");
     let (code, message) = refused(&mut s, 3, "context");
     assert_eq!(code, "sandbox_failed", "{message}");
@@ -251,8 +253,8 @@ fn a_database_replaced_by_a_link_is_refused_with_the_guards_reason() {
     served(&mut s, 4, "version");
 
     // Another name (a hard link) of a file a protected pattern covers.
-    fs::remove_file(&db).unwrap();
-    fs::hard_link(ws.join(".env"), &db).unwrap();
+    fs::hard_link(ws.join(".env"), &swap).unwrap();
+    fs::rename(&swap, &db).unwrap();
     let (code, message) = refused(&mut s, 5, "context");
     assert_eq!(code, "sandbox_failed", "{message}");
     assert!(
