@@ -119,13 +119,15 @@ pub struct SandboxOptions {
     /// The program re-run as the sandbox helper; `None` is this program
     /// itself. Only code sets it: tests whose process is not the server.
     pub helper: Option<PathBuf>,
-    /// Device and inode of every fixed path, taken once at start: a run
-    /// whose path no longer names the same file is refused, so a run that
-    /// swaps a granted file for a link cannot widen the next run's grant.
-    /// Filled by [`Sandbox::detect`].
+    /// Device and inode of every fixed path, taken when the sandbox is set
+    /// up: a run whose path no longer names the same file is refused, so a
+    /// run that swaps a granted file for a link cannot widen the next run's
+    /// grant. The sandbox's own: set by [`Sandbox::detect`] and
+    /// [`Sandbox::regrant`] on their copy, whatever the caller gave.
     pub pins: Vec<(PathBuf, policy::Pin)>,
     /// Protected files and folders beneath the root, hidden in the run's
     /// minimal root (an empty read-only file or folder in their place).
+    /// The sandbox's own too: given to [`Sandbox::regrant`].
     pub masks: Vec<PathBuf>,
 }
 
@@ -337,6 +339,7 @@ impl Sandbox {
     pub fn detect(opts: &SandboxOptions) -> Result<Sandbox, SandboxError> {
         sweep_stale_tmpdirs();
         let mut opts = opts.clone();
+        opts.masks = Vec::new();
         opts.pins = policy::pin_fixed_paths(&opts).map_err(SandboxError::Unavailable)?;
         Ok(Sandbox {
             state: Detection(std::sync::Arc::new(platform::State::detect(&opts)?)),
@@ -345,14 +348,19 @@ impl Sandbox {
     }
 
     /// This sandbox with other grants for the same backend (another root,
-    /// database, accounts, profile or masks), pinned afresh; the kernel is
-    /// not probed again. A run's helper is set up for its grants, so a run
+    /// database, accounts or profile) and `masks` (protected entries every
+    /// run covers), pinned afresh; the kernel is not probed again. A run's helper is set up for its grants, so a run
     /// of the old grants and one of the new never share one. When no other
     /// sandbox shares the detection (at start), the facts that depend on the
     /// grants are taken again too.
-    pub fn regrant(mut self, opts: &SandboxOptions) -> Result<Sandbox, SandboxError> {
+    pub fn regrant(
+        mut self,
+        opts: &SandboxOptions,
+        masks: Vec<PathBuf>,
+    ) -> Result<Sandbox, SandboxError> {
         let mut opts = opts.clone();
         opts.backend = self.opts.backend.clone();
+        opts.masks = masks;
         opts.pins = policy::pin_fixed_paths(&opts).map_err(SandboxError::Unavailable)?;
         // The backend keeps its pin from start: the catalog was read from
         // that file, so another one is refused, never taken in.

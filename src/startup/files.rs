@@ -145,9 +145,9 @@ pub(crate) fn resolve(
     for f in DataFile::ALL {
         f.not_protected(&config, &protected)?;
     }
-    let mut options = config.sandbox_options(inputs.mode, &inputs.pass_env, inputs.helper.clone());
-    options.masks = scan.hidden;
-    let sandbox = sandbox.regrant(&options)?;
+    let options = config.sandbox_options(inputs.mode, &inputs.pass_env, inputs.helper.clone());
+    let masked = scan.hidden.len();
+    let sandbox = sandbox.regrant(&options, scan.hidden)?;
     let invocation = Invocation::new(
         inputs.backend_str.clone(),
         config.globals_argv()?,
@@ -160,7 +160,7 @@ pub(crate) fn resolve(
         protected,
         invocation,
         sandbox,
-        masked: options.masks.len(),
+        masked,
         masked_links: scan.links,
         cut: scan.cut,
         refused: Vec::new(),
