@@ -968,6 +968,79 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_names_the_fixed_file_by_its_option_or_catalog_field() {
+        let e = |source: Source| ConfigError::new(source, Some(Path::new("/h/x")), "refused");
+        assert_eq!(
+            DataFile::named_by(&e(Source::Option("--db"))),
+            Some(DataFile::Db)
+        );
+        assert_eq!(
+            DataFile::named_by(&e(Source::Catalog("accounts"))),
+            Some(DataFile::Accounts)
+        );
+        assert_eq!(
+            DataFile::named_by(&e(Source::Option("--profile"))),
+            Some(DataFile::Profile)
+        );
+        // The home and the root are no file a server can go on without.
+        for source in [
+            Source::Option("--home"),
+            Source::Catalog("home"),
+            Source::Option("--root"),
+            Source::CurrentFolder,
+        ] {
+            assert_eq!(DataFile::named_by(&e(source)), None, "{source}");
+        }
+    }
+
+    #[test]
+    fn a_fixed_file_dropped_is_forgotten_in_both_the_options_and_the_catalog() {
+        let mut g = Globals {
+            db: Some("/h/db".into()),
+            accounts: Some("/h/a".into()),
+            ..Globals::default()
+        };
+        let mut paths = CatalogPaths {
+            db: Some("/h/db".into()),
+            profile: Some("/h/p".into()),
+            ..CatalogPaths::default()
+        };
+        DataFile::Db.drop_from(&mut g, &mut paths);
+        assert_eq!((g.db, paths.db), (None, None));
+        assert_eq!(g.accounts, Some("/h/a".into()));
+        assert_eq!(paths.profile, Some("/h/p".into()));
+    }
+
+    #[test]
+    fn a_fixed_file_that_is_a_hard_link_of_a_protected_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, o) = home_owner(dir.path());
+        fs::write(home.join(".env"), "K=v\n").unwrap();
+        fs::hard_link(home.join(".env"), home.join("data/rw.db")).unwrap();
+        fs::write(home.join("accounts.yaml"), "").unwrap();
+        let c = o
+            .with_catalog(&CatalogPaths {
+                db: Some(home.join("data/rw.db")),
+                accounts: Some(home.join("accounts.yaml")),
+                ..CatalogPaths::default()
+            })
+            .unwrap();
+        let mut protected = crate::protect::Protected::new(&[], &[]).unwrap();
+        protected.remember(&crate::protect::scan(&[home.as_path()], &protected));
+        let e = DataFile::Db.not_protected(&c, &protected).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the backend's catalog field paths.db {}: refused: it is another name (a hard \
+                 link) of a file protected by the pattern `.env`",
+                home.join("data/rw.db").display()
+            )
+        );
+        assert!(DataFile::Accounts.not_protected(&c, &protected).is_ok());
+        assert!(DataFile::Profile.not_protected(&c, &protected).is_ok());
+    }
+
+    #[test]
     fn the_root_defaults_to_the_home_then_the_current_folder() {
         let dir = tempfile::tempdir().unwrap();
         let (home, o) = home_owner(dir.path());
