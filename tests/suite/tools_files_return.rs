@@ -11,10 +11,14 @@ use crate::support::mcp::*;
 use serde_json::{json, Value};
 
 fn call(s: &mut Server, id: i64, name: &str) -> Value {
+    call_with(s, id, name, json!({}))
+}
+
+fn call_with(s: &mut Server, id: i64, name: &str, args: Value) -> Value {
     let r = s.request(modern(
         json!(id),
         "tools/call",
-        json!({"name": name, "arguments": {}}),
+        json!({"name": name, "arguments": args}),
     ));
     assert!(r["result"].is_object(), "{r}");
     r["result"].clone()
@@ -216,12 +220,16 @@ fn a_root_removed_and_made_again_is_served_again() {
 /// file, still runs.
 #[test]
 fn a_database_replaced_by_a_link_is_refused_with_the_guards_reason() {
-    let mut s = Server::start();
+    let mut s = Server::start_with(Opts {
+        extra_serve_args: vec!["--allow-drafts".into()],
+        ..Opts::default()
+    });
     let (ws, db) = paths(&s);
     fs::write(ws.join(".env"), "API_TOKEN=not-for-runs\n").unwrap();
     let outside = tempfile::tempdir().unwrap();
     let elsewhere = outside.path().join("other.db");
     fs::copy(&db, &elsewhere).unwrap();
+    let outside_before = fs::read(&elsewhere).unwrap();
     assert_eq!(database(&mut s, 1)["present"], true);
 
     // A symbolic link to a file outside the home, renamed over it (made
@@ -251,6 +259,21 @@ fn a_database_replaced_by_a_link_is_refused_with_the_guards_reason() {
         )]
     );
     served(&mut s, 4, "version");
+    // Nor may a draft write through the link.
+    let draft = call_with(
+        &mut s,
+        40,
+        "draft",
+        json!({"campaign": "campaigns/spring-launch.yaml", "channel": "mastodon", "text": "A calm note."}),
+    );
+    assert_eq!(draft["isError"], true, "{draft}");
+    let env = envelope_of(&draft);
+    assert_eq!(env["output"]["error"]["code"], "sandbox_failed", "{env}");
+    assert!(env.to_string().contains(&reason), "{env}");
+    assert!(
+        fs::read(&elsewhere).unwrap() == outside_before,
+        "the file outside the home is untouched"
+    );
 
     // Another name (a hard link) of a file a protected pattern covers.
     fs::hard_link(ws.join(".env"), &swap).unwrap();
