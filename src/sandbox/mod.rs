@@ -8,6 +8,8 @@
 //! - `Sandbox::detect(&SandboxOptions) -> Result<Sandbox, SandboxError>`:
 //!   probes the kernel once; in `require` mode refuses when a promised layer
 //!   is missing.
+//! - `Sandbox::regrant(self, &SandboxOptions, masks)`: the same detection
+//!   with other grants (the catalog's, or files replaced while serving).
 //! - `Sandbox::layers_line()`: the layers in force, for the start-up line.
 //! - `Sandbox::spawn(&self, RunKind, &[String] argv, cwd) -> Result<SandboxedChild, SandboxError>`:
 //!   argv[0] is the absolute backend path; stdin is /dev/null; stdout and
@@ -349,10 +351,11 @@ impl Sandbox {
 
     /// This sandbox with other grants for the same backend (another root,
     /// database, accounts or profile) and `masks` (protected entries every
-    /// run covers), pinned afresh; the kernel is not probed again. A run's helper is set up for its grants, so a run
-    /// of the old grants and one of the new never share one. When no other
-    /// sandbox shares the detection (at start), the facts that depend on the
-    /// grants are taken again too.
+    /// run covers), pinned afresh; the kernel is not probed again. A run's
+    /// helper is set up for its grants, so a run of the old grants and one
+    /// of the new never share one. When no other sandbox shares the
+    /// detection (at start), the facts that depend on the grants are taken
+    /// again too.
     pub fn regrant(
         mut self,
         opts: &SandboxOptions,
