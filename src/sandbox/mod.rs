@@ -8,6 +8,8 @@
 //! - `Sandbox::detect(&SandboxOptions) -> Result<Sandbox, SandboxError>`:
 //!   probes the kernel once; in `require` mode refuses when a promised layer
 //!   is missing.
+//! - `Sandbox::regrant(self, &SandboxOptions, masks)`: the same detection
+//!   with other grants (the catalog's, or files replaced while serving).
 //! - `Sandbox::layers_line()`: the layers in force, for the start-up line.
 //! - `Sandbox::spawn(&self, RunKind, &[String] argv, cwd) -> Result<SandboxedChild, SandboxError>`:
 //!   argv[0] is the absolute backend path; stdin is /dev/null; stdout and
@@ -119,13 +121,15 @@ pub struct SandboxOptions {
     /// The program re-run as the sandbox helper; `None` is this program
     /// itself. Only code sets it: tests whose process is not the server.
     pub helper: Option<PathBuf>,
-    /// Device and inode of every fixed path, taken once at start: a run
-    /// whose path no longer names the same file is refused, so a run that
-    /// swaps a granted file for a link cannot widen the next run's grant.
-    /// Filled by [`Sandbox::detect`].
+    /// Device and inode of every fixed path, taken when the sandbox is set
+    /// up: a run whose path no longer names the same file is refused, so a
+    /// run that swaps a granted file for a link cannot widen the next run's
+    /// grant. The sandbox's own: set by [`Sandbox::detect`] and
+    /// [`Sandbox::regrant`] on their copy, whatever the caller gave.
     pub pins: Vec<(PathBuf, policy::Pin)>,
     /// Protected files and folders beneath the root, hidden in the run's
     /// minimal root (an empty read-only file or folder in their place).
+    /// The sandbox's own too: given to [`Sandbox::regrant`].
     pub masks: Vec<PathBuf>,
 }
 
@@ -300,22 +304,79 @@ pub fn probe_attempt(name: &str, args: &[String]) -> u8 {
 }
 
 /// The sandbox set up for one backend, with what the kernel offers.
+///
+/// Cloning is cheap: a clone shares what was detected (and the helper
+/// that forks runs) and owns its grants.
+#[derive(Clone)]
 pub struct Sandbox {
     opts: SandboxOptions,
-    state: platform::State,
+    state: Detection,
+}
+
+/// What detection found, shared by every sandbox regranted from it.
+#[derive(Clone)]
+struct Detection(std::sync::Arc<platform::State>);
+
+impl std::ops::Deref for Detection {
+    type Target = platform::State;
+    fn deref(&self) -> &platform::State {
+        &self.0
+    }
+}
+
+/// Layers are switched off (the probe's matrix) on a sandbox of its own,
+/// before anything shares its detection.
+impl std::ops::DerefMut for Detection {
+    fn deref_mut(&mut self) -> &mut platform::State {
+        #[allow(clippy::expect_used)]
+        std::sync::Arc::get_mut(&mut self.0)
+            .expect("a sandbox's detection is changed only before it is shared")
+    }
 }
 
 impl Sandbox {
-    /// Probe the kernel and find the backend's runtime paths. Cheap (a
-    /// couple of short-lived forks); may be called more than once.
+    /// Probe the kernel and find the backend's runtime paths: once per
+    /// server (a trial run and a few short-lived forks). Other grants for
+    /// the same backend come from [`Sandbox::regrant`].
     pub fn detect(opts: &SandboxOptions) -> Result<Sandbox, SandboxError> {
         sweep_stale_tmpdirs();
         let mut opts = opts.clone();
+        opts.masks = Vec::new();
         opts.pins = policy::pin_fixed_paths(&opts).map_err(SandboxError::Unavailable)?;
         Ok(Sandbox {
-            state: platform::State::detect(&opts)?,
+            state: Detection(std::sync::Arc::new(platform::State::detect(&opts)?)),
             opts,
         })
+    }
+
+    /// This sandbox with other grants for the same backend (another root,
+    /// database, accounts or profile) and `masks` (protected entries every
+    /// run covers), pinned afresh; the kernel is not probed again. A run's
+    /// helper is set up for its grants, so a run of the old grants and one
+    /// of the new never share one. When no other sandbox shares the
+    /// detection (at start), the facts that depend on the grants are taken
+    /// again too.
+    pub fn regrant(
+        mut self,
+        opts: &SandboxOptions,
+        masks: Vec<PathBuf>,
+    ) -> Result<Sandbox, SandboxError> {
+        let mut opts = opts.clone();
+        opts.backend = self.opts.backend.clone();
+        opts.masks = masks;
+        opts.pins = policy::pin_fixed_paths(&opts).map_err(SandboxError::Unavailable)?;
+        // The backend keeps its pin from start: the catalog was read from
+        // that file, so another one is refused, never taken in.
+        let backend = &opts.backend;
+        opts.pins.retain(|(p, _)| p != backend);
+        opts.pins
+            .extend(self.opts.pins.iter().filter(|(p, _)| p == backend).cloned());
+        #[cfg(target_os = "linux")]
+        if let Some(state) = std::sync::Arc::get_mut(&mut self.state.0) {
+            state.regrant(&opts);
+        }
+        self.opts = opts;
+        Ok(self)
     }
 
     pub fn layers_line(&self) -> String {

@@ -117,6 +117,11 @@ impl State {
         Ok(state)
     }
 
+    /// Take again the facts that depend on the grants (the database's folder).
+    pub fn regrant(&mut self, opts: &SandboxOptions) {
+        self.facts.db_alone = opts.db.as_deref().is_some_and(db_alone);
+    }
+
     /// One run of `true` with the layers in force: `Err` says why it failed.
     fn trial_run(&self, opts: &SandboxOptions) -> Result<(), String> {
         let Some(program) = true_program() else {
