@@ -28,6 +28,7 @@
 // The sweep after a draft run: shared by Linux and macOS, whose sandboxes
 // both let a draft write the database's companions under their names.
 pub mod draft;
+mod exec_chain;
 pub mod guard;
 // Built on every platform so its golden tests run everywhere; only macOS
 // starts processes with it.
