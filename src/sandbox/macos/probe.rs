@@ -22,36 +22,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::sandbox::SandboxMode;
-use crate::sandbox::{RunKind, Sandbox, SandboxOptions, StatusReport};
+use crate::sandbox::{LayerStatus, RunKind, Sandbox, SandboxOptions, StatusReport};
 
 const LINE: &str = "sandbox-exec (deny-by-default profile, no network)";
-
-/// A sandbox like a server's, with a throwaway root and `/usr/bin/true` as
-/// its backend, and one run of it under the real generated profile: what
-/// `status` reports is what a tool call would meet (a profile this release
-/// refuses, a loader the profile stops before `main`, a sandbox that can't
-/// be applied inside another one).
-fn trial() -> Result<(), String> {
-    use std::os::unix::fs::DirBuilderExt;
-    let root = std::env::temp_dir().join(format!(
-        "reachweaver-trial-{:016x}",
-        crate::sandbox::random_u64()
-    ));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&root)
-        .map_err(|e| format!("a folder for the trial: {e}"))?;
-    let dir = FixtureDir(root);
-    let root = std::fs::canonicalize(&dir.0).map_err(|e| e.to_string())?;
-    let opts = SandboxOptions {
-        mode: SandboxMode::BestEffort,
-        backend: PathBuf::from(super::spawn::TRIAL_PROGRAM),
-        root,
-        ..SandboxOptions::default()
-    };
-    let state = super::spawn::State::prepare(&opts).map_err(|e| e.to_string())?;
-    state.trial_run(&opts)
-}
 
 fn os_version() -> String {
     Command::new("/usr/bin/sw_vers")
@@ -62,8 +35,9 @@ fn os_version() -> String {
         .unwrap_or_default()
 }
 
-pub fn status() -> StatusReport {
-    let mut layer = super::spawn::layer_status();
+/// `sandbox status`: `layer` is what the platform found, `trial` one run
+/// under the real generated profile.
+pub fn status(mut layer: LayerStatus, trial: fn() -> Result<(), String>) -> StatusReport {
     let trial_line = if layer.available {
         match trial() {
             Ok(()) => "passed: /usr/bin/true ran under the generated profile".to_string(),
