@@ -16,6 +16,13 @@
 //! through (those held by that layer alone) and the layer matrix test
 //! checks the prediction against what happened, so the table in
 //! `sandbox/LAYERS.md` is tested, not just written.
+//!
+//! This file runs the suite and writes the report. What it reasons about
+//! (holders, truths, outcomes, verdicts) is in `model.rs`, the suite in
+//! `specs.rs`, the host's side of it (folders, listeners, fingerprints) in
+//! `fixture.rs`, starting one attempt in `runner.rs`, and the attempts the
+//! host checks itself in `truths.rs`. The attempts as they run, outside and
+//! inside, are `attempts.rs` and `host_attempts.rs`.
 
 pub(super) mod attempts;
 mod cleanup;
