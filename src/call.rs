@@ -15,12 +15,8 @@ use crate::startup::{App, Resolved};
 use crate::tools::{Tool, ToolKind};
 use crate::validate;
 
-/// The `_meta` member naming what a tool run was confined by.
-pub(crate) const META_SANDBOX: &str = "io.reachweaver/sandbox";
-
-/// The `_meta` member counting what redaction hid (only when it hid
-/// anything; never what it was).
-pub(crate) const META_REDACTED: &str = "io.reachweaver/redacted";
+// The `_meta` members are named where the envelope is defined.
+pub(crate) use crate::envelope::{META_REDACTED, META_SANDBOX};
 
 /// ` redacted=N` for the log line when anything was hidden.
 fn redacted_note(envelope: &Envelope) -> String {

@@ -3,23 +3,26 @@
 //! process (on Linux, a long-lived zygote per sandbox that forks each run).
 //! The server process itself is never restricted.
 //!
-//! INTERFACE (used by run.rs and app.rs; keep these names):
+//! INTERFACE (used by config.rs, startup.rs, startup/files.rs, run.rs and
+//! sandbox_cli.rs; keep these names):
 //! - `SandboxOptions`: what the server knows at start (plain data).
 //! - `Sandbox::detect(&SandboxOptions) -> Result<Sandbox, SandboxError>`:
-//!   probes the kernel once; in `require` mode refuses when a promised layer
-//!   is missing.
+//!   probes the kernel once and finds the backend's runtime paths; in
+//!   `require` mode refuses when a promised layer is missing.
 //! - `Sandbox::regrant(self, &SandboxOptions, masks)`: the same detection
 //!   with other grants (the catalog's, or files replaced while serving).
-//! - `Sandbox::layers_line()`: the layers in force, for the start-up line.
+//! - `Sandbox::layers_line()`, `Sandbox::promises_line(drafts)`: the layers
+//!   in force and what holds each promise, for the start-up line;
+//!   `Sandbox::drafts_refused()`: why `--allow-drafts` can't be honoured.
 //! - `Sandbox::spawn(&self, RunKind, &[String] argv, cwd) -> Result<SandboxedChild, SandboxError>`:
 //!   argv[0] is the absolute backend path; stdin is /dev/null; stdout and
 //!   stderr are pipes the caller reads. Call it from a thread that lives as
 //!   long as the run: where Linux runs use a re-executed helper (no user or
 //!   PID namespace for runs), the run's parent-death signal follows the
 //!   spawning thread.
-//! - `SandboxedChild { stdout, stderr }`, `.pid()`, `.kill_tree()`,
-//!   `.wait()`, `.try_wait()`; dropping it kills what is left and removes
-//!   the run's private temp folder.
+//! - `SandboxedChild { stdout, stderr, attestation }`, `.pid()`,
+//!   `.kill_tree()`, `.wait()`, `.try_wait()`; dropping it kills what is
+//!   left and removes the run's private temp folder.
 //!
 //! The layers, their order and what each one holds are described in
 //! `sandbox/LAYERS.md`; `policy.rs` decides what a run may touch; the
@@ -28,6 +31,7 @@
 // The sweep after a draft run: shared by Linux and macOS, whose sandboxes
 // both let a draft write the database's companions under their names.
 pub mod draft;
+mod exec_chain;
 pub mod guard;
 // Built on every platform so its golden tests run everywhere; only macOS
 // starts processes with it.

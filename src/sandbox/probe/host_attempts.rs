@@ -11,7 +11,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::attempts::{arg, check, cstr, errno_name, io, os_err};
+use super::errno::{arg, check, cstr, errno_name, io, os_err};
 
 type Outcome = Result<String, String>;
 
