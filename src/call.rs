@@ -8,19 +8,15 @@ use serde_json::{Map, Value};
 
 use crate::cancel::Cancel;
 use crate::envelope::Envelope;
-use crate::error::ToolError;
+use crate::error::{ErrorCode, ToolError};
 use crate::run::{self, CallEnd};
 use crate::sandbox::RunKind;
-use crate::startup::App;
+use crate::startup::{App, Resolved};
 use crate::tools::{Tool, ToolKind};
 use crate::validate;
 
-/// The `_meta` member naming what a tool run was confined by.
-pub(crate) const META_SANDBOX: &str = "io.reachweaver/sandbox";
-
-/// The `_meta` member counting what redaction hid (only when it hid
-/// anything; never what it was).
-pub(crate) const META_REDACTED: &str = "io.reachweaver/redacted";
+// The `_meta` members are named where the envelope is defined.
+pub(crate) use crate::envelope::{META_REDACTED, META_SANDBOX};
 
 /// ` redacted=N` for the log line when anything was hidden.
 fn redacted_note(envelope: &Envelope) -> String {
@@ -81,7 +77,24 @@ impl App {
             ));
         };
 
-        let argv = match self.prepare(tool, args) {
+        // One resolution of the root and the fixed files for the whole
+        // call: its argv, its grants and its pins.
+        let files = match self
+            .files
+            .current()
+            .and_then(|r| match r.refusal(&tool.command) {
+                Some(why) => Err(why),
+                None => Ok(r),
+            }) {
+            Ok(files) => files,
+            Err(why) => {
+                let e = ToolError::templated(ErrorCode::SandboxFailed, &why);
+                let envelope = self.finish(Envelope::from_error(&e));
+                log("2", &outcome_fields(&envelope, Some(e.code()), false, ""));
+                return CallOutcome::Done(envelope);
+            }
+        };
+        let argv = match prepare(&files, tool, args) {
             Ok(argv) => argv,
             Err(e) => {
                 let envelope = self.finish(Envelope::from_error(&e));
@@ -104,10 +117,10 @@ impl App {
             ToolKind::Draft => RunKind::Draft,
         };
         let (end, attestation) = run::run_tool(
-            &self.sandbox,
+            &files.sandbox,
             kind,
             &argv,
-            self.root.path(),
+            files.root.path(),
             self.bounds,
             cancel,
             &self.redactor,
@@ -152,11 +165,6 @@ impl App {
         }
     }
 
-    fn prepare(&self, tool: &Tool, args: &Map<String, Value>) -> Result<Vec<String>, ToolError> {
-        let call = validate::validate(tool, args)?.confine(&self.root, &self.protected)?;
-        self.invocation.build(&call)
-    }
-
     /// Every string of the envelope passes through redaction before it leaves.
     fn finish(&self, envelope: Envelope) -> Envelope {
         let (output, redacted) = self.redactor.redact(envelope.output);
@@ -174,6 +182,15 @@ impl App {
             meta,
         }
     }
+}
+
+fn prepare(
+    files: &Resolved,
+    tool: &Tool,
+    args: &Map<String, Value>,
+) -> Result<Vec<String>, ToolError> {
+    let call = validate::validate(tool, args)?.confine(&files.root, &files.protected)?;
+    files.invocation.build(&call)
 }
 
 #[cfg(test)]

@@ -223,7 +223,7 @@ pub(crate) fn run(globals: &Globals, serve: &ServeArgs, json: bool) -> anyhow::R
         findings.to_text()
     };
     // A reader that closed the pipe early ends the program quietly (`main`).
-    crate::app::print_stdout(&text)?;
+    crate::output::print_stdout(&text)?;
     Ok(findings.exit_code())
 }
 

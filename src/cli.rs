@@ -179,12 +179,6 @@ pub enum Command {
     /// Inspect and exercise the kernel sandbox.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
-    /// Internal: the sandbox helper that confines itself and then runs the backend.
-    #[command(name = "__sandbox-helper", hide = true)]
-    SandboxHelper {
-        /// The run's policy as JSON.
-        policy: String,
-    },
     /// Internal: one escape attempt, run inside the sandbox by `sandbox probe`.
     #[command(name = "__probe-attempt", hide = true)]
     ProbeAttempt {

@@ -104,7 +104,7 @@ pub(crate) fn claude_desktop(globals: &Globals, serve: &ServeArgs) -> Result<Val
 pub(crate) fn print(globals: &Globals, serve: &ServeArgs) -> Result<u8> {
     let entry = claude_desktop(globals, serve)?;
     // A reader that closed the pipe early ends the program quietly (`main`).
-    crate::app::print_stdout(&(serde_json::to_string_pretty(&entry)? + "\n"))?;
+    crate::output::print_stdout(&(serde_json::to_string_pretty(&entry)? + "\n"))?;
     eprintln!("Merge the \"mcpServers\" entry above into Claude Desktop's configuration file:");
     for (os, path) in CONFIG_LOCATIONS {
         eprintln!("  {os:<8} {path}");

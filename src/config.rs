@@ -142,14 +142,26 @@ impl Owner {
         path_env: Option<&OsStr>,
         guard: Guard,
     ) -> Result<Owner, ConfigError> {
-        let g = input.globals;
         let backend = resolve_backend(
             input.backend_option,
-            g.backend.as_deref(),
+            input.globals.backend.as_deref(),
             cwd,
             path_env,
             &guard,
         )?;
+        Owner::resolve_paths_in(input, cwd, backend, guard)
+    }
+
+    /// [`Owner::resolve_in`] for a backend already resolved: every path
+    /// but the backend's, through the same checks. A server that sees one
+    /// of its files replaced resolves them again with this.
+    pub(crate) fn resolve_paths_in(
+        input: &OwnerInput<'_>,
+        cwd: &Path,
+        backend: PathBuf,
+        guard: Guard,
+    ) -> Result<Owner, ConfigError> {
+        let g = input.globals;
         let home = match &g.home {
             Some(h) => Some(folder(Source::Option("--home"), &cwd.join(h), &guard)?),
             None => None,
@@ -223,25 +235,16 @@ impl Owner {
         helper: Option<PathBuf>,
     ) -> Result<SandboxOptions, ConfigError> {
         let (root, _) = self.provisional_root()?;
-        Ok(SandboxOptions {
-            mode,
-            backend: self.backend.clone(),
+        let fixed = [&self.home, &self.db, &self.accounts, &self.profile];
+        let grants = Grants {
+            backend: &self.backend,
             root,
-            read: read_grants([&self.home, &self.accounts, &self.profile, &self.db]),
-            db: self
-                .db
-                .as_ref()
-                .filter(|d| d.exists)
-                .map(|d| d.path.clone()),
-            allow_read: self.allow_read.clone(),
-            pass_env: pass_env.to_vec(),
-            helper,
-            home: self.home.as_ref().map(|h| h.path.clone()),
-            // Taken by `Sandbox::detect`, when the sandbox is set up.
-            pins: Vec::new(),
-            // Found by start-up once the protected list is known.
-            masks: Vec::new(),
-        })
+            fixed,
+            allow_read: &self.allow_read,
+        };
+        // Nothing may write before the catalog is read: a database not made
+        // yet gives no folder to anyone.
+        Ok(grants.options(false, mode, pass_env, helper))
     }
 
     /// Add the catalog's proposals for what the owner did not give. A
@@ -329,29 +332,23 @@ impl Config {
         globals_argv([&self.home, &self.db, &self.accounts, &self.profile])
     }
 
+    /// The sandbox options of this configuration's runs (pins and masks
+    /// are the sandbox's own, taken when it is set up).
     pub fn sandbox_options(
         &self,
         mode: SandboxMode,
         pass_env: &[String],
         helper: Option<PathBuf>,
     ) -> SandboxOptions {
-        SandboxOptions {
-            mode,
-            backend: self.backend.clone(),
+        let grants = Grants {
+            backend: &self.backend,
             root: self.root.clone(),
-            read: read_grants([&self.home, &self.accounts, &self.profile, &self.db]),
-            // A database that does not exist yet still gives `draft` its
-            // folder (checked by the guard), so `draft` can create it.
-            db: self.db.as_ref().map(|d| d.path.clone()),
-            allow_read: self.allow_read.clone(),
-            pass_env: pass_env.to_vec(),
-            helper,
-            home: self.home.as_ref().map(|h| h.path.clone()),
-            // Taken by `Sandbox::detect`, when the sandbox is set up.
-            pins: Vec::new(),
-            // Found by start-up once the protected list is known.
-            masks: Vec::new(),
-        }
+            fixed: [&self.home, &self.db, &self.accounts, &self.profile],
+            allow_read: &self.allow_read,
+        };
+        // A database that does not exist yet still gives `draft` its
+        // folder (checked by the guard), so `draft` can create it.
+        grants.options(true, mode, pass_env, helper)
     }
 
     /// What the start-up line says is granted. `backend_folder` is the
@@ -391,6 +388,124 @@ impl Config {
             parts.push(format!("allow-read {}", p.display()));
         }
         format!("granted: {}", parts.join(", "))
+    }
+}
+
+/// What a run may read, before it becomes [`SandboxOptions`]: the one
+/// place both stages build them.
+struct Grants<'a> {
+    backend: &'a Path,
+    root: PathBuf,
+    /// Home, database, accounts, profile.
+    fixed: [&'a Option<Fixed>; 4],
+    allow_read: &'a [PathBuf],
+}
+
+impl Grants<'_> {
+    fn options(
+        self,
+        missing_db_folder: bool,
+        mode: SandboxMode,
+        pass_env: &[String],
+        helper: Option<PathBuf>,
+    ) -> SandboxOptions {
+        let [home, db, accounts, profile] = self.fixed;
+        SandboxOptions {
+            mode,
+            backend: self.backend.to_path_buf(),
+            root: self.root,
+            read: read_grants([home, accounts, profile, db]),
+            db: db
+                .as_ref()
+                .filter(|d| d.exists || missing_db_folder)
+                .map(|d| d.path.clone()),
+            allow_read: self.allow_read.to_vec(),
+            pass_env: pass_env.to_vec(),
+            helper,
+            home: home.as_ref().map(|h| h.path.clone()),
+            ..SandboxOptions::default()
+        }
+    }
+}
+
+/// One of the fixed files, which a server whose file was replaced by one
+/// it refuses can go on without (the home and the root it cannot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DataFile {
+    Db,
+    Accounts,
+    Profile,
+}
+
+impl DataFile {
+    pub(crate) const ALL: [DataFile; 3] = [DataFile::Db, DataFile::Accounts, DataFile::Profile];
+
+    /// The catalog's field and, with `--`, the owner's option.
+    fn field(self) -> &'static str {
+        match self {
+            DataFile::Db => "db",
+            DataFile::Accounts => "accounts",
+            DataFile::Profile => "profile",
+        }
+    }
+
+    /// How messages name it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            DataFile::Db => "database",
+            DataFile::Accounts => "accounts file",
+            DataFile::Profile => "profile",
+        }
+    }
+
+    /// The file whose option or catalog field `e` names, if any.
+    pub(crate) fn named_by(e: &ConfigError) -> Option<DataFile> {
+        DataFile::ALL.into_iter().find(|f| {
+            e.source == format!("--{}", f.field())
+                || e.source == Source::Catalog(f.field()).to_string()
+        })
+    }
+
+    /// This file of a configuration.
+    pub(crate) fn of(self, config: &Config) -> Option<&Fixed> {
+        match self {
+            DataFile::Db => config.db.as_ref(),
+            DataFile::Accounts => config.accounts.as_ref(),
+            DataFile::Profile => config.profile.as_ref(),
+        }
+        .filter(|f| f.exists)
+    }
+
+    /// Forget this file in the owner's options and the catalog's proposals.
+    pub(crate) fn drop_from(self, globals: &mut Globals, paths: &mut CatalogPaths) {
+        match self {
+            DataFile::Db => (globals.db, paths.db) = (None, None),
+            DataFile::Accounts => (globals.accounts, paths.accounts) = (None, None),
+            DataFile::Profile => (globals.profile, paths.profile) = (None, None),
+        }
+    }
+
+    /// `Err` when the file is another name (a hard link) of a file a
+    /// protected pattern covers: granting it would hand that file's content
+    /// to every run under a name nothing refuses.
+    pub(crate) fn not_protected(
+        self,
+        config: &Config,
+        protected: &crate::protect::Protected,
+    ) -> Result<(), ConfigError> {
+        let Some(f) = self.of(config) else {
+            return Ok(());
+        };
+        match protected.link_of(&f.path) {
+            None => Ok(()),
+            Some(pattern) => Err(ConfigError::new(
+                f.source,
+                Some(&f.path),
+                format!(
+                    "refused: it is another name (a hard link) of a file protected by the pattern `{pattern}`"
+                ),
+            )),
+        }
     }
 }
 
@@ -850,6 +965,79 @@ mod tests {
                 .unwrap_err();
             assert!(e.to_string().contains("paths.home"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_refusal_names_the_fixed_file_by_its_option_or_catalog_field() {
+        let e = |source: Source| ConfigError::new(source, Some(Path::new("/h/x")), "refused");
+        assert_eq!(
+            DataFile::named_by(&e(Source::Option("--db"))),
+            Some(DataFile::Db)
+        );
+        assert_eq!(
+            DataFile::named_by(&e(Source::Catalog("accounts"))),
+            Some(DataFile::Accounts)
+        );
+        assert_eq!(
+            DataFile::named_by(&e(Source::Option("--profile"))),
+            Some(DataFile::Profile)
+        );
+        // The home and the root are no file a server can go on without.
+        for source in [
+            Source::Option("--home"),
+            Source::Catalog("home"),
+            Source::Option("--root"),
+            Source::CurrentFolder,
+        ] {
+            assert_eq!(DataFile::named_by(&e(source)), None, "{source}");
+        }
+    }
+
+    #[test]
+    fn a_fixed_file_dropped_is_forgotten_in_both_the_options_and_the_catalog() {
+        let mut g = Globals {
+            db: Some("/h/db".into()),
+            accounts: Some("/h/a".into()),
+            ..Globals::default()
+        };
+        let mut paths = CatalogPaths {
+            db: Some("/h/db".into()),
+            profile: Some("/h/p".into()),
+            ..CatalogPaths::default()
+        };
+        DataFile::Db.drop_from(&mut g, &mut paths);
+        assert_eq!((g.db, paths.db), (None, None));
+        assert_eq!(g.accounts, Some("/h/a".into()));
+        assert_eq!(paths.profile, Some("/h/p".into()));
+    }
+
+    #[test]
+    fn a_fixed_file_that_is_a_hard_link_of_a_protected_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, o) = home_owner(dir.path());
+        fs::write(home.join(".env"), "K=v\n").unwrap();
+        fs::hard_link(home.join(".env"), home.join("data/rw.db")).unwrap();
+        fs::write(home.join("accounts.yaml"), "").unwrap();
+        let c = o
+            .with_catalog(&CatalogPaths {
+                db: Some(home.join("data/rw.db")),
+                accounts: Some(home.join("accounts.yaml")),
+                ..CatalogPaths::default()
+            })
+            .unwrap();
+        let mut protected = crate::protect::Protected::new(&[], &[]).unwrap();
+        protected.remember(&crate::protect::scan(&[home.as_path()], &protected));
+        let e = DataFile::Db.not_protected(&c, &protected).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the backend's catalog field paths.db {}: refused: it is another name (a hard \
+                 link) of a file protected by the pattern `.env`",
+                home.join("data/rw.db").display()
+            )
+        );
+        assert!(DataFile::Accounts.not_protected(&c, &protected).is_ok());
+        assert!(DataFile::Profile.not_protected(&c, &protected).is_ok());
     }
 
     #[test]

@@ -5,6 +5,13 @@ use serde_json::{json, Map, Value};
 
 use crate::error::ToolError;
 
+/// The `_meta` member naming what a tool run was confined by.
+pub(crate) const META_SANDBOX: &str = "io.reachweaver/sandbox";
+
+/// The `_meta` member counting what redaction hid (only when it hid
+/// anything; never what it was).
+pub(crate) const META_REDACTED: &str = "io.reachweaver/redacted";
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Envelope {
     pub exit_code: i32,
@@ -29,10 +36,7 @@ impl Envelope {
     pub fn from_error(err: &ToolError) -> Self {
         let mut meta = Map::new();
         if err.redacted() > 0 {
-            meta.insert(
-                crate::call::META_REDACTED.into(),
-                Value::from(err.redacted()),
-            );
+            meta.insert(META_REDACTED.into(), Value::from(err.redacted()));
         }
         Self {
             exit_code: 2,

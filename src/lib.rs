@@ -2,13 +2,13 @@
 //! in the order the data flows (frame → jsonrpc → era → dispatch → tools →
 //! validate → confine (+ protect) → argv → sandbox → run → redact → envelope). The
 //! binary is a thin `main`; the library form lets fuzz targets and
-//! benchmarks reach the pure steps directly.
+//! benchmarks reach the pure steps directly. What each file does is in
+//! docs/ARCHITECTURE.md, "Module map".
 //!
 //! Only the modules `main`, the fuzz targets and the benchmark use are
 //! public; everything else is crate-private, and items inside are
 //! `pub(crate)` unless a public module hands them out.
 
-pub mod app;
 pub mod argv;
 mod call;
 mod cancel;
@@ -26,6 +26,7 @@ pub mod frame;
 pub mod jsonrpc;
 mod limits;
 mod log;
+pub mod output;
 pub mod protect;
 pub mod redact;
 mod run;
@@ -33,5 +34,6 @@ pub mod sandbox;
 mod sandbox_cli;
 mod serve;
 pub mod startup;
+pub mod subcommands;
 pub mod tools;
 pub mod validate;

@@ -312,6 +312,16 @@ impl Protected {
         self.files.len()
     }
 
+    /// The pattern protecting the file `path` names (not following a final
+    /// link) when it is another name (a hard link) of a protected file the
+    /// start-up scan saw.
+    pub fn link_of(&self, path: &Path) -> Option<&str> {
+        let m = std::fs::symlink_metadata(path)
+            .ok()
+            .filter(|m| m.is_file())?;
+        self.files.get(&(m.dev(), m.ino())).map(String::as_str)
+    }
+
     /// The patterns as `tools` shows them, in order, one space apart.
     pub fn patterns_line(&self) -> String {
         self.patterns

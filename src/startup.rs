@@ -27,6 +27,9 @@ use crate::sandbox::SandboxMode;
 use crate::sandbox::{RunKind, Sandbox, SandboxError};
 use crate::tools::{self, Report, ToolKind, ToolSet};
 
+mod files;
+pub(crate) use files::Resolved;
+
 pub const SERVER_NAME: &str = "reachweaver-mcp";
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
 const SERVER_TITLE: &str = "ReachWeaver (read-only, sandboxed)";
@@ -120,15 +123,19 @@ pub struct App {
     pub tools: ToolSet,
     pub instructions: String,
     pub max_concurrent: usize,
-    /// The resolved configuration, with every granted path pinned.
+    /// The configuration resolved at start (what `tools` shows); a call
+    /// uses the current one, from [`App::files`].
     pub config: Config,
     pub(crate) report: Report,
     pub(crate) program: Program,
+    /// The backend's command line, the root and what no path argument may
+    /// name, as resolved at start.
     pub(crate) invocation: Invocation,
     pub(crate) root: Root,
-    /// What no path argument may name.
     pub(crate) protected: Protected,
-    pub(crate) sandbox: Sandbox,
+    /// The root and the fixed files as served now, resolved again when one
+    /// of them is replaced.
+    pub(crate) files: files::Files,
     pub(crate) limiter: RateLimiter,
     pub(crate) redactor: Redactor,
     pub(crate) bounds: Bounds,
@@ -178,64 +185,45 @@ impl App {
             .to_string();
 
         // The catalog is read with the owner's globals only, in a sandbox
-        // whose root is the best guess available before the catalog is known.
+        // whose root is the best guess available before the catalog is
+        // known. The kernel is probed this once: the final grants, and
+        // those of files replaced later, are set on what it found.
         let options =
             owner.sandbox_options(serve.start.sandbox, &serve.start.pass_env, helper.clone())?;
-        let sandbox = Sandbox::detect(&options)?;
+        let detected = Sandbox::detect(&options)?;
+        // A call the sandbox can't start is answered within its timeout.
+        detected.bound_waits(
+            (serve.limits.call_timeout > 0).then(|| Duration::from_secs(serve.limits.call_timeout)),
+        );
         let redactor = Redactor::from_env(&serve.start.pass_env);
         warn_unredactable_env(&redactor);
         let catalog = read_catalog(
-            &sandbox,
+            &detected,
             &backend_str,
             &owner.globals_argv()?,
             &options.root,
             &redactor,
         )?;
 
-        let config = owner.with_catalog(&catalog.paths)?;
-        let root = Root::new(&config.root)?;
-        let mut protected = Protected::new(
-            &serve.start.protect,
-            &[
-                config
-                    .accounts
-                    .as_ref()
-                    .map(|f| ("accounts", f.path.as_path())),
-                config
-                    .profile
-                    .as_ref()
-                    .map(|f| ("profile", f.path.as_path())),
-                config.db.as_ref().map(|f| ("database", f.path.as_path())),
-            ]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>(),
-        )?;
-        let mut options =
-            config.sandbox_options(serve.start.sandbox, &serve.start.pass_env, helper);
-        // Files under the root (and the home) that match a protected
-        // pattern, and other names (hard links) of protected and fixed
-        // files, are hidden in every run's minimal root too, so a backend
-        // that walks the folder can't read them either; the protected files
-        // seen are also refused as arguments under any other name. Found
-        // once, here: a file made later is still refused as an argument by
-        // its name (and a new name of a file seen here by its inode), but
-        // not hidden.
-        let home = config.home.as_ref().filter(|h| h.path != config.root);
-        let folders: Vec<&Path> = std::iter::once(config.root.as_path())
-            .chain(home.map(|h| h.path.as_path()))
-            .collect();
-        let scan = protect::scan(&folders, &protected);
-        protected.remember(&scan);
-        let mask_note = mask_scan_note(&scan.cut);
-        let masked = scan.hidden.len();
-        let masked_links = scan.links;
-        options.masks = scan.hidden;
-        let mut sandbox = Sandbox::detect(&options)?;
-        // A call the sandbox can't start is answered within its timeout.
-        sandbox.bound_waits(
-            (serve.limits.call_timeout > 0).then(|| Duration::from_secs(serve.limits.call_timeout)),
-        );
+        let inputs = files::Inputs {
+            globals: globals.clone(),
+            root: serve.start.root.clone(),
+            allow_read: serve.start.allow_read.clone(),
+            protect: serve.start.protect.clone(),
+            mode: serve.start.sandbox,
+            pass_env: serve.start.pass_env.clone(),
+            helper,
+            cwd: owner.cwd.clone(),
+            backend: owner.backend.clone(),
+            backend_str: backend_str.clone(),
+            paths: catalog.paths.clone(),
+            format_flag: catalog.format_flag.clone(),
+            end_of_options: catalog.end_of_options,
+        };
+        let first = files::resolve(&inputs, &[], detected)?;
+        let config = first.config.clone();
+        let sandbox = &first.sandbox;
+        let mask_note = mask_scan_note(&first.cut);
 
         // A draft is offered only where its promise holds (or, in
         // best-effort mode, with the start-up line saying it does not).
@@ -246,13 +234,6 @@ impl App {
             .flatten();
         let refuse_drafts = drafts_refused.is_some() && serve.start.sandbox == SandboxMode::Require;
         let (tool_set, report) = tools::build(&catalog, serve.start.allow_drafts && !refuse_drafts);
-        let invocation = Invocation::new(
-            backend_str,
-            config.globals_argv()?,
-            catalog.format_flag.clone(),
-            catalog.end_of_options,
-        );
-
         let mut line = format!(
             "{SERVER_NAME}: serving {} ({} {}): {} tool{}; sandbox: {}; {}",
             config.backend.display(),
@@ -304,6 +285,7 @@ impl App {
             Some(n) => n as usize,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
+        let first = std::sync::Arc::new(first);
         Ok(App {
             tools: tool_set,
             instructions: INSTRUCTIONS.to_string(),
@@ -311,10 +293,12 @@ impl App {
             config,
             report,
             program: catalog.program.clone(),
-            invocation,
-            root,
-            protected,
-            sandbox,
+            invocation: first.invocation.clone(),
+            root: first.root.clone(),
+            protected: first.protected.clone(),
+            masked: first.masked,
+            masked_links: first.masked_links,
+            files: files::Files::new(inputs, std::sync::Arc::clone(&first)),
             limiter: RateLimiter::new(serve.max_calls_per_minute),
             redactor,
             bounds: Bounds {
@@ -322,8 +306,6 @@ impl App {
                 timeout: (serve.limits.call_timeout > 0)
                     .then(|| Duration::from_secs(serve.limits.call_timeout)),
             },
-            masked,
-            masked_links,
             mask_note,
             startup_line: line,
         })
@@ -353,8 +335,8 @@ pub fn missing_database_warning(config: &Config) -> Option<String> {
     let db = config.db.as_ref().filter(|d| !d.exists)?;
     Some(format!(
         "the database {} does not exist yet: tools that read it will fail until you create it \
-         (with the backend's own command, such as `reachweaver init`, at your terminal) and \
-         restart the server",
+         (with the backend's own command, such as `reachweaver init`, at your terminal); the \
+         next call after that uses it",
         db.path.display()
     ))
 }
@@ -654,7 +636,7 @@ mod tests {
             ),
             "{w}"
         );
-        assert!(w.ends_with("and restart the server"), "{w}");
+        assert!(w.ends_with("the next call after that uses it"), "{w}");
         assert_eq!(missing_database_warning(&config(Some(db(true)))), None);
         assert_eq!(missing_database_warning(&config(None)), None);
     }

@@ -7,9 +7,12 @@
 //! the `tools` subcommand shows the owner: what is offered, and why the rest
 //! is not.
 //!
-//! INTERFACE (used by dispatch.rs; keep these fields and methods):
-//! `Tool { name, title, description, input_schema, annotations, .. }`,
-//! `ToolSet::get(name)`, `ToolSet::iter()` in a deterministic order.
+//! INTERFACE (keep these fields and methods):
+//! `Tool { name, title, description, input_schema, annotations, .. }`, which
+//! dispatch.rs turns into tool definitions; `ToolSet::get(name)`, which the
+//! call path (call.rs, subcommands.rs) looks a tool up with; and
+//! `ToolSet::iter()` in a deterministic order, which startup.rs hands to
+//! dispatch.rs's `ProtocolInput`.
 
 use std::fmt;
 

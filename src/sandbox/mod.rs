@@ -3,21 +3,26 @@
 //! process (on Linux, a long-lived zygote per sandbox that forks each run).
 //! The server process itself is never restricted.
 //!
-//! INTERFACE (used by run.rs and app.rs; keep these names):
+//! INTERFACE (used by config.rs, startup.rs, startup/files.rs, run.rs and
+//! sandbox_cli.rs; keep these names):
 //! - `SandboxOptions`: what the server knows at start (plain data).
 //! - `Sandbox::detect(&SandboxOptions) -> Result<Sandbox, SandboxError>`:
-//!   probes the kernel once; in `require` mode refuses when a promised layer
-//!   is missing.
-//! - `Sandbox::layers_line()`: the layers in force, for the start-up line.
+//!   probes the kernel once and finds the backend's runtime paths; in
+//!   `require` mode refuses when a promised layer is missing.
+//! - `Sandbox::regrant(self, &SandboxOptions, masks)`: the same detection
+//!   with other grants (the catalog's, or files replaced while serving).
+//! - `Sandbox::layers_line()`, `Sandbox::promises_line(drafts)`: the layers
+//!   in force and what holds each promise, for the start-up line;
+//!   `Sandbox::drafts_refused()`: why `--allow-drafts` can't be honoured.
 //! - `Sandbox::spawn(&self, RunKind, &[String] argv, cwd) -> Result<SandboxedChild, SandboxError>`:
 //!   argv[0] is the absolute backend path; stdin is /dev/null; stdout and
 //!   stderr are pipes the caller reads. Call it from a thread that lives as
 //!   long as the run: where Linux runs use a re-executed helper (no user or
 //!   PID namespace for runs), the run's parent-death signal follows the
 //!   spawning thread.
-//! - `SandboxedChild { stdout, stderr }`, `.pid()`, `.kill_tree()`,
-//!   `.wait()`, `.try_wait()`; dropping it kills what is left and removes
-//!   the run's private temp folder.
+//! - `SandboxedChild { stdout, stderr, attestation }`, `.pid()`,
+//!   `.kill_tree()`, `.wait()`, `.try_wait()`; dropping it kills what is
+//!   left and removes the run's private temp folder.
 //!
 //! The layers, their order and what each one holds are described in
 //! `sandbox/LAYERS.md`; `policy.rs` decides what a run may touch; the
@@ -26,6 +31,7 @@
 // The sweep after a draft run: shared by Linux and macOS, whose sandboxes
 // both let a draft write the database's companions under their names.
 pub mod draft;
+mod exec_chain;
 pub mod guard;
 // Built on every platform so its golden tests run everywhere; only macOS
 // starts processes with it.
@@ -65,7 +71,7 @@ pub(crate) trait Platform: Sized {
     fn drafts_refused(&self) -> Option<String>;
     /// Bound the wait for a run's start by the call timeout (`None`: no
     /// call timeout), so a run the sandbox can't start fails within it.
-    fn bound_waits(&mut self, call_timeout: Option<Duration>);
+    fn bound_waits(&self, call_timeout: Option<Duration>);
     /// Start one run; `argv[0]` was checked to be the backend.
     fn spawn(
         &self,
@@ -159,13 +165,15 @@ pub struct SandboxOptions {
     /// The program re-run as the sandbox helper; `None` is this program
     /// itself. Only code sets it: tests whose process is not the server.
     pub helper: Option<PathBuf>,
-    /// Device and inode of every fixed path, taken once at start: a run
-    /// whose path no longer names the same file is refused, so a run that
-    /// swaps a granted file for a link cannot widen the next run's grant.
-    /// Filled by [`Sandbox::detect`].
+    /// Device and inode of every fixed path, taken when the sandbox is set
+    /// up: a run whose path no longer names the same file is refused, so a
+    /// run that swaps a granted file for a link cannot widen the next run's
+    /// grant. The sandbox's own: set by [`Sandbox::detect`] and
+    /// [`Sandbox::regrant`] on their copy, whatever the caller gave.
     pub pins: Vec<(PathBuf, policy::Pin)>,
     /// Protected files and folders beneath the root, hidden in the run's
     /// minimal root (an empty read-only file or folder in their place).
+    /// The sandbox's own too: given to [`Sandbox::regrant`].
     pub masks: Vec<PathBuf>,
 }
 
@@ -347,20 +355,47 @@ pub fn probe_attempt(name: &str, args: &[String]) -> u8 {
 }
 
 /// The sandbox set up for one backend, with what the kernel offers.
+///
+/// Cloning is cheap: a clone shares what was detected (and the helper
+/// that forks runs) and owns its grants.
+#[derive(Clone)]
 pub struct Sandbox {
     opts: SandboxOptions,
-    state: Current,
+    state: Detection,
+}
+
+/// What detection found, shared by every sandbox regranted from it.
+#[derive(Clone)]
+struct Detection(std::sync::Arc<Current>);
+
+impl std::ops::Deref for Detection {
+    type Target = Current;
+    fn deref(&self) -> &Current {
+        &self.0
+    }
+}
+
+/// Layers are switched off (the probe's matrix) on a sandbox of its own,
+/// before anything shares its detection.
+impl std::ops::DerefMut for Detection {
+    fn deref_mut(&mut self) -> &mut Current {
+        #[allow(clippy::expect_used)]
+        std::sync::Arc::get_mut(&mut self.0)
+            .expect("a sandbox's detection is changed only before it is shared")
+    }
 }
 
 impl Sandbox {
-    /// Probe the kernel and find the backend's runtime paths. Cheap (a
-    /// couple of short-lived forks); may be called more than once.
+    /// Probe the kernel and find the backend's runtime paths: once per
+    /// server (a trial run and a few short-lived forks). Other grants for
+    /// the same backend come from [`Sandbox::regrant`].
     pub fn detect(opts: &SandboxOptions) -> Result<Sandbox, SandboxError> {
         sweep_stale_tmpdirs();
         let mut opts = opts.clone();
+        opts.masks = Vec::new();
         opts.pins = policy::pin_fixed_paths(&opts).map_err(SandboxError::Unavailable)?;
         Ok(Sandbox {
-            state: <Current as Platform>::detect(&opts)?,
+            state: Detection(std::sync::Arc::new(<Current as Platform>::detect(&opts)?)),
             opts,
         })
     }
@@ -368,22 +403,52 @@ impl Sandbox {
     /// Bound the wait for each run's start by the call timeout (`None`: no
     /// call timeout): a run whose sandbox stays silent fails well within
     /// it, and the next run gets a fresh helper.
-    pub fn bound_waits(&mut self, call_timeout: Option<Duration>) {
-        Platform::bound_waits(&mut self.state, call_timeout);
+    pub fn bound_waits(&self, call_timeout: Option<Duration>) {
+        Platform::bound_waits(&*self.state, call_timeout);
+    }
+
+    /// This sandbox with other grants for the same backend (another root,
+    /// database, accounts or profile) and `masks` (protected entries every
+    /// run covers), pinned afresh; the kernel is not probed again. A run's
+    /// helper is set up for its grants, so a run of the old grants and one
+    /// of the new never share one. When no other sandbox shares the
+    /// detection (at start), the facts that depend on the grants are taken
+    /// again too.
+    pub fn regrant(
+        mut self,
+        opts: &SandboxOptions,
+        masks: Vec<PathBuf>,
+    ) -> Result<Sandbox, SandboxError> {
+        let mut opts = opts.clone();
+        opts.backend = self.opts.backend.clone();
+        opts.masks = masks;
+        opts.pins = policy::pin_fixed_paths(&opts).map_err(SandboxError::Unavailable)?;
+        // The backend keeps its pin from start: the catalog was read from
+        // that file, so another one is refused, never taken in.
+        let backend = &opts.backend;
+        opts.pins.retain(|(p, _)| p != backend);
+        opts.pins
+            .extend(self.opts.pins.iter().filter(|(p, _)| p == backend).cloned());
+        #[cfg(target_os = "linux")]
+        if let Some(state) = std::sync::Arc::get_mut(&mut self.state.0) {
+            state.regrant(&opts);
+        }
+        self.opts = opts;
+        Ok(self)
     }
 
     pub fn layers_line(&self) -> String {
-        Platform::layers_line(&self.state)
+        Platform::layers_line(&*self.state)
     }
 
     /// What holds each promise here, for the start-up line.
     pub fn promises_line(&self, drafts: bool) -> String {
-        Platform::promises_line(&self.state, drafts)
+        Platform::promises_line(&*self.state, drafts)
     }
 
     /// Why `--allow-drafts` can't be honoured here (`None`: it can).
     pub fn drafts_refused(&self) -> Option<String> {
-        Platform::drafts_refused(&self.state)
+        Platform::drafts_refused(&*self.state)
     }
 
     pub fn spawn(
@@ -422,7 +487,7 @@ impl Sandbox {
             }
             Some(_) => {}
         }
-        Platform::spawn(&self.state, &self.opts, kind, argv, cwd, stdin)
+        Platform::spawn(&*self.state, &self.opts, kind, argv, cwd, stdin)
     }
 }
 

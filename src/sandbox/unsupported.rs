@@ -31,7 +31,7 @@ impl crate::sandbox::Platform for State {
         None
     }
 
-    fn bound_waits(&mut self, _call_timeout: Option<Duration>) {}
+    fn bound_waits(&self, _call_timeout: Option<Duration>) {}
 
     fn spawn(
         &self,

@@ -33,6 +33,7 @@ mod sandbox_status;
 #[cfg(target_os = "linux")]
 mod secrets_masking;
 mod tools_call;
+mod tools_files_return;
 mod tools_guard;
 mod tools_list;
 mod tools_over_mcp;

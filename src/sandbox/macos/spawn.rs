@@ -367,7 +367,7 @@ impl crate::sandbox::Platform for State {
 
     /// sandbox-exec is started as the run itself: there is no helper whose
     /// word a run waits for.
-    fn bound_waits(&mut self, _call_timeout: Option<std::time::Duration>) {}
+    fn bound_waits(&self, _call_timeout: Option<std::time::Duration>) {}
 
     fn spawn(
         &self,
@@ -385,7 +385,7 @@ impl crate::sandbox::Platform for State {
     }
 
     fn status() -> StatusReport {
-        super::probe::status()
+        super::probe::status(layer_status(), trial_in_scratch_root)
     }
 
     fn probe(json: bool, without: Option<Layer>, junit: Option<&Path>) -> anyhow::Result<u8> {
@@ -411,6 +411,36 @@ pub(super) fn layer_status() -> LayerStatus {
         available: a.is_ok(),
         detail: a.err().unwrap_or_else(|| "deny-by-default profile".into()),
     }
+}
+
+/// A sandbox like a server's, with a throwaway root and `/usr/bin/true` as
+/// its backend, and one run of it under the real generated profile: what
+/// `status` reports is what a tool call would meet (a profile this release
+/// refuses, a loader the profile stops before `main`, a sandbox that can't
+/// be applied inside another one).
+fn trial_in_scratch_root() -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let root = std::env::temp_dir().join(format!(
+        "reachweaver-trial-{:016x}",
+        crate::sandbox::random_u64()
+    ));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&root)
+        .map_err(|e| format!("a folder for the trial: {e}"))?;
+    let dir = crate::sandbox::tmpdir::TmpGuard(Some(root.clone()));
+    let root = std::fs::canonicalize(&root).map_err(|e| e.to_string())?;
+    let opts = SandboxOptions {
+        mode: SandboxMode::BestEffort,
+        backend: PathBuf::from(TRIAL_PROGRAM),
+        root,
+        ..SandboxOptions::default()
+    };
+    let state = State::prepare(&opts).map_err(|e| e.to_string())?;
+    let result = state.trial_run(&opts);
+    // The scratch root goes once the trial is over, whatever it found.
+    drop(dir);
+    result
 }
 
 #[cfg(test)]

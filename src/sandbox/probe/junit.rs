@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use super::Report;
+use super::model::{Report, Verdict};
 
 /// Text made safe for XML content and attribute values. Characters XML 1.0
 /// cannot carry at all (most control characters) become U+FFFD.
@@ -30,26 +30,26 @@ pub(super) fn escape(s: &str) -> String {
 }
 
 /// What a line becomes: `None` for a pass, else (element, type, message).
-fn outcome(verdict: &str) -> Option<(&'static str, &'static str, &'static str)> {
+fn outcome(verdict: Verdict) -> Option<(&'static str, &'static str, &'static str)> {
     match verdict {
-        "blocked" | "allowed" => None,
-        "not promised" => Some((
+        Verdict::Blocked | Verdict::Allowed => None,
+        Verdict::NotPromised => Some((
             "skipped",
             "not-promised",
             "not promised on this machine: no layer it gives holds it",
         )),
-        "ESCAPED" => Some(("failure", "escaped", "got through")),
-        "BROKEN" => Some((
+        Verdict::Escaped => Some(("failure", "escaped", "got through")),
+        Verdict::Broken => Some((
             "failure",
             "broken",
             "a sanity check failed inside the sandbox",
         )),
-        "unproven" => Some((
+        Verdict::Unproven => Some((
             "skipped",
             "unproven",
             "proved nothing: the attempt failed outside the sandbox too",
         )),
-        _ => Some(("error", "not-run", "the sandbox refused to start the run")),
+        Verdict::Failed => Some(("error", "not-run", "the sandbox refused to start the run")),
     }
 }
 
@@ -148,7 +148,7 @@ pub(super) fn render(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::probe::{Holder, Line};
+    use crate::sandbox::probe::model::{Holder, Line, Prediction};
 
     #[test]
     fn markup_quotes_and_control_characters_are_escaped() {
@@ -161,7 +161,7 @@ mod tests {
         assert_eq!(escape("tcp-connect-::1 é"), "tcp-connect-::1 é");
     }
 
-    fn line(name: &str, verdict: &'static str, inside: &str) -> Line {
+    fn line(name: &str, verdict: Verdict, inside: &str) -> Line {
         Line {
             name: name.into(),
             verdict,
@@ -171,7 +171,7 @@ mod tests {
             control: "ok".into(),
             control_ok: true,
             holders: vec![Holder::Seccomp],
-            predicted: "blocked",
+            predicted: Prediction::Blocked,
         }
     }
 
@@ -183,15 +183,15 @@ mod tests {
             uid: 0,
             landlock_abi: Some(7),
             attempts: vec![
-                line("a", "blocked", "EPERM"),
-                line("b<\"x\">", "ESCAPED", "read 3 bytes & more"),
+                line("a", Verdict::Blocked, "EPERM"),
+                line("b<\"x\">", Verdict::Escaped, "read 3 bytes & more"),
                 Line {
                     control: "ENOSYS-outside".into(),
                     control_ok: false,
-                    ..line("c", "unproven", "ENOSYS")
+                    ..line("c", Verdict::Unproven, "ENOSYS")
                 },
-                line("d", "BROKEN", "EACCES"),
-                line("e", "FAILED", "sandbox: no"),
+                line("d", Verdict::Broken, "EACCES"),
+                line("e", Verdict::Failed, "sandbox: no"),
             ],
             escaped: 1,
             broken: 2,
@@ -229,8 +229,8 @@ mod tests {
             uid: 0,
             landlock_abi: None,
             attempts: vec![Line {
-                predicted: "allowed",
-                ..line("read-root", "allowed", "ok")
+                predicted: Prediction::Allowed,
+                ..line("read-root", Verdict::Allowed, "ok")
             }],
             escaped: 0,
             broken: 0,

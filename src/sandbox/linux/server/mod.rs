@@ -1,13 +1,16 @@
 //! The server's side of the Linux sandbox, all of it: what is found and
-//! built once per sandbox (detection, the layers, the runtime paths, both
-//! minimal roots' mount plans and the zygote's configuration, the cgroup
-//! parent), then one `spawn` per run. `handle.rs` holds the zygote the
+//! built once per detection (the layers, the runtime paths, the cgroup
+//! parent, the bound on a run's silent start), then one `spawn` per run,
+//! which plans the run's minimal root and the zygote's configuration from
+//! the grants of the sandbox it serves (a detection is shared by sandboxes
+//! regranted from it). `handle.rs` holds the zygote the
 //! server talks to and the run it gets back.
 
 mod handle;
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::cgroup;
@@ -31,14 +34,10 @@ pub struct State {
     layers: Layers,
     mode: SandboxMode,
     without: Vec<Layer>,
-    /// Both kinds of run's minimal roots, planned once at start.
-    plans: Plans,
-    /// What the zygote is started with, for the layers in force: `None`
-    /// where runs can't be forked by a zygote.
-    zygote_config: Option<Config>,
     /// How long a run's start may stay silent (the zygote's or helper's
-    /// word on its layers) before the run fails.
-    silence: Duration,
+    /// word on its layers) before the run fails, in milliseconds; set once
+    /// the call timeout is known, on a detection already shared.
+    silence_ms: AtomicU64,
     /// Forks the runs; started on the first one.
     zygotes: handle::Slot,
     /// Where runs' cgroups are made, when the machine gives them.
@@ -67,8 +66,7 @@ fn db_alone(db: &Path) -> bool {
     })
 }
 
-/// The minimal root of each kind of run: they depend only on what is fixed
-/// at start, so they are planned once.
+/// The minimal root of each kind of run, for one sandbox's grants.
 struct Plans {
     read_only: MountPlan,
     draft: MountPlan,
@@ -135,11 +133,8 @@ impl State {
             root: detected.root,
             db_alone: opts.db.as_deref().is_some_and(db_alone),
         };
-        let plans = Plans::new(opts, &runtime);
         let mut state = State {
-            zygote_config: zygote_config(&layers, &plans),
-            plans,
-            silence: STATUS_TIMEOUT,
+            silence_ms: AtomicU64::new(STATUS_TIMEOUT.as_millis() as u64),
             layers,
             detected,
             runtime,
@@ -174,6 +169,11 @@ impl State {
             }
         }
         Ok(state)
+    }
+
+    /// Take again the facts that depend on the grants (the database's folder).
+    pub fn regrant(&mut self, opts: &SandboxOptions) {
+        self.facts.db_alone = opts.db.as_deref().is_some_and(db_alone);
     }
 
     /// One run of `true` with the layers in force: `Err` says why it failed.
@@ -268,12 +268,16 @@ impl State {
             self.without.push(layer);
         }
         self.layers = self.detected.layers(&self.without);
-        self.zygote_config = zygote_config(&self.layers, &self.plans);
     }
 
     /// Bound the wait for a run's start by the call timeout.
-    pub fn bound_waits(&mut self, call_timeout: Option<Duration>) {
-        self.silence = silence_for(call_timeout);
+    pub fn bound_waits(&self, call_timeout: Option<Duration>) {
+        let ms = silence_for(call_timeout).as_millis().min(u64::MAX as u128) as u64;
+        self.silence_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn silence(&self) -> Duration {
+        Duration::from_millis(self.silence_ms.load(Ordering::Relaxed))
     }
 
     /// Spawn one run. `stdin` replaces `/dev/null` only for the probe's
@@ -357,12 +361,14 @@ impl State {
                 ))
             }
         };
-        let mut child = match &self.zygote_config {
+        let silence = self.silence();
+        let config = zygote_config(&layers, &Plans::new(opts, &self.runtime));
+        let mut child = match &config {
             Some(config) => {
                 let procs = run_cgroup.as_mut().and_then(cgroup::RunCgroup::take_procs);
                 let waits = handle::Waits {
-                    silence: self.silence,
-                    stopped: STOPPED_LIMIT.min(self.silence),
+                    silence,
+                    stopped: STOPPED_LIMIT.min(silence),
                 };
                 handle::spawn(
                     &self.zygotes,
@@ -380,7 +386,7 @@ impl State {
                     "cgroup: runs without their own PID namespace cannot enter a cgroup".into(),
                 ))
             }
-            None => handle::spawn_reexec(helper, &policy, guard, stdin, self.silence),
+            None => handle::spawn_reexec(helper, &policy, guard, stdin, silence),
         }?;
         child.attestation = Some(attestation);
         if sweep.is_some() || run_cgroup.is_some() {
@@ -509,7 +515,7 @@ impl crate::sandbox::Platform for State {
         State::drafts_refused(self)
     }
 
-    fn bound_waits(&mut self, call_timeout: Option<Duration>) {
+    fn bound_waits(&self, call_timeout: Option<Duration>) {
         State::bound_waits(self, call_timeout)
     }
 

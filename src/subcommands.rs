@@ -2,8 +2,6 @@
 //! ([`crate::startup`]) and the per-call pipeline ([`crate::call`]).
 //! `main` only maps [`run`] to an exit code.
 
-use std::io::Write;
-
 use anyhow::bail;
 use serde_json::{json, Map, Value};
 
@@ -13,6 +11,7 @@ use crate::protect::Protected;
 use crate::tools::{self, Verdict};
 
 use crate::call::CallOutcome;
+use crate::output::print_stdout;
 use crate::startup::{App, SERVER_NAME};
 
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
@@ -43,7 +42,6 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(0)
         }
         Command::Sandbox(cmd) => crate::sandbox_cli::cli(&cli.globals, cmd),
-        Command::SandboxHelper { policy } => crate::sandbox::helper_main(&policy),
         Command::ProbeAttempt { name, args } => Ok(crate::sandbox::probe_attempt(&name, &args)),
         Command::Tools { json, check, start } => {
             let serve = ServeArgs::for_subcommand(start, None);
@@ -87,23 +85,6 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             }
         }
     }
-}
-
-/// Write to stdout; a reader that went away (`| head`) is not an error
-/// (`main` ends quietly with 0 on a broken pipe).
-pub(crate) fn print_stdout(text: &str) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()
-}
-
-/// Whether an error is a closed stdout (`| head`): the reader has what it
-/// wanted, so it ends quietly.
-pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|e| {
-        e.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
 }
 
 /// `tools --json`: stable machine form.
@@ -283,14 +264,6 @@ fn unknown_tool(app: &App, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_broken_pipe_is_recognised_through_context() {
-        let e = anyhow::Error::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
-            .context("writing the tool list");
-        assert!(is_broken_pipe(&e));
-        assert!(!is_broken_pipe(&anyhow::anyhow!("other")));
-    }
 
     #[test]
     fn arg_pairs_parse_as_json_or_string_and_repeat_into_arrays() {

@@ -1,0 +1,502 @@
+//! What the probe reasons about: the layers that hold an attempt, how an
+//! attempt's truth is established, one run's outcome, and the verdict a
+//! report line carries. Pure data: nothing here runs anything.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::sandbox::policy::Layers;
+use crate::sandbox::RunKind;
+
+/// A layer (or mechanism) that stops an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum Holder {
+    Seccomp,
+    Landlock,
+    LandlockTcp,
+    LandlockScope,
+    /// Landlock's pathname unix-socket right (ABI 9).
+    LandlockUnix,
+    Netns,
+    Caps,
+    /// The run's user namespace: uid 0 is unmapped, the run is not root
+    /// there, and the host's mount namespace isn't its own.
+    Userns,
+    /// The namespace counters set to 0.
+    NsLimits,
+    /// The run's PID namespace with `vm.memfd_noexec` = 2, which only a
+    /// server running as root can set (the file belongs to the host's root).
+    MemfdNoexec,
+    Pidns,
+    PidMax,
+    /// RLIMIT_NPROC (the kernel exempts real root).
+    Nproc,
+    Rlimits,
+    /// What the helper does whatever the layers: the built environment,
+    /// no_new_privs, the kill path.
+    Helper,
+    /// Without a PID namespace, the re-executed helper is the run's child
+    /// subreaper and kills every process the run leaves behind.
+    Subreaper,
+    /// Capabilities dropped, for a run that is not uid 0: `setuid(0)`
+    /// needs CAP_SETUID. A root server's run without a user namespace is
+    /// uid 0 already (with no capability), which this can't change.
+    CapsUnprivileged,
+    /// The run's own mount namespace with a minimal root: only the granted
+    /// paths exist, read-only except the draft run's database folder; no
+    /// host mount and no `/proc` of the host is visible.
+    Mountns,
+    /// The run's TMPDIR is its own tmpfs, capped in size and inodes, gone
+    /// with the run's mount namespace.
+    Tmpfs,
+    /// The run's TMPDIR is mounted noexec: nothing there can be executed
+    /// or mapped executable, not even through the dynamic loader.
+    Noexec,
+    /// The run's UTS namespace with its fixed host and domain name.
+    Utsns,
+}
+
+impl Holder {
+    /// The entry of the one layer list this holder is part of; `None` for
+    /// what the server does whatever the layers.
+    pub(super) fn layer(self) -> Option<&'static str> {
+        Some(match self {
+            Holder::Seccomp => "seccomp",
+            Holder::Landlock | Holder::LandlockUnix => "landlock",
+            Holder::LandlockTcp => "landlock_tcp",
+            Holder::LandlockScope => "landlock_scope",
+            Holder::Netns => "netns",
+            Holder::Caps | Holder::CapsUnprivileged => "caps",
+            Holder::Userns | Holder::NsLimits => "userns",
+            Holder::Pidns | Holder::MemfdNoexec => "pidns",
+            Holder::PidMax => "pid_max",
+            Holder::Nproc | Holder::Rlimits => "rlimits",
+            Holder::Mountns | Holder::Tmpfs | Holder::Noexec => "mountns",
+            Holder::Utsns => "utsns",
+            Holder::Helper | Holder::Subreaper => return None,
+        })
+    }
+
+    pub(super) fn active(self, l: &Layers, uid: u32) -> bool {
+        match self {
+            Holder::Helper => true,
+            // Parts of a layer that are there only with more of it.
+            Holder::LandlockUnix => l.landlock_abi.is_some_and(|a| a >= 9),
+            Holder::NsLimits => l.ns_limits,
+            Holder::Nproc => l.rlimits && uid != 0,
+            Holder::MemfdNoexec => l.pidns && uid == 0,
+            Holder::Subreaper => !l.pidns,
+            Holder::CapsUnprivileged => l.caps && uid != 0,
+            other => other.layer().is_some_and(|name| l.names().contains(&name)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Control {
+    /// A plain child of the probe.
+    Host,
+    /// A child in a bare user+net+mount namespace with every capability.
+    Userns,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Truth {
+    /// Only the attempt's own report.
+    Report,
+    Listener(Which),
+    /// The fixture files must be unchanged.
+    Files,
+    /// The fixture files must be unchanged once the run is over, whatever
+    /// the attempt saw while it ran (a draft run's new file in the
+    /// database's folder is removed by the server when the run ends).
+    FilesAfter,
+    /// The terminal's input queue must stay empty.
+    Tty,
+    Flood,
+    Daemon,
+    OutliveParent,
+    /// A first call leaves traces (`leave-traces`); the attempt is the next
+    /// call, which must see none of them.
+    NextCall,
+    /// The file the attempt created must not have an execute bit.
+    ExecBits(PathBuf),
+    /// A folder chain left in TMPDIR must neither outlive the run nor take
+    /// the server (a stand-in process) down while it is cleaned up.
+    DeepTmp,
+    /// The reported TMPDIR must not contain the server's pid.
+    NoServerPid(u32),
+    /// The listed processes must not include the server (the run's own
+    /// `proc` shows the run's processes only).
+    ProcHidesServer(u32),
+    /// The attempt watches a host folder while the probe touches a file
+    /// there; seeing it is getting through.
+    Watch(Trigger),
+    /// The mount ids the attempt lists must not include the host's.
+    HostMounts,
+    /// Once the run is over this file must hold no more disk than the
+    /// run's file-size limit. The control reserves in a scratch file of its
+    /// own instead (its first argument replaced).
+    Reserved(PathBuf),
+}
+
+/// What the probe does on the host while a watching attempt runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Trigger {
+    /// Create and remove this file.
+    Create(PathBuf),
+    /// Open this file for reading.
+    Open(PathBuf),
+}
+
+impl Trigger {
+    pub(super) fn fire(&self) {
+        match self {
+            Trigger::Create(p) => {
+                let _ = std::fs::write(p, b"probe");
+                let _ = std::fs::remove_file(p);
+            }
+            Trigger::Open(p) => {
+                let _ = std::fs::File::open(p);
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Which {
+    Tcp4,
+    Tcp6,
+    Udp,
+    Unix,
+    Abstract,
+}
+
+pub(super) struct Spec {
+    pub(super) name: String,
+    pub(super) attempt: &'static str,
+    pub(super) args: Vec<String>,
+    pub(super) control: Control,
+    /// What the inside run must report (a prefix); for allowed attempts,
+    /// "ok".
+    pub(super) expect: String,
+    pub(super) holders: Vec<Holder>,
+    pub(super) truth: Truth,
+    /// A sanity check that must work inside (else the probe proves nothing).
+    pub(super) allowed: bool,
+    /// The run kind the attempt runs under.
+    pub(super) kind: RunKind,
+}
+
+pub(super) fn spec(
+    name: impl Into<String>,
+    attempt: &'static str,
+    args: Vec<String>,
+    expect: &str,
+    holders: &[Holder],
+) -> Spec {
+    Spec {
+        name: name.into(),
+        attempt,
+        args,
+        control: Control::Host,
+        expect: expect.to_string(),
+        holders: holders.to_vec(),
+        truth: Truth::Report,
+        allowed: false,
+        kind: RunKind::ReadOnly,
+    }
+}
+
+impl Spec {
+    pub(super) fn truth(mut self, t: Truth) -> Spec {
+        self.truth = t;
+        self
+    }
+    pub(super) fn in_userns(mut self) -> Spec {
+        self.control = Control::Userns;
+        self
+    }
+    pub(super) fn draft(mut self) -> Spec {
+        self.kind = RunKind::Draft;
+        self
+    }
+    pub(super) fn allowed(mut self) -> Spec {
+        self.allowed = true;
+        self.expect = "ok".into();
+        self
+    }
+}
+
+/// What one run of an attempt produced.
+#[derive(Debug, Clone)]
+pub(super) enum Outcome {
+    Ok(String),
+    Failed(String),
+    /// The sandbox itself refused to start the run: nothing was tried.
+    NotRun(String),
+}
+
+impl Outcome {
+    pub(super) fn text(&self) -> &str {
+        match self {
+            Outcome::Ok(s) | Outcome::Failed(s) | Outcome::NotRun(s) => s,
+        }
+    }
+}
+
+/// What the holders table predicts for an attempt with the layers in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum Prediction {
+    /// A sanity check: it must work inside.
+    Allowed,
+    /// A holder is in force.
+    Blocked,
+    /// No holder is in force: nothing stops it.
+    Escaped,
+}
+
+impl Prediction {
+    pub(super) fn of(sp: &Spec, layers: &Layers, uid: u32) -> Prediction {
+        if sp.allowed {
+            Prediction::Allowed
+        } else if sp.holders.iter().any(|h| h.active(layers, uid)) {
+            Prediction::Blocked
+        } else {
+            Prediction::Escaped
+        }
+    }
+
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Prediction::Allowed => "allowed",
+            Prediction::Blocked => "blocked",
+            Prediction::Escaped => "escaped",
+        }
+    }
+}
+
+impl std::fmt::Display for Prediction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// What a report line says about one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(super) enum Verdict {
+    /// Stopped inside, and the control shows it works outside.
+    #[serde(rename = "blocked")]
+    Blocked,
+    /// It did inside what it tried.
+    #[serde(rename = "ESCAPED")]
+    Escaped,
+    /// Stopped inside, but it failed outside too: it proves nothing.
+    #[serde(rename = "unproven")]
+    Unproven,
+    /// The sandbox refused to start the run: nothing was tried.
+    #[serde(rename = "FAILED")]
+    Failed,
+    /// A sanity check that worked inside.
+    #[serde(rename = "allowed")]
+    Allowed,
+    /// A sanity check that failed inside.
+    #[serde(rename = "BROKEN")]
+    Broken,
+    /// No layer this machine gives holds it: the server does not make this
+    /// promise here.
+    #[serde(rename = "not promised")]
+    NotPromised,
+}
+
+impl Verdict {
+    /// The verdict on an attempt from its two runs. Pure.
+    pub(super) fn of(
+        inside: &Outcome,
+        allowed: bool,
+        control_ok: bool,
+        predicted: Prediction,
+        switched_off: bool,
+    ) -> Verdict {
+        match (inside, allowed, control_ok) {
+            (Outcome::NotRun(_), _, _) => Verdict::Failed,
+            // No layer this machine gives holds it: the server does not make
+            // this promise here (its start-up line and `sandbox status` say
+            // so), whatever the attempt happened to get. With a layer switched
+            // off for the matrix, the prediction is checked instead.
+            (_, false, _) if predicted == Prediction::Escaped && !switched_off => {
+                Verdict::NotPromised
+            }
+            (Outcome::Ok(_), true, _) => Verdict::Allowed,
+            (Outcome::Failed(_), true, _) => Verdict::Broken,
+            (Outcome::Ok(_), false, _) => Verdict::Escaped,
+            (Outcome::Failed(_), false, true) => Verdict::Blocked,
+            (Outcome::Failed(_), false, false) => Verdict::Unproven,
+        }
+    }
+
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Blocked => "blocked",
+            Verdict::Escaped => "ESCAPED",
+            Verdict::Unproven => "unproven",
+            Verdict::Failed => "FAILED",
+            Verdict::Allowed => "allowed",
+            Verdict::Broken => "BROKEN",
+            Verdict::NotPromised => "not promised",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Line {
+    pub name: String,
+    pub verdict: Verdict,
+    /// What the inside run got: the errno, the signal, or the observation.
+    pub inside: String,
+    pub expected: String,
+    pub expected_matches: bool,
+    pub control: String,
+    pub control_ok: bool,
+    pub holders: Vec<Holder>,
+    /// What the holders table predicts with the layers in force.
+    pub predicted: Prediction,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct Report {
+    pub layers: String,
+    pub without: Option<&'static str>,
+    pub uid: u32,
+    pub landlock_abi: Option<i32>,
+    pub attempts: Vec<Line>,
+    pub escaped: usize,
+    pub broken: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_holder_is_part_of_a_listed_layer() {
+        use Holder::*;
+        for h in [
+            Seccomp,
+            Landlock,
+            LandlockTcp,
+            LandlockScope,
+            LandlockUnix,
+            Netns,
+            Caps,
+            Userns,
+            NsLimits,
+            MemfdNoexec,
+            Pidns,
+            PidMax,
+            Nproc,
+            Rlimits,
+            Mountns,
+            Tmpfs,
+            Noexec,
+            Utsns,
+        ] {
+            let name = h.layer().unwrap_or_else(|| panic!("{h:?} names no layer"));
+            assert!(
+                crate::sandbox::layers::info(name).is_some(),
+                "{h:?}: {name}"
+            );
+        }
+        assert_eq!(Helper.layer(), None);
+        // Switched on exactly when its layer is.
+        let on = Layers {
+            mountns: true,
+            ..Layers::default()
+        };
+        assert!(Noexec.active(&on, 0) && !Seccomp.active(&on, 0));
+    }
+
+    #[test]
+    fn verdicts_follow_the_two_runs_and_the_prediction() {
+        use Prediction as P;
+        use Verdict as V;
+        let ok = Outcome::Ok("x".into());
+        let failed = Outcome::Failed("EPERM".into());
+        let not_run = Outcome::NotRun("sandbox: no".into());
+        // (inside, allowed, control_ok, predicted, switched_off) -> verdict
+        let cases = [
+            (&not_run, false, true, P::Blocked, false, V::Failed),
+            (&not_run, true, true, P::Allowed, false, V::Failed),
+            (&not_run, false, true, P::Escaped, false, V::Failed),
+            (&ok, false, true, P::Escaped, false, V::NotPromised),
+            (&failed, false, true, P::Escaped, false, V::NotPromised),
+            (&ok, false, true, P::Escaped, true, V::Escaped),
+            (&failed, false, true, P::Escaped, true, V::Blocked),
+            (&ok, true, false, P::Allowed, false, V::Allowed),
+            (&failed, true, true, P::Allowed, false, V::Broken),
+            (&ok, false, false, P::Blocked, false, V::Escaped),
+            (&failed, false, true, P::Blocked, false, V::Blocked),
+            (&failed, false, false, P::Blocked, false, V::Unproven),
+        ];
+        for (inside, allowed, control_ok, predicted, off, want) in cases {
+            assert_eq!(
+                Verdict::of(inside, allowed, control_ok, predicted, off),
+                want,
+                "{inside:?} allowed={allowed} control_ok={control_ok} {predicted:?} off={off}"
+            );
+        }
+    }
+
+    #[test]
+    fn verdicts_and_predictions_keep_their_report_words() {
+        let words: Vec<String> = [
+            Verdict::Blocked,
+            Verdict::Escaped,
+            Verdict::Unproven,
+            Verdict::Failed,
+            Verdict::Allowed,
+            Verdict::Broken,
+            Verdict::NotPromised,
+        ]
+        .iter()
+        .map(|v| {
+            let json = serde_json::to_string(v).expect("a verdict serializes");
+            assert_eq!(json, format!("\"{}\"", v.as_str()));
+            format!("{v:<8}|")
+        })
+        .collect();
+        assert_eq!(
+            words,
+            [
+                "blocked |",
+                "ESCAPED |",
+                "unproven|",
+                "FAILED  |",
+                "allowed |",
+                "BROKEN  |",
+                "not promised|"
+            ]
+        );
+        for (p, w) in [
+            (Prediction::Allowed, "allowed"),
+            (Prediction::Blocked, "blocked"),
+            (Prediction::Escaped, "escaped"),
+        ] {
+            assert_eq!(p.as_str(), w);
+            assert_eq!(
+                serde_json::to_string(&p).expect("a prediction serializes"),
+                format!("\"{w}\"")
+            );
+        }
+    }
+}

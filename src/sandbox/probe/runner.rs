@@ -1,0 +1,175 @@
+//! Running one attempt as a process: outside as the positive control, or
+//! inside the sandbox, reading the one report line it prints.
+
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::fixture::Fixture;
+use super::model::{Control, Outcome, Spec};
+use crate::sandbox::Sandbox;
+
+pub(super) fn parse_report(stdout: &[u8], status: Option<std::process::ExitStatus>) -> Outcome {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(sig) = status.and_then(|s| s.signal()) {
+        return Outcome::Failed(signal_name(sig));
+    }
+    let line = String::from_utf8_lossy(stdout);
+    let line = line.lines().last().unwrap_or("");
+    match serde_json::from_str::<serde_json::Value>(line) {
+        Ok(v) => {
+            let r = v["result"].as_str().unwrap_or("").to_string();
+            if v["ok"].as_bool() == Some(true) {
+                Outcome::Ok(r)
+            } else {
+                Outcome::Failed(r)
+            }
+        }
+        Err(_) => Outcome::Failed(format!(
+            "no report (exit {})",
+            status
+                .and_then(|s| s.code())
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "?".into())
+        )),
+    }
+}
+
+pub(super) fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGSYS => "SIGSYS".into(),
+        libc::SIGKILL => "SIGKILL".into(),
+        libc::SIGSEGV => "SIGSEGV".into(),
+        libc::SIGXFSZ => "SIGXFSZ".into(),
+        libc::SIGABRT => "SIGABRT".into(),
+        other => format!("signal {other}"),
+    }
+}
+
+/// Read a pipe to its end (up to `cap` bytes kept) on a thread.
+pub(super) fn reader<R: Read + Send + 'static>(
+    r: Option<R>,
+    cap: usize,
+) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        if let Some(mut r) = r {
+            let mut buf = [0u8; 65536];
+            while let Ok(n) = r.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if out.len() < cap {
+                    out.extend_from_slice(&buf[..n.min(cap - out.len())]);
+                }
+            }
+        }
+        out
+    })
+}
+
+pub(super) const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Run one attempt as a plain child of the probe (the positive control).
+pub(super) fn run_control(
+    fx: &Fixture,
+    sp: &Spec,
+    args: &[String],
+    stdin: Option<OwnedFd>,
+) -> Outcome {
+    run_control_watched(fx, sp, args, stdin, &mut || {})
+}
+
+/// Like `run_control`, calling `watch` while the attempt runs.
+pub(super) fn run_control_watched(
+    fx: &Fixture,
+    sp: &Spec,
+    args: &[String],
+    stdin: Option<OwnedFd>,
+    watch: &mut dyn FnMut(),
+) -> Outcome {
+    let name = match sp.control {
+        Control::Host => sp.attempt.to_string(),
+        Control::Userns => format!("userns:{}", sp.attempt),
+    };
+    fx.fresh_ctl_tmp();
+    let mut cmd = Command::new(&fx.exe);
+    cmd.arg("__probe-attempt")
+        .arg(name)
+        .args(args)
+        .env("TMPDIR", &fx.ctl_tmp)
+        .current_dir(&fx.root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    match stdin {
+        Some(fd) => cmd.stdin(Stdio::from(fd)),
+        None => cmd.stdin(Stdio::null()),
+    };
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return Outcome::Failed(format!("could not start: {e}")),
+    };
+    let out = reader(child.stdout.take(), 1 << 16);
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let status = loop {
+        watch();
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            _ => {
+                let _ = child.kill();
+                break child.wait().ok();
+            }
+        }
+    };
+    parse_report(&out.join().unwrap_or_default(), status)
+}
+
+/// Run one attempt inside the sandbox.
+pub(super) fn run_inside(
+    sb: &Sandbox,
+    fx: &Fixture,
+    sp: &Spec,
+    args: &[String],
+    stdin: Option<OwnedFd>,
+) -> Outcome {
+    run_inside_watched(sb, fx, sp, args, stdin, &mut || {})
+}
+
+/// Like `run_inside`, calling `watch` while the attempt runs.
+pub(super) fn run_inside_watched(
+    sb: &Sandbox,
+    fx: &Fixture,
+    sp: &Spec,
+    args: &[String],
+    stdin: Option<OwnedFd>,
+    watch: &mut dyn FnMut(),
+) -> Outcome {
+    let mut argv = vec![
+        Fixture::s(&fx.exe),
+        "__probe-attempt".to_string(),
+        sp.attempt.to_string(),
+    ];
+    argv.extend(args.iter().cloned());
+    let mut child = match sb.spawn_with_stdin(sp.kind, &argv, &fx.root, stdin) {
+        Ok(c) => c,
+        Err(e) => return Outcome::NotRun(format!("sandbox: {e}")),
+    };
+    let out = reader(child.stdout.take(), 1 << 16);
+    let err = reader(child.stderr.take(), 1 << 16);
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let status = loop {
+        watch();
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            _ => {
+                child.kill_tree();
+                break child.wait().ok();
+            }
+        }
+    };
+    let _ = err.join();
+    parse_report(&out.join().unwrap_or_default(), status)
+}

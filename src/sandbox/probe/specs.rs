@@ -1,0 +1,841 @@
+//! The suite: every attempt the probe makes, with its arguments, what the
+//! inside run must answer, the layers that hold it and how its truth is
+//! established, in report order.
+
+use std::path::PathBuf;
+
+use super::fixture::{Fixture, PLANTED_ENV};
+use super::host_attempts;
+use super::model::{spec, Holder, Spec, Trigger, Truth, Which};
+
+impl Fixture {
+    /// The suite, in report order.
+    pub(super) fn specs(&self, server_pid: u32, caps_bounding: bool) -> Vec<Spec> {
+        use Holder::*;
+        let s = Self::s;
+        let mut v = vec![
+            // Sanity: what a backend legitimately needs still works.
+            spec(
+                "allowed-read-root",
+                "read",
+                vec![s(&self.root.join("sub/inside.txt"))],
+                "",
+                &[],
+            )
+            .allowed(),
+            spec("allowed-list-root", "list", vec![s(&self.root)], "", &[]).allowed(),
+            spec("allowed-read-db", "read", vec![s(&self.db)], "", &[]).allowed(),
+            spec("allowed-write-tmpdir", "write-tmpdir", vec![], "", &[]).allowed(),
+            spec(
+                "allowed-socketpair-stream",
+                "socketpair",
+                vec!["stream".into()],
+                "",
+                &[],
+            )
+            .allowed(),
+            spec("allowed-start-child", "fork", vec![], "", &[]).allowed(),
+            // The draft kind may write the database's folder, and nothing more.
+            spec(
+                "allowed-draft-writes-db-journal",
+                "create",
+                vec![format!("{}-journal", s(&self.db))],
+                "",
+                &[],
+            )
+            .allowed()
+            .draft(),
+            // Network.
+            spec(
+                "tcp-connect-127.0.0.1",
+                "tcp-connect",
+                vec![self.tcp4.to_string()],
+                "EPERM",
+                &[Seccomp, LandlockTcp, Netns],
+            )
+            .truth(Truth::Listener(Which::Tcp4)),
+            spec(
+                "tcp-connect-::1",
+                "tcp-connect",
+                vec![self.tcp6.to_string()],
+                "EPERM",
+                &[Seccomp, LandlockTcp, Netns],
+            )
+            .truth(Truth::Listener(Which::Tcp6)),
+            spec(
+                "udp-send-127.0.0.1",
+                "udp-send",
+                vec![self.udp.to_string()],
+                "EPERM",
+                &[Seccomp, Netns],
+            )
+            .truth(Truth::Listener(Which::Udp)),
+            spec(
+                "mptcp-connect-127.0.0.1",
+                "mptcp-connect",
+                vec![self.tcp4.to_string()],
+                "EPERM",
+                &[Seccomp, Netns],
+            )
+            .truth(Truth::Listener(Which::Tcp4)),
+            spec(
+                "dns-lookup-localhost",
+                "dns-lookup",
+                vec!["localhost".into()],
+                "EAI_",
+                &[Landlock, Mountns],
+            ),
+            spec(
+                "socket-raw-icmp",
+                "socket",
+                vec!["raw".into()],
+                "EPERM",
+                &[Seccomp, Caps, Userns],
+            )
+            .in_userns(),
+            spec(
+                "socket-packet",
+                "socket",
+                vec!["packet".into()],
+                "EPERM",
+                &[Seccomp, Caps, Userns],
+            )
+            .in_userns(),
+            spec(
+                "socket-netlink",
+                "socket",
+                vec!["netlink".into()],
+                "EPERM",
+                &[Seccomp],
+            ),
+            spec(
+                "socket-vsock",
+                "socket",
+                vec!["vsock".into()],
+                "EPERM",
+                &[Seccomp],
+            ),
+            spec(
+                "abstract-unix-connect",
+                "abstract-connect",
+                vec![self.abstract_name.clone()],
+                "EPERM",
+                &[Seccomp, LandlockScope, Netns],
+            )
+            .truth(Truth::Listener(Which::Abstract)),
+            spec(
+                "host-unix-connect",
+                "unix-connect",
+                vec![s(&self.host_sock)],
+                "EPERM",
+                &[Seccomp, LandlockUnix, Mountns],
+            )
+            .truth(Truth::Listener(Which::Unix)),
+            spec(
+                "socketpair-dgram",
+                "socketpair",
+                vec!["dgram".into()],
+                "EPERM",
+                &[Seccomp],
+            ),
+            spec(
+                "socketpair-seqpacket",
+                "socketpair",
+                vec!["seqpacket".into()],
+                "EPERM",
+                &[Seccomp],
+            ),
+            // Kernel surface.
+            spec(
+                "io-uring-setup",
+                "io-uring-setup",
+                vec![],
+                "EPERM",
+                &[Seccomp],
+            ),
+            spec("x32-syscall", "x32-syscall", vec![], "SIGSYS", &[Seccomp]),
+            spec(
+                "unshare-userns",
+                "unshare-userns",
+                vec![],
+                "EPERM",
+                &[Seccomp, NsLimits],
+            ),
+            spec(
+                "clone-newuser",
+                "clone-newuser",
+                vec![],
+                "EPERM",
+                &[Seccomp, NsLimits],
+            ),
+            spec("clone3", "clone3", vec![], "ENOSYS", &[Seccomp]),
+            spec(
+                "mount-tmpfs",
+                "mount-tmpfs",
+                vec![s(&self.root.join("mnt"))],
+                "EPERM",
+                &[Seccomp, Userns],
+            )
+            .in_userns(),
+            // Reading outside the root.
+            spec(
+                "read-outside-root",
+                "read",
+                vec![s(&self.outside.join("secret.txt"))],
+                "ENOENT|EACCES",
+                &[Landlock, Mountns],
+            ),
+            spec(
+                "list-outside-root",
+                "list",
+                vec![s(&self.outside)],
+                "ENOENT|EACCES",
+                &[Landlock, Mountns],
+            ),
+            spec(
+                "read-symlink-out-of-root",
+                "read",
+                vec![s(&self.root.join("link-out"))],
+                "ENOENT|EACCES",
+                &[Landlock, Mountns],
+            ),
+            spec(
+                "read-dotdot-out-of-root",
+                "read",
+                vec![s(&self.root.join("../outside/secret.txt"))],
+                "ENOENT|EACCES",
+                &[Landlock, Mountns],
+            ),
+            spec(
+                "exec-outside-runtime",
+                "exec",
+                vec![s(&self.outside.join("true"))],
+                "ENOENT|EACCES",
+                &[Landlock, Mountns],
+            ),
+            spec(
+                "write-database",
+                "write",
+                vec![s(&self.db)],
+                "EROFS|EACCES",
+                &[Landlock, Mountns],
+            )
+            .truth(Truth::Files),
+            spec(
+                "draft-create-in-root",
+                "create",
+                vec![s(&self.root.join("new.txt"))],
+                "EROFS|EACCES",
+                &[Landlock, Mountns],
+            )
+            .truth(Truth::Files)
+            .draft(),
+            spec(
+                "draft-create-in-home",
+                "create",
+                vec![s(&self.home.join("new.txt"))],
+                "EROFS|EACCES",
+                &[Landlock, Mountns],
+            )
+            .truth(Truth::Files)
+            .draft(),
+        ];
+        for (place, dir) in [
+            ("root", &self.root),
+            ("home", &self.home),
+            ("outside", &self.outside),
+        ] {
+            let victim = s(&dir.join("victim.txt"));
+            let ops: [(&str, &'static str, Vec<String>); 8] = [
+                ("create", "create", vec![s(&dir.join("new.txt"))]),
+                ("write", "write", vec![victim.clone()]),
+                ("truncate", "truncate", vec![victim.clone()]),
+                (
+                    "rename",
+                    "rename",
+                    vec![victim.clone(), s(&dir.join("renamed.txt"))],
+                ),
+                ("unlink", "unlink", vec![victim.clone()]),
+                ("mkdir", "mkdir", vec![s(&dir.join("newdir"))]),
+                (
+                    "link",
+                    "link",
+                    vec![victim.clone(), s(&dir.join("hardlink.txt"))],
+                ),
+                ("mknod", "mknod", vec![s(&dir.join("fifo"))]),
+            ];
+            for (op, attempt, args) in ops {
+                v.push(
+                    spec(
+                        format!("{op}-in-{place}"),
+                        attempt,
+                        args,
+                        // The read-only bind answers first (or, outside
+                        // every grant, there is nothing there); Landlock
+                        // behind it.
+                        match (place == "outside", op == "mknod") {
+                            (true, false) => "ENOENT|EACCES",
+                            (false, false) => "EROFS|EACCES",
+                            // Seccomp refuses mknod before any path is looked at.
+                            (true, true) => "EPERM|ENOENT|EACCES",
+                            (false, true) => "EPERM|EROFS|EACCES",
+                        },
+                        if op == "mknod" {
+                            &[Seccomp, Landlock, Mountns]
+                        } else {
+                            &[Landlock, Mountns]
+                        },
+                    )
+                    .truth(Truth::Files),
+                );
+            }
+        }
+        // Metadata changes Landlock does not cover: seccomp refuses them, and
+        // a host file outside the grant isn't there to change.
+        let host_file = s(&self.outside.join("victim.txt"));
+        for attempt in ["chmod", "chown", "utime", "setxattr"] {
+            v.push(
+                spec(
+                    format!("{attempt}-host-file"),
+                    attempt,
+                    vec![host_file.clone()],
+                    "EPERM|ENOENT",
+                    &[Seccomp, Mountns],
+                )
+                .truth(Truth::Files),
+            );
+        }
+        v.extend([
+            // The server process. Its environ also needs ptrace-read access,
+            // which a process in another user namespace, without
+            // capabilities there, doesn't have.
+            spec(
+                "read-server-environ",
+                "read",
+                vec![format!("/proc/{server_pid}/environ")],
+                "ENOENT|EACCES",
+                &[Landlock, Userns, Mountns],
+            ),
+            spec(
+                "read-server-cmdline",
+                "read",
+                vec![format!("/proc/{server_pid}/cmdline")],
+                "ENOENT|EACCES",
+                &[Landlock, Userns, Mountns],
+            ),
+            spec(
+                "kill-server",
+                "kill",
+                vec![server_pid.to_string()],
+                "ESRCH",
+                &[Pidns, LandlockScope],
+            ),
+            spec(
+                "ptrace-server",
+                "ptrace",
+                vec![server_pid.to_string()],
+                "EPERM",
+                &[Seccomp, Pidns, Landlock],
+            ),
+            spec("tiocsti-terminal", "tiocsti", vec![], "EPERM", &[Seccomp]).truth(Truth::Tty),
+            // Privilege.
+            spec(
+                "setuid-0",
+                "setuid-0",
+                vec![],
+                "EINVAL|EPERM",
+                &[Userns, CapsUnprivileged],
+            )
+            .in_userns(),
+            spec(
+                "no-new-privs-off",
+                "no-new-privs-off",
+                vec![],
+                "NoNewPrivs=1",
+                &[Helper],
+            ),
+            spec(
+                "seccomp-off",
+                "seccomp-off",
+                vec![],
+                "Seccomp=2",
+                &[Seccomp],
+            ),
+            // Where the run can't hold CAP_SETPCAP (an ordinary user without
+            // user namespaces) the bounding set stays and is not checked:
+            // with every other set empty and no_new_privs, it grants nothing.
+            spec(
+                "caps-held",
+                "caps-held",
+                vec![if caps_bounding { "all" } else { "sets" }.into()],
+                "CapEff=0 CapPrm=0 CapInh=0 CapBnd=0 CapAmb=0|CapEff=0 CapPrm=0 CapInh=0",
+                &[Caps],
+            ),
+            // Resources and lifetime.
+            spec(
+                "fork-bomb",
+                "fork-bomb",
+                vec!["600".into()],
+                "EAGAIN",
+                &[Nproc, PidMax],
+            ),
+            spec(
+                "memory-bomb",
+                "memory-bomb",
+                vec!["8".into()],
+                "ENOMEM",
+                &[Rlimits],
+            ),
+            spec(
+                "stdout-flood",
+                "stdout-flood",
+                vec![],
+                "contained",
+                &[Helper],
+            )
+            .truth(Truth::Flood),
+            spec(
+                "daemon-outlives-call",
+                "daemon",
+                vec![],
+                "gone",
+                &[Pidns, Subreaper],
+            )
+            .truth(Truth::Daemon),
+            spec(
+                "next-call-sees-nothing",
+                "find-traces",
+                vec![],
+                "none",
+                // Each run's own TMPDIR (a tmpfs, or a host folder removed
+                // with it), IPC and PID namespaces and minimal root.
+                &[Mountns, Pidns, Helper],
+            )
+            .truth(Truth::NextCall),
+            spec(
+                "run-outlives-killed-server",
+                "sleep-marker",
+                vec![],
+                "gone",
+                // The run's init dies with its parent (the parent-death
+                // signal every helper arms) and takes the namespace along.
+                &[Pidns, Helper],
+            )
+            .truth(Truth::OutliveParent),
+            spec(
+                "loader-and-secret-env",
+                "env",
+                PLANTED_ENV.iter().map(|(n, _)| n.to_string()).collect(),
+                "absent",
+                &[Helper],
+            ),
+        ]);
+        v.extend(self.second_generation(server_pid));
+        v
+    }
+
+    /// The classes an independent review got through: grants a draft run
+    /// can replace, the run's temp folder, host metadata, memory outside
+    /// RLIMIT_AS, observation of the host, execution outside the runtime.
+    pub(super) fn second_generation(&self, server_pid: u32) -> Vec<Spec> {
+        use Holder::*;
+        let s = Self::s;
+        let db = s(&self.db);
+        let db_dir = self.db.parent().unwrap_or(&self.home).to_path_buf();
+        let beside = s(&db_dir.join("accounts.yaml"));
+        let planted = s(&db_dir.join("planted-link"));
+        let prog = s(&self.root.join("tools/true"));
+        let tmp = s(&self.tmp_base);
+        let tmp_marker = self.marker();
+        let server_home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute() && h.is_dir())
+            .unwrap_or_else(|| PathBuf::from("/root"));
+        let host_mount = host_attempts::listmount()
+            .ok()
+            .and_then(|ids| ids.first().copied())
+            .unwrap_or(0);
+        let (host_node, host_domain) =
+            crate::sandbox::linux::namespaces::uts_names().unwrap_or_default();
+        let run_names = format!(
+            "nodename {} domainname {}",
+            crate::sandbox::linux::namespaces::RUN_HOSTNAME,
+            crate::sandbox::linux::namespaces::RUN_DOMAINNAME
+        );
+        // Twice the file-size limit.
+        let reserve_mib = (crate::sandbox::policy::Rlimits::default().file_size >> 20) * 2;
+        vec![
+            // Grants: the draft run may write the database (and SQLite's
+            // companions), nothing else in its folder.
+            spec(
+                "draft-db-replaced-by-symlink",
+                "replace-with-symlink",
+                vec![db.clone(), "/".into()],
+                "EBUSY",
+                &[Mountns],
+            )
+            .truth(Truth::Files)
+            .draft(),
+            spec(
+                "draft-db-symlink-renamed-over",
+                "symlink-rename-over",
+                vec![db.clone(), "/".into()],
+                "EACCES",
+                &[Landlock, Mountns],
+            )
+            .truth(Truth::Files)
+            .draft(),
+            spec(
+                "draft-symlink-in-db-folder",
+                "symlink",
+                vec!["/".into(), s(&db_dir.join("escape"))],
+                "EACCES|nothing left",
+                &[Landlock, Helper],
+            )
+            .truth(Truth::FilesAfter)
+            .draft(),
+            spec(
+                "draft-mkdir-in-db-folder",
+                "mkdir",
+                vec![s(&db_dir.join("newdir"))],
+                "EACCES|nothing left",
+                &[Landlock, Helper],
+            )
+            .truth(Truth::FilesAfter)
+            .draft(),
+            spec(
+                "draft-fifo-in-db-folder",
+                "mknod",
+                vec![s(&db_dir.join("fifo"))],
+                "EPERM|EACCES|nothing left",
+                &[Seccomp, Landlock, Helper],
+            )
+            .truth(Truth::FilesAfter)
+            .draft(),
+            spec(
+                "draft-other-file-in-db-folder",
+                "create",
+                vec![s(&db_dir.join("other.txt"))],
+                "nothing left",
+                &[Helper],
+            )
+            .truth(Truth::FilesAfter)
+            .draft(),
+            spec(
+                "draft-rename-beside-db",
+                "rename",
+                vec![beside.clone(), format!("{beside}.bak")],
+                "EBUSY",
+                &[Mountns],
+            )
+            .truth(Truth::Files)
+            .draft(),
+            spec(
+                "draft-replace-beside-db",
+                "replace",
+                vec![beside.clone()],
+                "EBUSY",
+                &[Mountns],
+            )
+            .truth(Truth::Files)
+            .draft(),
+            spec(
+                "draft-write-beside-db",
+                "write",
+                vec![beside.clone()],
+                "EROFS",
+                &[Mountns],
+            )
+            .truth(Truth::Files)
+            .draft(),
+            spec(
+                "draft-executable-in-db-folder",
+                "create-exec",
+                vec![s(&db_dir.join("tool"))],
+                "EPERM|no executable left",
+                &[Seccomp, Helper],
+            )
+            .truth(Truth::ExecBits(db_dir.join("tool")))
+            .draft(),
+            spec(
+                "draft-mknod-exec-companion",
+                "mknod-exec",
+                vec![format!("{db}-wal")],
+                "EPERM|no executable left",
+                &[Seccomp, Helper],
+            )
+            .truth(Truth::ExecBits(PathBuf::from(format!("{db}-wal"))))
+            .draft(),
+            // Disk and devices: a draft run's database grows within the
+            // file-size limit, and no device appears in its folder.
+            spec(
+                "allowed-draft-fallocate-db",
+                "fallocate",
+                vec![db.clone(), "plain".into(), "1".into()],
+                "",
+                &[],
+            )
+            .allowed()
+            .draft(),
+            spec(
+                "draft-fallocate-keep-size",
+                "fallocate",
+                vec![db.clone(), "keep-size".into(), reserve_mib.to_string()],
+                "EOPNOTSUPP",
+                &[Seccomp],
+            )
+            .truth(Truth::Reserved(self.db.clone()))
+            .draft(),
+            spec(
+                "draft-rename-whiteout",
+                "rename-whiteout",
+                vec![format!("{db}-journal"), format!("{db}-wal")],
+                "EPERM|nothing left",
+                // The clean-up removes anything under a companion's name
+                // that is not a plain file.
+                &[Seccomp, Helper],
+            )
+            .truth(Truth::FilesAfter)
+            .draft(),
+            // A later read-only run must not follow what was planted.
+            spec("allowed-read-beside-db", "read", vec![beside], "", &[]).allowed(),
+            spec(
+                "read-through-planted-symlink",
+                "read",
+                vec![planted.clone()],
+                "ENOENT|EACCES",
+                &[Landlock, Mountns],
+            ),
+            spec(
+                "stat-through-planted-symlink",
+                "stat",
+                vec![planted],
+                "ENOENT",
+                &[Mountns],
+            ),
+            // The run's temp folder.
+            spec(
+                "tmpdir-deep-chain",
+                "deep-tmpdir",
+                vec!["1100".into(), self.marker()],
+                "cleaned up",
+                &[Tmpfs, Helper],
+            )
+            .truth(Truth::DeepTmp),
+            spec(
+                "tmpdir-size-cap",
+                "fill-size",
+                vec!["1024".into()],
+                "ENOSPC",
+                &[Tmpfs],
+            ),
+            spec(
+                "tmpdir-inode-cap",
+                "fill-inodes",
+                vec!["65536".into()],
+                "ENOSPC",
+                &[Tmpfs],
+            ),
+            spec(
+                "tmpdir-name-carries-server-pid",
+                "tmpdir-path",
+                vec![],
+                "no server pid",
+                &[Mountns, Helper],
+            )
+            .truth(Truth::NoServerPid(server_pid)),
+            // Metadata of host files.
+            spec(
+                "file-setattr-host-file",
+                "file-setattr",
+                vec![s(&self.outside.join("victim.txt"))],
+                "ENOSYS",
+                &[Seccomp, Mountns],
+            )
+            .truth(Truth::Files),
+            spec(
+                "ioctl-setflags-read-only-fd",
+                "ioctl-flags",
+                vec!["setflags".into(), s(&self.root.join("victim.txt"))],
+                "ENOTTY",
+                &[Seccomp, Mountns],
+            )
+            .truth(Truth::Files),
+            spec(
+                "ioctl-fssetxattr-read-only-fd",
+                "ioctl-flags",
+                vec!["fssetxattr".into(), s(&self.root.join("victim.txt"))],
+                "ENOTTY",
+                &[Seccomp, Mountns],
+            )
+            .truth(Truth::Files),
+            spec(
+                "ioctl-ext4-setversion-read-only-fd",
+                "ioctl-flags",
+                vec!["setversion".into(), s(&self.root.join("victim.txt"))],
+                "ENOTTY",
+                &[Seccomp, Mountns],
+            )
+            .truth(Truth::Files),
+            // Memory and code outside RLIMIT_AS and the runtime.
+            spec(
+                "memfd-outside-rlimit-as",
+                "memfd-fill",
+                vec!["1024".into()],
+                "ENOSYS",
+                &[Seccomp],
+            ),
+            spec(
+                "memfd-exec",
+                "memfd-exec",
+                vec![prog.clone()],
+                "ENOSYS|EACCES",
+                // Landlock's execute right is about files beneath a folder;
+                // a memfd is beneath none.
+                &[Seccomp, MemfdNoexec],
+            ),
+            // Observation outside the grant.
+            spec(
+                "inotify-system-tmp",
+                "inotify-watch",
+                vec![tmp.clone(), tmp_marker.clone()],
+                "ENOSYS|no event",
+                &[Seccomp, Mountns],
+            )
+            .truth(Truth::Watch(Trigger::Create(
+                self.tmp_base.join(&tmp_marker),
+            ))),
+            spec(
+                "inotify-etc",
+                "inotify-watch",
+                vec!["/etc".into(), "passwd".into()],
+                "ENOSYS|no event",
+                &[Seccomp, Mountns],
+            )
+            .truth(Truth::Watch(Trigger::Open("/etc/passwd".into()))),
+            // Other runs: the root is the same inodes in every run, so a
+            // watch there would see what a concurrent run (here, the probe)
+            // opens.
+            spec(
+                "inotify-shared-root",
+                "inotify-watch",
+                vec![s(&self.root), "victim.txt".into()],
+                "ENOSYS",
+                &[Seccomp],
+            )
+            .truth(Truth::Watch(Trigger::Open(self.root.join("victim.txt")))),
+            spec(
+                "fanotify-outside",
+                "fanotify-watch",
+                vec![s(&self.outside)],
+                "ENOSYS|ENOENT",
+                &[Seccomp, Mountns],
+            ),
+            spec(
+                "getxattr-outside-file",
+                "getxattr",
+                vec![
+                    s(&self.outside.join("secret.txt")),
+                    "user.reachweaver-probe".into(),
+                ],
+                "ENOENT",
+                &[Mountns],
+            ),
+            spec(
+                "stat-etc-hostname",
+                "stat",
+                vec!["/etc/hostname".into()],
+                "ENOENT",
+                &[Mountns],
+            ),
+            spec(
+                "uname-nodename",
+                "uname-nodename",
+                vec![host_node, host_domain],
+                &run_names,
+                &[Utsns],
+            ),
+            spec(
+                "stat-outside-file",
+                "stat",
+                vec![s(&self.outside.join("secret.txt"))],
+                "ENOENT",
+                &[Mountns],
+            ),
+            spec(
+                "stat-server-home",
+                "stat",
+                vec![s(&server_home)],
+                "ENOENT",
+                &[Mountns],
+            ),
+            spec(
+                "readlink-outside",
+                "readlink",
+                vec![s(&self.outside.join("alias"))],
+                "ENOENT",
+                &[Mountns],
+            ),
+            spec(
+                "listmount-host-mounts",
+                "listmount",
+                vec![],
+                "ENOSYS",
+                &[Seccomp, Mountns],
+            )
+            .truth(Truth::HostMounts),
+            spec(
+                "statmount-host-mount",
+                "statmount",
+                vec![host_mount.to_string()],
+                "ENOSYS",
+                &[Seccomp, Mountns],
+            ),
+            spec(
+                "stat-proc-server",
+                "stat",
+                vec![format!("/proc/{server_pid}")],
+                "ENOENT",
+                &[Mountns],
+            ),
+            spec(
+                "list-proc",
+                "list-pids",
+                vec!["/proc".into()],
+                "EACCES|ENOENT|only the run's own",
+                &[Landlock, Mountns],
+            )
+            .truth(Truth::ProcHidesServer(server_pid)),
+            // Execution outside the runtime.
+            spec(
+                "exec-from-tmpdir",
+                "exec-tmpdir",
+                vec![prog.clone()],
+                "EPERM|EACCES",
+                &[Seccomp, Landlock, Noexec],
+            ),
+            spec(
+                "exec-via-loader-from-tmpdir",
+                "exec-loader",
+                vec![prog],
+                "exit 127",
+                &[Noexec],
+            ),
+            spec(
+                "mmap-exec-tmpdir",
+                "mmap-exec-tmpdir",
+                vec![],
+                "EPERM",
+                &[Noexec],
+            ),
+            // Host files by handle, past every path check.
+            spec(
+                "open-by-handle-outside",
+                "open-by-handle",
+                vec![s(&self.outside.join("secret.txt")), s(&self.root)],
+                "ENOSYS|EPERM|ENOENT",
+                &[Seccomp, Caps, Mountns],
+            ),
+        ]
+    }
+}
