@@ -1,13 +1,14 @@
 //! The Linux sandbox, laid out by process role and by layer.
 //!
 //! Process roles:
-//! - `server/`: the server's side, all of it. What is found and built once
-//!   per sandbox (`server/mod.rs`: detection, layers, mount plans, the
-//!   zygote's configuration, the cgroup parent), then per run: it starts
-//!   the sandbox's zygote once, hands it each run (policy + six
-//!   descriptors), and holds the run it gets back (pid, pidfd, run
-//!   channel; `server/handle.rs`); or re-executes itself as the helper
-//!   where runs cannot have their own user and PID namespaces.
+//! - `server/`: the server's side, all of it. What is found once per
+//!   detection (`server/mod.rs`: layers, runtime paths, the cgroup parent,
+//!   the trial run), then per run: the run's policy, minimal root and the
+//!   zygote's configuration from the sandbox's grants; it starts the
+//!   sandbox's zygote once, hands it each run (policy + six descriptors),
+//!   and holds the run it gets back (pid, pidfd, run channel;
+//!   `server/handle.rs`); or re-executes itself as the helper where runs
+//!   cannot have their own user and PID namespaces.
 //! - `zygote.rs`: the long-lived, single-threaded helper in one empty user
 //!   and network namespace; it keeps the next run's init forked ahead.
 //! - `init.rs`: the run's init, pid 1 of the run's own PID namespace: the

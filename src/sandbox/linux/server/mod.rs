@@ -17,7 +17,7 @@ use super::cgroup;
 use super::detect::{layers_line, Detected};
 use super::wire::{usable, Config, STATUS_TIMEOUT};
 use crate::sandbox::draft;
-use crate::sandbox::policy::{self, Layers, MountPlan};
+use crate::sandbox::policy::{self, Layers};
 use crate::sandbox::promises;
 use crate::sandbox::SandboxMode;
 use crate::sandbox::{Layer, RunKind, SandboxError, SandboxOptions, SandboxedChild, StatusReport};
@@ -66,27 +66,17 @@ fn db_alone(db: &Path) -> bool {
     })
 }
 
-/// The minimal root of each kind of run, for one sandbox's grants.
-struct Plans {
-    read_only: MountPlan,
-    draft: MountPlan,
-}
-
-impl Plans {
-    fn new(opts: &SandboxOptions, runtime: &[PathBuf]) -> Plans {
-        Plans {
-            read_only: policy::mount_plan(opts, runtime, RunKind::ReadOnly),
-            draft: policy::mount_plan(opts, runtime, RunKind::Draft),
-        }
-    }
-}
-
-/// The zygote's configuration for these layers, or `None` where runs need
-/// the re-executed helper.
-fn zygote_config(layers: &Layers, plans: &Plans) -> Option<Config> {
+/// The zygote's configuration for these layers and a sandbox's grants
+/// (both kinds of run's minimal roots), or `None` where runs need the
+/// re-executed helper.
+fn zygote_config(layers: &Layers, opts: &SandboxOptions, runtime: &[PathBuf]) -> Option<Config> {
     usable(layers).then(|| {
-        let plan = |p: &MountPlan| layers.mountns.then(|| p.clone());
-        Config::new(layers, plan(&plans.read_only), plan(&plans.draft))
+        let plan = |kind| {
+            layers
+                .mountns
+                .then(|| policy::mount_plan(opts, runtime, kind))
+        };
+        Config::new(layers, plan(RunKind::ReadOnly), plan(RunKind::Draft))
     })
 }
 
@@ -362,7 +352,7 @@ impl State {
             }
         };
         let silence = self.silence();
-        let config = zygote_config(&layers, &Plans::new(opts, &self.runtime));
+        let config = zygote_config(&layers, opts, &self.runtime);
         let mut child = match &config {
             Some(config) => {
                 let procs = run_cgroup.as_mut().and_then(cgroup::RunCgroup::take_procs);
