@@ -191,6 +191,10 @@ impl App {
         let options =
             owner.sandbox_options(serve.start.sandbox, &serve.start.pass_env, helper.clone())?;
         let detected = Sandbox::detect(&options)?;
+        // A call the sandbox can't start is answered within its timeout.
+        detected.bound_waits(
+            (serve.limits.call_timeout > 0).then(|| Duration::from_secs(serve.limits.call_timeout)),
+        );
         let redactor = Redactor::from_env(&serve.start.pass_env);
         warn_unredactable_env(&redactor);
         let catalog = read_catalog(

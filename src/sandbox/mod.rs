@@ -47,18 +47,58 @@ pub(crate) mod tmpdir;
 pub mod linux;
 #[cfg(target_os = "linux")]
 mod probe;
-#[cfg(target_os = "linux")]
-use linux::platform;
-#[cfg(target_os = "macos")]
-use macos::spawn as platform;
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 mod unsupported;
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-use unsupported as platform;
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, ChildStdout, ExitStatus};
+use std::time::Duration;
+
+/// What a platform's sandbox gives the server: set up once per sandbox
+/// (`detect`), then one `spawn` per run; and the hidden helper, `sandbox
+/// status` and `sandbox probe` entry points. Linux, macOS and the
+/// platforms without a sandbox each implement it; [`Current`] is this
+/// build's.
+pub(crate) trait Platform: Sized {
+    /// Probe the kernel and set up what every run shares.
+    fn detect(opts: &SandboxOptions) -> Result<Self, SandboxError>;
+    /// The layers in force, for the start-up line.
+    fn layers_line(&self) -> String;
+    /// What holds each promise here, for the start-up line.
+    fn promises_line(&self, drafts: bool) -> String;
+    /// Why `--allow-drafts` can't be honoured here (`None`: it can).
+    fn drafts_refused(&self) -> Option<String>;
+    /// Bound the wait for a run's start by the call timeout (`None`: no
+    /// call timeout), so a run the sandbox can't start fails within it.
+    fn bound_waits(&self, call_timeout: Option<Duration>);
+    /// Start one run; `argv[0]` was checked to be the backend.
+    fn spawn(
+        &self,
+        opts: &SandboxOptions,
+        kind: RunKind,
+        argv: &[String],
+        cwd: &Path,
+        stdin: Option<OwnedFd>,
+    ) -> Result<SandboxedChild, SandboxError>;
+    /// The hidden helper: confine this process, then execve the backend.
+    /// Returns only on failure.
+    fn helper_main(arg: &str) -> anyhow::Result<u8>;
+    /// What this machine gives, for `sandbox status`.
+    fn status() -> StatusReport;
+    /// Every escape attempt in the sandbox, for `sandbox probe`; the exit code.
+    fn probe(json: bool, without: Option<Layer>, junit: Option<&Path>) -> anyhow::Result<u8>;
+    /// One escape attempt, run inside the sandbox.
+    fn probe_attempt(name: &str, args: &[String]) -> u8;
+}
+
+/// This build's platform.
+#[cfg(target_os = "linux")]
+pub(crate) type Current = linux::server::State;
+#[cfg(target_os = "macos")]
+pub(crate) type Current = macos::spawn::State;
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+pub(crate) type Current = unsupported::State;
 
 /// The folder a backend's runs may read and execute beside the backend
 /// itself (its install prefix), or `None` when only its own file is
@@ -189,6 +229,10 @@ pub enum SandboxError {
     Unavailable(String),
     /// A layer that start-up found available did not apply in this run.
     LayerFailed(String),
+    /// Setting up the run inside the sandbox failed because the machine
+    /// ran out (a fork or clone refused for processes, memory or
+    /// descriptors): what failed and the error number.
+    Exhausted(String, i32),
     /// Spawning or piping failed on the server's side, before the backend
     /// could be executed (out of descriptors or processes, among others).
     Io(std::io::Error),
@@ -202,6 +246,7 @@ impl std::fmt::Display for SandboxError {
         match self {
             SandboxError::Unavailable(m) => write!(f, "sandbox unavailable: {m}"),
             SandboxError::LayerFailed(m) => write!(f, "sandbox layer failed: {m}"),
+            SandboxError::Exhausted(m, _) => write!(f, "could not start the sandboxed run: {m}"),
             SandboxError::Io(e) | SandboxError::Exec(e) => {
                 write!(f, "could not start the sandboxed run: {e}")
             }
@@ -223,12 +268,14 @@ pub(crate) fn shortage(errno: i32) -> Option<&'static str> {
 }
 
 impl SandboxError {
-    /// What of the server's own ran out, when that is why the run could not
-    /// start: `Io` errors carry the error number of the server's own call
-    /// (an exec inside the run is `Exec`, whatever its number).
+    /// What ran out, when that is why the run could not start: `Io` errors
+    /// carry the error number of the server's own call, `Exhausted` that of
+    /// a fork or clone inside the sandbox (an exec inside the run is
+    /// `Exec`, whatever its number).
     pub(crate) fn exhausted(&self) -> Option<&'static str> {
         match self {
             SandboxError::Io(e) => shortage(e.raw_os_error()?),
+            SandboxError::Exhausted(_, errno) => shortage(*errno),
             _ => None,
         }
     }
@@ -285,13 +332,12 @@ pub struct AppArmorStatus {
 
 /// The hidden helper: confine this process, then execve the backend. Returns only on failure.
 pub fn helper_main(policy: &str) -> anyhow::Result<u8> {
-    platform::helper_main(policy)
+    Current::helper_main(policy)
 }
 
-/// One escape attempt of the probe suite, run inside the sandbox.
 /// What this machine's kernel gives, for `sandbox status`.
 pub fn status() -> StatusReport {
-    platform::status()
+    Current::status()
 }
 
 /// Every escape attempt in the sandbox, for `sandbox probe`; the exit code.
@@ -300,11 +346,12 @@ pub fn probe(
     without: Option<Layer>,
     junit: Option<&std::path::Path>,
 ) -> anyhow::Result<u8> {
-    platform::probe(json, without, junit)
+    Current::probe(json, without, junit)
 }
 
+/// One escape attempt of the probe suite, run inside the sandbox.
 pub fn probe_attempt(name: &str, args: &[String]) -> u8 {
-    platform::probe_attempt(name, args)
+    Current::probe_attempt(name, args)
 }
 
 /// The sandbox set up for one backend, with what the kernel offers.
@@ -319,11 +366,11 @@ pub struct Sandbox {
 
 /// What detection found, shared by every sandbox regranted from it.
 #[derive(Clone)]
-struct Detection(std::sync::Arc<platform::State>);
+struct Detection(std::sync::Arc<Current>);
 
 impl std::ops::Deref for Detection {
-    type Target = platform::State;
-    fn deref(&self) -> &platform::State {
+    type Target = Current;
+    fn deref(&self) -> &Current {
         &self.0
     }
 }
@@ -331,7 +378,7 @@ impl std::ops::Deref for Detection {
 /// Layers are switched off (the probe's matrix) on a sandbox of its own,
 /// before anything shares its detection.
 impl std::ops::DerefMut for Detection {
-    fn deref_mut(&mut self) -> &mut platform::State {
+    fn deref_mut(&mut self) -> &mut Current {
         #[allow(clippy::expect_used)]
         std::sync::Arc::get_mut(&mut self.0)
             .expect("a sandbox's detection is changed only before it is shared")
@@ -348,9 +395,16 @@ impl Sandbox {
         opts.masks = Vec::new();
         opts.pins = policy::pin_fixed_paths(&opts).map_err(SandboxError::Unavailable)?;
         Ok(Sandbox {
-            state: Detection(std::sync::Arc::new(platform::State::detect(&opts)?)),
+            state: Detection(std::sync::Arc::new(<Current as Platform>::detect(&opts)?)),
             opts,
         })
+    }
+
+    /// Bound the wait for each run's start by the call timeout (`None`: no
+    /// call timeout): a run whose sandbox stays silent fails well within
+    /// it, and the next run gets a fresh helper.
+    pub fn bound_waits(&self, call_timeout: Option<Duration>) {
+        Platform::bound_waits(&*self.state, call_timeout);
     }
 
     /// This sandbox with other grants for the same backend (another root,
@@ -384,17 +438,17 @@ impl Sandbox {
     }
 
     pub fn layers_line(&self) -> String {
-        self.state.layers_line()
+        Platform::layers_line(&*self.state)
     }
 
     /// What holds each promise here, for the start-up line.
     pub fn promises_line(&self, drafts: bool) -> String {
-        self.state.promises_line(drafts)
+        Platform::promises_line(&*self.state, drafts)
     }
 
     /// Why `--allow-drafts` can't be honoured here (`None`: it can).
     pub fn drafts_refused(&self) -> Option<String> {
-        self.state.drafts_refused()
+        Platform::drafts_refused(&*self.state)
     }
 
     pub fn spawn(
@@ -433,7 +487,7 @@ impl Sandbox {
             }
             Some(_) => {}
         }
-        self.state.spawn(&self.opts, kind, argv, cwd, stdin)
+        Platform::spawn(&*self.state, &self.opts, kind, argv, cwd, stdin)
     }
 }
 

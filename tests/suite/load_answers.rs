@@ -662,3 +662,77 @@ fn a_stopped_sandbox_zygote_is_replaced_and_the_next_call_is_served() {
     );
     assert_eq!(now.len(), 1, "{now:?}");
 }
+
+/// The live (not yet exited) children of `pid`.
+fn live_children_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(child) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let live = status_field(child, "State").is_some_and(|st| !st.starts_with('Z'));
+        if live && status_field(child, "PPid").as_deref() == Some(&pid.to_string()) {
+            found.push(child);
+        }
+    }
+    found
+}
+
+/// A run whose sandbox stays silent (the zygote's next init is stopped, so
+/// the run's status pipe never speaks) fails with `sandbox_failed` within
+/// the call timeout, not after the sandbox's own 20 s bound; the zygote is
+/// replaced and the next call is served by a fresh one.
+#[test]
+fn a_silent_sandbox_fails_the_call_within_its_timeout_and_the_next_is_served() {
+    let w = World::new();
+    let home = w.folder("home");
+    let mut cmd = Command::new(server_bin());
+    cmd.arg(format!("--backend={}", backend(&w).display()))
+        .arg(format!("--home={}", home.display()))
+        .arg("mcp-serve")
+        .arg("--call-timeout=2")
+        .current_dir(&home);
+    let mut s = Server::spawn(cmd);
+    let nap = |id: &str| call(Era::Modern, json!(id), "nap", json!({"seconds": 0}));
+    let first = s.request(nap("first"));
+    assert_eq!(first["result"]["isError"], false, "{first}");
+    let zygote = zygotes_of(s.pid());
+    assert_eq!(zygote.len(), 1, "{zygote:?}");
+    // The first run's init is gone once its answer is read; what is left
+    // is the init forked ahead for the next run.
+    let mut spare = Vec::new();
+    let found = crate::support::faults::wait_for(Duration::from_secs(10), || {
+        spare = live_children_of(zygote[0]);
+        spare.len() == 1
+    });
+    assert!(found.is_some(), "no single spare init: {spare:?}");
+    // SAFETY: stopping a process our own server's zygote started.
+    unsafe { libc::kill(spare[0] as i32, libc::SIGSTOP) };
+    let stopped = crate::support::faults::wait_for(Duration::from_secs(10), || {
+        status_field(spare[0], "State").is_some_and(|st| st.starts_with('T'))
+    });
+    let t = Instant::now();
+    let silent = s.request(nap("silent"));
+    let waited = t.elapsed();
+    // SAFETY: as above; nothing stays stopped behind the test.
+    unsafe { libc::kill(spare[0] as i32, libc::SIGCONT) };
+    assert!(stopped.is_some(), "the spare never stopped");
+    let error = &silent["result"]["structuredContent"]["output"]["error"];
+    assert_eq!(error["code"], "sandbox_failed", "{silent}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("the sandbox zygote gave no word within 1.0 s"),
+        "{message}"
+    );
+    // The call timeout (2 s) and a generous margin, well below the 20 s
+    // the sandbox waits when no call timeout bounds it.
+    assert!(waited < Duration::from_secs(12), "{waited:?}");
+    let next = s.request(nap("next"));
+    assert_eq!(next["result"]["isError"], false, "{next}");
+    let now = zygotes_of(s.pid());
+    assert!(
+        !now.contains(&zygote[0]),
+        "the silent zygote is still there: {now:?}"
+    );
+    assert_eq!(now.len(), 1, "{now:?}");
+}

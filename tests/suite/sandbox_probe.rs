@@ -57,6 +57,7 @@ const EXPECTED: &[(&str, &str)] = &[
     ("memory-bomb", "ENOMEM after "),
     ("stdout-flood", "contained"),
     ("daemon-outlives-call", "gone"),
+    ("next-call-sees-nothing", "none"),
     ("run-outlives-killed-server", "gone"),
     ("loader-and-secret-env", "absent"),
     // Grants: a draft run may write the database and SQLite's companions,

@@ -8,19 +8,37 @@ use std::convert::Infallible;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 
-use super::wire::*;
-use super::zygote::ZygoteState;
+use super::wire::status::PROCESS;
+use super::wire::{channel, ready, request};
+use super::wire::{
+    last_error, report, report_to, Config, Failure, CGROUP_FD, PASSED, PASSED_STATUS,
+    RUN_CHANNEL_FD, SPARE_SOCKET, STATUS_FD, ZYGOTE_PIDFD,
+};
 use super::{caps, landlock, mounts, namespaces, rlimits, seccomp};
 use crate::sandbox::policy::{Layers, Policy};
 use crate::sandbox::RunKind;
 
-impl ZygoteState {
+/// What every init a zygote forks starts from: fixed for the zygote's
+/// life, built once when it starts.
+pub(super) struct Init {
+    /// The ids the zygote has inside its user namespace; each run maps
+    /// them to themselves in its own.
+    pub(super) uid: u32,
+    pub(super) gid: u32,
+    pub(super) config: Config,
+    /// The seccomp program, built once per zygote.
+    pub(super) program: Option<seccompiler::BpfProgram>,
+    pub(super) last_cap: u32,
+}
+
+impl Init {
     /// The spare: set up what doesn't depend on the run, say so, wait for
-    /// the request, then become the run's init.
-    pub(super) fn spare(&self, socket: OwnedFd, kind: RunKind) -> ! {
+    /// the request, then become the run's init. `zygote` is the zygote's
+    /// own pidfd.
+    pub(super) fn spare(&self, socket: OwnedFd, zygote: RawFd, kind: RunKind) -> ! {
         // Only the spare's socket and the zygote's pidfd stay, at fixed
         // numbers; the control socket and other runs' descriptors go.
-        let kept = [socket.as_raw_fd(), self.self_pidfd.as_raw_fd()];
+        let kept = [socket.as_raw_fd(), zygote];
         // SAFETY: closing what the run must never inherit.
         if place_fds(&kept, SPARE_SOCKET).is_err()
             || unsafe { libc::close_range(ZYGOTE_PIDFD as u32 + 1, u32::MAX, 0) } != 0
@@ -29,19 +47,16 @@ impl ZygoteState {
             unsafe { libc::_exit(1) };
         }
         if let Err(f) = self.spare_setup(kind) {
-            let text = failure_text(&f);
-            // SAFETY: telling the zygote why, then leaving.
-            unsafe {
-                libc::write(SPARE_SOCKET, text.as_ptr().cast(), text.len());
-                libc::_exit(1);
-            }
-        }
-        // SAFETY: writing one byte to our socket.
-        if unsafe { libc::write(SPARE_SOCKET, b"R".as_ptr().cast(), 1) } != 1 {
+            // Telling the zygote why, then leaving.
+            ready::refuse(SPARE_SOCKET, &f);
             // SAFETY: leaving without the zygote's destructors.
             unsafe { libc::_exit(1) };
         }
-        let Some((policy, fds)) = read_request(SPARE_SOCKET) else {
+        if !ready::announce(SPARE_SOCKET) {
+            // SAFETY: leaving without the zygote's destructors.
+            unsafe { libc::_exit(1) };
+        }
+        let Some(request::Request { policy, fds }) = request::read(SPARE_SOCKET) else {
             // The zygote is done with this spare.
             // SAFETY: leaving without the zygote's destructors.
             unsafe { libc::_exit(0) }
@@ -96,13 +111,13 @@ impl ZygoteState {
         if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
             return Err(last_error("dumpable for the id maps"));
         }
-        namespaces::map_to_themselves(self.uid, self.gid).map_err(Failure::Layer)?;
+        namespaces::map_to_themselves(self.uid, self.gid).map_err(Failure::of("userns"))?;
         // SAFETY: integer-only prctl.
         if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
             return Err(last_error("not dumpable"));
         }
         if self.config.layers.utsns {
-            namespaces::name_uts().map_err(Failure::Layer)?;
+            namespaces::name_uts().map_err(Failure::of("utsns"))?;
         }
         init_namespace(&self.config.layers)?;
         minimal_root_and_limits(&self.config.layers, self.config.plan(kind))
@@ -118,7 +133,7 @@ impl ZygoteState {
     ) -> Result<Infallible, Failure> {
         if let Err(f) = place_fds(fds, 0) {
             // The status pipe is not at its number yet.
-            report_to(fds[3], &f);
+            report_to(fds[PASSED_STATUS], &f);
             // SAFETY: leaving without the zygote's destructors.
             unsafe { libc::_exit(127) };
         }
@@ -133,8 +148,8 @@ impl ZygoteState {
                 libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
             }
         }
-        let p: Policy =
-            serde_json::from_slice(policy).map_err(|e| Failure::Layer(format!("policy: {e}")))?;
+        let p: Policy = serde_json::from_slice(policy)
+            .map_err(|e| Failure::layer(PROCESS, format!("policy: {e}")))?;
         // Into the run's cgroup before anything else, so all the run starts
         // is counted there; then the descriptor goes.
         let entered = if p.layers.cgroup {
@@ -146,13 +161,15 @@ impl ZygoteState {
         unsafe { libc::close(CGROUP_FD) };
         entered?;
         if p.layers != self.config.layers {
-            return Err(Failure::Layer(
-                "the run's layers are not the ones its zygote was started for".into(),
+            return Err(Failure::layer(
+                PROCESS,
+                "the run's layers are not the ones its zygote was started for",
             ));
         }
         if p.kind != kind || p.mounts.as_ref() != self.config.plan(kind) {
-            return Err(Failure::Layer(
-                "the run's file system view is not the one its spare built".into(),
+            return Err(Failure::layer(
+                "mountns",
+                "the run's file system view is not the one its spare built",
             ));
         }
         let prepared = Prepared {
@@ -160,10 +177,18 @@ impl ZygoteState {
             program: self.program.as_ref().filter(|_| p.layers.seccomp),
             last_cap: self.last_cap,
         };
-        std::env::set_current_dir(&p.cwd)
-            .map_err(|e| Failure::Layer(format!("working folder {}: {e}", p.cwd.display())))?;
-        run_as_init(&p, &prepared, RUN_CHANNEL_FD, Some(MSG_BACKEND))
+        std::env::set_current_dir(&p.cwd).map_err(|e| {
+            Failure::layer(PROCESS, format!("working folder {}: {e}", p.cwd.display()))
+        })?;
+        run_as_init(&p, &prepared, RUN_CHANNEL_FD, Tell::Channel)
     }
+}
+
+/// How init reports the backend's status: on the run channel to the
+/// server, or as the bare status to the re-executed helper above it.
+pub(super) enum Tell {
+    Channel,
+    Helper,
 }
 
 /// Write `0` (this process) to the run cgroup's `cgroup.procs`.
@@ -173,7 +198,10 @@ fn enter_cgroup(fd: RawFd) -> Result<(), Failure> {
     if n == 1 {
         Ok(())
     } else {
-        Err(last_error("entering the run's cgroup"))
+        Err(super::wire::status::last_error_in(
+            "cgroup",
+            "entering the run's cgroup",
+        ))
     }
 }
 
@@ -184,21 +212,22 @@ pub(super) struct Prepared<'a> {
     pub(super) last_cap: u32,
 }
 
-/// Steps 4 to 7: rlimits, Landlock, capabilities, seccomp.
+/// Step 7's layers, in their order: rlimits, Landlock, capabilities (and
+/// `no_new_privs`), seccomp.
 pub(super) fn confine(p: &Policy, prep: &Prepared<'_>) -> Result<(), Failure> {
     if p.layers.rlimits {
-        rlimits::apply(&p.rlimits).map_err(Failure::Layer)?;
+        rlimits::apply(&p.rlimits).map_err(Failure::of("rlimits"))?;
     }
     if let Some(abi) = p.layers.landlock_abi {
         landlock::apply(p, abi, p.layers.landlock_net, p.layers.landlock_scope)
-            .map_err(Failure::Layer)?;
+            .map_err(Failure::of("landlock"))?;
     }
     if p.layers.caps {
-        caps::apply(prep.last_cap, p.layers.caps_bounding).map_err(Failure::Layer)?;
+        caps::apply(prep.last_cap, p.layers.caps_bounding).map_err(Failure::of("caps"))?;
     }
-    caps::set_no_new_privs().map_err(Failure::Layer)?;
+    caps::set_no_new_privs().map_err(Failure::of("caps"))?;
     if let Some(program) = prep.program {
-        seccomp::apply(program).map_err(Failure::Layer)?;
+        seccomp::apply(program).map_err(Failure::of("seccomp"))?;
     }
     Ok(())
 }
@@ -213,7 +242,7 @@ pub(super) struct ExecArgs {
 impl ExecArgs {
     pub(super) fn new(p: &Policy) -> Result<ExecArgs, Failure> {
         let c = |s: &str| {
-            CString::new(s).map_err(|_| Failure::Layer("a NUL byte in the command line".into()))
+            CString::new(s).map_err(|_| Failure::layer(PROCESS, "a NUL byte in the command line"))
         };
         let program = c(&p.program.to_string_lossy())?;
         let argv = p.argv.iter().map(|a| c(a)).collect::<Result<Vec<_>, _>>()?;
@@ -223,7 +252,7 @@ impl ExecArgs {
             .map(|(k, v)| c(&format!("{k}={v}")))
             .collect::<Result<Vec<_>, _>>()?;
         if argv.is_empty() {
-            return Err(Failure::Layer("empty command line".into()));
+            return Err(Failure::layer(PROCESS, "empty command line"));
         }
         Ok(ExecArgs { program, argv, env })
     }
@@ -246,7 +275,10 @@ impl ExecArgs {
         let errno = std::io::Error::last_os_error()
             .raw_os_error()
             .unwrap_or(libc::EIO);
-        Failure::Exec(errno, format!("execute {}", self.program.to_string_lossy()))
+        Failure::Exec {
+            errno,
+            what: format!("execute {}", self.program.to_string_lossy()),
+        }
     }
 }
 
@@ -255,12 +287,14 @@ impl ExecArgs {
 pub(super) fn init_namespace(layers: &Layers) -> Result<(), Failure> {
     // SAFETY: getpid can't fail.
     if unsafe { libc::getpid() } != 1 {
-        return Err(Failure::Layer("pidns: not the namespace's init".into()));
+        return Err(Failure::layer("pidns", "pidns: not the namespace's init"));
     }
     if let Some(max) = layers.pid_max {
-        namespaces::set_pid_max(max).map_err(|e| Failure::Layer(format!("pid_max: {e}")))?;
+        namespaces::set_pid_max(max)
+            .map_err(|e| Failure::layer("pid_max", format!("pid_max: {e}")))?;
     }
-    namespaces::set_memfd_noexec().map_err(|e| Failure::Layer(format!("memfd_noexec: {e}")))?;
+    namespaces::set_memfd_noexec()
+        .map_err(|e| Failure::layer(PROCESS, format!("memfd_noexec: {e}")))?;
     Ok(())
 }
 
@@ -269,40 +303,41 @@ pub(super) fn init_namespace(layers: &Layers) -> Result<(), Failure> {
 /// zero counter refuses, and it hides `/proc/sys`.
 pub(super) fn minimal_root_and_limits(
     layers: &Layers,
-    plan: Option<&super::policy::MountPlan>,
+    plan: Option<&crate::sandbox::policy::MountPlan>,
 ) -> Result<(), Failure> {
     let counters = if layers.ns_limits {
         Some(
             namespaces::open_ns_limits()
-                .map_err(|e| Failure::Layer(format!("nested namespaces: {e}")))?,
+                .map_err(|e| Failure::layer("userns", format!("nested namespaces: {e}")))?,
         )
     } else {
         None
     };
     match (plan, layers.mountns) {
-        (Some(plan), true) => mounts::apply(plan).map_err(Failure::Layer)?,
+        (Some(plan), true) => mounts::apply(plan).map_err(Failure::of("mountns"))?,
         (None, false) => {}
         _ => {
-            return Err(Failure::Layer(
-                "mountns: the mount plan and the layers disagree".into(),
+            return Err(Failure::layer(
+                "mountns",
+                "mountns: the mount plan and the layers disagree",
             ))
         }
     }
     if let Some(c) = counters {
         namespaces::write_ns_limits(c)
-            .map_err(|e| Failure::Layer(format!("nested namespaces: {e}")))?;
+            .map_err(|e| Failure::layer("userns", format!("nested namespaces: {e}")))?;
     }
     Ok(())
 }
 
 /// Init of the PID namespace, once `init_namespace` is done: finish
 /// confinement, start the backend, reap everything, report the backend's
-/// raw wait status on `sock` (prefixed with `tag` when there is one), exit.
+/// raw wait status on `sock` as `tell` says, exit.
 pub(super) fn run_as_init(
     p: &Policy,
     prep: &Prepared<'_>,
     sock: RawFd,
-    tag: Option<u8>,
+    tell: Tell,
 ) -> Result<Infallible, Failure> {
     confine(p, prep)?;
 
@@ -341,9 +376,10 @@ pub(super) fn run_as_init(
     // The backend is done: whatever it left behind goes now, and is reaped,
     // so the status below also means the namespace is empty.
     empty_namespace();
-    let mut msg = Vec::with_capacity(5);
-    msg.extend(tag);
-    msg.extend_from_slice(&status.to_le_bytes());
+    let msg = match tell {
+        Tell::Channel => channel::backend_bytes(status).to_vec(),
+        Tell::Helper => status.to_le_bytes().to_vec(),
+    };
     // SAFETY: writing our own buffer, then exiting without destructors.
     unsafe {
         libc::write(sock, msg.as_ptr().cast(), msg.len());

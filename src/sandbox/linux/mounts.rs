@@ -546,7 +546,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), String> {
 /// [`apply`] needs (`open_tree`, `move_mount`, `mount_setattr`: Linux
 /// 5.12), tried for real in a short-lived child.
 pub fn available(kernel: &str, userns: bool) -> Result<(), String> {
-    if !super::detect::kernel_at_least(kernel, 5, 12) {
+    if !super::kernel::kernel_at_least(kernel, 5, 12) {
         return Err("a minimal root needs Linux 5.12 (mount_setattr)".into());
     }
     let attr: [u64; 4] = [MOUNT_ATTR_RDONLY, 0, 0, 0];
@@ -557,12 +557,12 @@ pub fn available(kernel: &str, userns: bool) -> Result<(), String> {
     } else {
         libc::CLONE_NEWNS
     };
-    super::detect::in_child(|| {
+    super::kernel::in_child(|| {
         // SAFETY: only system calls on static strings and a struct prepared
         // before the fork (async-signal-safe), in a child that then exits.
         unsafe {
             if libc::unshare(flags) != 0 {
-                return super::detect::errno();
+                return super::kernel::errno();
             }
             if libc::mount(
                 std::ptr::null(),
@@ -572,7 +572,7 @@ pub fn available(kernel: &str, userns: bool) -> Result<(), String> {
                 std::ptr::null(),
             ) != 0
             {
-                return super::detect::errno();
+                return super::kernel::errno();
             }
             let tree = libc::syscall(
                 libc::SYS_open_tree,
@@ -581,7 +581,7 @@ pub fn available(kernel: &str, userns: bool) -> Result<(), String> {
                 OPEN_TREE_CLONE | AT_RECURSIVE,
             );
             if tree < 0 {
-                return super::detect::errno();
+                return super::kernel::errno();
             }
             if libc::syscall(
                 libc::SYS_mount_setattr,
@@ -592,7 +592,7 @@ pub fn available(kernel: &str, userns: bool) -> Result<(), String> {
                 std::mem::size_of_val(&attr),
             ) != 0
             {
-                return super::detect::errno();
+                return super::kernel::errno();
             }
             0
         }

@@ -6,15 +6,18 @@ use std::convert::Infallible;
 use std::os::fd::RawFd;
 
 use super::init::{
-    confine, init_namespace, minimal_root_and_limits, run_as_init, ExecArgs, Prepared,
+    confine, init_namespace, minimal_root_and_limits, run_as_init, ExecArgs, Prepared, Tell,
 };
-use super::wire::*;
+use super::wire::status::PROCESS;
+use super::wire::{
+    last_error, report, Failure, POLICY_ENV, POLICY_FROM_ENV, STATUS_FD, ZYGOTE_ARG,
+};
 use super::{caps, namespaces, seccomp, zygote};
 use crate::sandbox::policy::Policy;
 
 /// Entry point of `__sandbox-helper`. Returns only on failure.
 pub fn helper_main(arg: &str) -> anyhow::Result<u8> {
-    if arg == zygote::ZYGOTE_ARG {
+    if arg == ZYGOTE_ARG {
         return zygote::main();
     }
     let text = if arg == POLICY_FROM_ENV {
@@ -27,12 +30,14 @@ pub fn helper_main(arg: &str) -> anyhow::Result<u8> {
             Ok(never) => match never {},
             Err(f) => f,
         },
-        Err(e) => Failure::Layer(format!("policy: {e}")),
+        Err(e) => Failure::layer(PROCESS, format!("policy: {e}")),
     };
     report(&failure);
     match failure {
-        Failure::Layer(m) => anyhow::bail!("sandbox layer failed: {m}"),
-        Failure::Exec(e, m) => anyhow::bail!("{m}: {}", std::io::Error::from_raw_os_error(e)),
+        Failure::Layer(f) => anyhow::bail!("sandbox layer failed: {f}"),
+        Failure::Exec { errno, what } => {
+            anyhow::bail!("{what}: {}", std::io::Error::from_raw_os_error(errno))
+        }
     }
 }
 
@@ -60,14 +65,17 @@ pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
         }
     }
     std::env::set_current_dir(&p.cwd)
-        .map_err(|e| Failure::Layer(format!("working folder {}: {e}", p.cwd.display())))?;
+        .map_err(|e| Failure::layer(PROCESS, format!("working folder {}: {e}", p.cwd.display())))?;
 
     // Everything that can fail for lack of memory or bad input is prepared
     // before the first namespace change.
     let exec = ExecArgs::new(p)?;
     let last_cap = caps::last_cap();
     let program = if p.layers.seccomp {
-        Some(seccomp::build_program().map_err(|e| Failure::Layer(format!("seccomp: {e}")))?)
+        Some(
+            seccomp::build_program()
+                .map_err(|e| Failure::layer("seccomp", format!("seccomp: {e}")))?,
+        )
     } else {
         None
     };
@@ -75,7 +83,7 @@ pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
     // 3. Namespaces. The ids are read before: afterwards they'd be unmapped.
     // SAFETY: getuid/getgid can't fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    namespaces::unshare_and_map(&p.layers, uid, gid).map_err(Failure::Layer)?;
+    namespaces::unshare_and_map(&p.layers, uid, gid).map_err(Failure::of("userns"))?;
     // No core, no ptrace or /proc peeking by the owner's other processes.
     // Only now: a non-dumpable process can't write its own id maps.
     // SAFETY: integer-only prctl.
@@ -363,8 +371,8 @@ pub(super) fn init_main(
     // inside the new root.
     minimal_root_and_limits(&p.layers, p.mounts.as_ref())?;
     std::env::set_current_dir(&p.cwd)
-        .map_err(|e| Failure::Layer(format!("working folder {}: {e}", p.cwd.display())))?;
-    run_as_init(p, prep, sock, None)
+        .map_err(|e| Failure::layer(PROCESS, format!("working folder {}: {e}", p.cwd.display())))?;
+    run_as_init(p, prep, sock, Tell::Helper)
 }
 
 #[cfg(test)]

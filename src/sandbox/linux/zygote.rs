@@ -13,7 +13,8 @@
 //! Spares for read-only runs are forked ahead and already stand in their
 //! minimal root; a `draft` run (rare, and with another root: the database's
 //! folder writable) gets a spare forked when it is asked for. The server's
-//! side is `handle.rs`, the spare's and init's code `init.rs`.
+//! side is `server/`, the spare's and init's code `init.rs` (its own type,
+//! [`Init`], built once per zygote).
 //!
 //! Every run still gets its own user, PID, IPC, UTS and mount namespaces,
 //! its own Landlock domain, seccomp filter, capability drop and resource
@@ -33,19 +34,21 @@
 //! with a child of its own.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 
-use super::handle::{usable, Config};
-use super::wire::*;
+use super::init::Init;
+use super::wire::ready::{self, NotReady};
+use super::wire::{channel, request};
+use super::wire::{
+    last_error, report_to, usable, Config, Failure, CHANNEL_TIMEOUT, CONTROL_FD, PASSED,
+    PASSED_CHANNEL, PASSED_STATUS, POLICY_ENV,
+};
 use super::{caps, namespaces, seccomp};
 use crate::sandbox::policy::Layers;
 use crate::sandbox::RunKind;
 
-/// The helper argument that starts a zygote instead of one run.
-pub const ZYGOTE_ARG: &str = "@zygote";
 /// A run the zygote has handed a request to and not yet reaped.
 pub(super) struct Forked {
     pub(super) pidfd: OwnedFd,
@@ -70,13 +73,8 @@ pub(super) struct Spare {
 }
 
 pub(super) struct ZygoteState {
-    /// The ids the zygote has inside its user namespace; each run maps
-    /// them to themselves in its own.
-    pub(super) uid: u32,
-    pub(super) gid: u32,
-    pub(super) config: Config,
-    pub(super) program: Option<seccompiler::BpfProgram>,
-    pub(super) last_cap: u32,
+    /// What every init it forks starts from.
+    pub(super) init: Init,
     /// The zygote's own pidfd, inherited by each init to check, after
     /// arming its parent-death signal, that the zygote is still there.
     pub(super) self_pidfd: OwnedFd,
@@ -90,19 +88,19 @@ pub fn main() -> anyhow::Result<u8> {
     let text = std::env::var(POLICY_ENV).unwrap_or_default();
     let state = match serde_json::from_str::<Config>(&text) {
         Ok(config) => setup(config),
-        Err(e) => Err(Failure::Layer(format!("zygote config: {e}"))),
+        Err(e) => Err(Failure::layer(
+            super::wire::status::PROCESS,
+            format!("zygote config: {e}"),
+        )),
     };
     let mut state = match state {
         Ok(s) => s,
         Err(f) => {
-            let text = failure_text(&f);
-            // SAFETY: writing our own buffer to the control socket.
-            unsafe { libc::write(CONTROL_FD, text.as_ptr().cast(), text.len()) };
-            anyhow::bail!("sandbox zygote: {text}");
+            ready::refuse(CONTROL_FD, &f);
+            anyhow::bail!("sandbox zygote: {f:?}");
         }
     };
-    // SAFETY: writing one byte to the control socket.
-    if unsafe { libc::write(CONTROL_FD, b"R".as_ptr().cast(), 1) } != 1 {
+    if !ready::announce(CONTROL_FD) {
         return Ok(1);
     }
     state.spare = state.fork_spare(RunKind::ReadOnly).ok();
@@ -110,8 +108,8 @@ pub fn main() -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// Steps 1 to 3 of the helper, once: descriptors, session, parent-death
-/// signal, the shared user and network namespaces.
+/// Steps 1 to 3 of `sandbox/LAYERS.md`, once: descriptors, session,
+/// parent-death signal, the shared user and network namespaces.
 pub(super) fn setup(config: Config) -> Result<ZygoteState, Failure> {
     // SAFETY: closing descriptors this process doesn't use; integer-only calls.
     unsafe {
@@ -130,13 +128,17 @@ pub(super) fn setup(config: Config) -> Result<ZygoteState, Failure> {
         }
     }
     if !usable(&config.layers) {
-        return Err(Failure::Layer(
-            "a zygote needs user and PID namespaces".into(),
+        return Err(Failure::layer(
+            "pidns",
+            "a zygote needs user and PID namespaces",
         ));
     }
     let last_cap = caps::last_cap();
     let program = if config.layers.seccomp {
-        Some(seccomp::build_program().map_err(|e| Failure::Layer(format!("seccomp: {e}")))?)
+        Some(
+            seccomp::build_program()
+                .map_err(|e| Failure::layer("seccomp", format!("seccomp: {e}")))?,
+        )
     } else {
         None
     };
@@ -148,7 +150,7 @@ pub(super) fn setup(config: Config) -> Result<ZygoteState, Failure> {
         netns: config.layers.netns,
         ..Layers::default()
     };
-    namespaces::unshare_and_map(&shared, uid, gid).map_err(Failure::Layer)?;
+    namespaces::unshare_and_map(&shared, uid, gid).map_err(Failure::of("userns"))?;
     // SAFETY: integer-only prctl.
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
         return Err(last_error("not dumpable"));
@@ -163,11 +165,13 @@ pub(super) fn setup(config: Config) -> Result<ZygoteState, Failure> {
     // SAFETY: marking our own descriptor close-on-exec.
     unsafe { libc::fcntl(self_pidfd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
     Ok(ZygoteState {
-        uid: namespaces::inside_id(uid),
-        gid: namespaces::inside_id(gid),
-        config,
-        program,
-        last_cap,
+        init: Init {
+            uid: namespaces::inside_id(uid),
+            gid: namespaces::inside_id(gid),
+            config,
+            program,
+            last_cap,
+        },
         self_pidfd,
         runs: HashMap::new(),
         spare: None,
@@ -223,12 +227,13 @@ impl ZygoteState {
             }
             let control = pfds[0].revents;
             if control & libc::POLLIN != 0 {
-                let Some((policy, fds)) = read_request(CONTROL_FD) else {
+                let Some(req) = request::read(CONTROL_FD) else {
                     return;
                 };
+                let kind = req.kind();
                 // Anything but our own six descriptors has nothing to answer on.
-                if let Ok(fds) = <[OwnedFd; PASSED]>::try_from(fds) {
-                    self.dispatch(&policy, fds);
+                if let Ok(fds) = <[OwnedFd; PASSED]>::try_from(req.fds) {
+                    self.dispatch(kind, &req.policy, fds);
                 }
             } else if control & (libc::POLLHUP | libc::POLLERR) != 0 {
                 return;
@@ -266,7 +271,7 @@ impl ZygoteState {
             reap(pid);
             self.runs.remove(&pid);
         } else {
-            send_message(run.channel.as_raw_fd(), MSG_INIT, raw, None);
+            channel::send_init(run.channel.as_raw_fd(), raw);
         }
     }
 
@@ -288,37 +293,41 @@ impl ZygoteState {
 
     /// Hand one request to a ready spare, tell the server its pid, and
     /// fork the next spare while the run goes on.
-    fn dispatch(&mut self, policy: &[u8], fds: [OwnedFd; PASSED]) {
-        let kind = match serde_json::from_slice::<RequestKind>(policy) {
-            Ok(k) => k.kind,
+    fn dispatch(&mut self, kind: Result<RunKind, String>, policy: &[u8], fds: [OwnedFd; PASSED]) {
+        let status = fds[PASSED_STATUS].as_raw_fd();
+        let kind = match kind {
+            Ok(k) => k,
             Err(e) => {
-                report_to(fds[3].as_raw_fd(), &Failure::Layer(format!("policy: {e}")));
+                report_to(status, &Failure::layer(super::wire::status::PROCESS, e));
                 return;
             }
         };
         let spare = match self.ready_spare(kind) {
             Ok(s) => s,
             Err(f) => {
-                report_to(fds[3].as_raw_fd(), &f);
+                report_to(status, &f);
                 return;
             }
         };
         let Spare { pid, pidfd, socket } = spare;
         // The pid goes to the server before the run can report anything on
         // the same channel.
-        if !send_message(fds[4].as_raw_fd(), MSG_PID, pid, Some(pidfd.as_raw_fd())) {
+        if !channel::send_started(fds[PASSED_CHANNEL].as_raw_fd(), pid, pidfd.as_raw_fd()) {
             // The server can't hear about this run: it must not go on.
             pidfd_kill(&pidfd);
             reap(pid);
             return;
         }
         let raw: [RawFd; PASSED] = std::array::from_fn(|i| fds[i].as_raw_fd());
-        if let Err(e) = send_request(&socket, policy, &raw) {
+        if let Err(e) = request::send(&socket, policy, &raw) {
             pidfd_kill(&pidfd);
             reap(pid);
             report_to(
-                fds[3].as_raw_fd(),
-                &Failure::Layer(format!("handing the run over: {e}")),
+                status,
+                &Failure::layer(
+                    super::wire::status::PROCESS,
+                    format!("handing the run over: {e}"),
+                ),
             );
             return;
         }
@@ -354,47 +363,31 @@ impl ZygoteState {
                 Some(s) => s,
                 None => self.fork_spare(kind)?,
             };
-            if !wait_readable(&spare.socket, CHANNEL_TIMEOUT).unwrap_or(false) {
-                pidfd_kill(&spare.pidfd);
-                reap(spare.pid);
-                return Err(Failure::Layer(
-                    "the run's init did not get ready in time".into(),
-                ));
-            }
-            let mut first = [0u8; 1];
-            // SAFETY: reading one byte into a buffer we own.
-            let n = loop {
-                let n =
-                    unsafe { libc::read(spare.socket.as_raw_fd(), first.as_mut_ptr().cast(), 1) };
-                if n < 0
-                    && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-                {
-                    continue;
-                }
-                break n;
-            };
-            match (n, first[0]) {
-                (1, b'R') => return Ok(spare),
-                (1, _) => {
-                    let mut rest = Vec::new();
-                    let mut f = std::fs::File::from(spare.socket);
-                    let _ = (&mut f).take(64 * 1024).read_to_end(&mut rest);
+            match ready::read(&spare.socket, CHANNEL_TIMEOUT) {
+                Ok(()) => return Ok(spare),
+                Err(NotReady::Failed(f)) => {
                     reap(spare.pid);
-                    let mut msg = vec![first[0]];
-                    msg.extend_from_slice(&rest);
-                    let text = String::from_utf8_lossy(&msg);
-                    return Err(Failure::Layer(
-                        text.strip_prefix('L').unwrap_or(&text).to_string(),
+                    return Err(f);
+                }
+                Err(NotReady::Silent) => {
+                    pidfd_kill(&spare.pidfd);
+                    reap(spare.pid);
+                    return Err(Failure::layer(
+                        super::wire::status::PROCESS,
+                        "the run's init did not get ready in time",
                     ));
                 }
                 // Gone without a word (killed): try a fresh one.
-                _ => {
+                Err(NotReady::Gone) => {
                     pidfd_kill(&spare.pidfd);
                     reap(spare.pid);
                 }
             }
         }
-        Err(Failure::Layer("no run could be forked".into()))
+        Err(Failure::layer(
+            super::wire::status::PROCESS,
+            "no run could be forked",
+        ))
     }
 
     /// Fork the next run's init into its own user, PID, IPC, UTS and mount
@@ -406,15 +399,15 @@ impl ZygoteState {
             None,
             SockFlag::SOCK_CLOEXEC,
         )
-        .map_err(|e| Failure::Layer(format!("socketpair: {e}")))?;
+        .map_err(|e| Failure::layer(super::wire::status::PROCESS, format!("socketpair: {e}")))?;
         let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_PIDFD;
-        if self.config.layers.ipcns {
+        if self.init.config.layers.ipcns {
             flags |= libc::CLONE_NEWIPC;
         }
-        if self.config.layers.utsns {
+        if self.init.config.layers.utsns {
             flags |= libc::CLONE_NEWUTS;
         }
-        if self.config.layers.mountns {
+        if self.init.config.layers.mountns {
             flags |= libc::CLONE_NEWNS;
         }
         let mut pidfd: libc::c_int = -1;
@@ -434,8 +427,9 @@ impl ZygoteState {
             drop(ours);
             // A panic must never unwind out of the child into the zygote's
             // own loop.
-            let _ =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.spare(theirs, kind)));
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.init.spare(theirs, self.self_pidfd.as_raw_fd(), kind)
+            }));
             // SAFETY: leaving the child without the zygote's destructors.
             unsafe { libc::_exit(127) }
         }

@@ -348,30 +348,59 @@ fn maxfilesperproc() -> std::io::Result<u64> {
     u64::try_from(value).map_err(|_| std::io::Error::other("kern.maxfilesperproc is negative"))
 }
 
-pub fn status() -> StatusReport {
-    super::probe::status(layer_status(), trial_in_scratch_root)
-}
-
-pub fn helper_main(_policy: &str) -> anyhow::Result<u8> {
-    anyhow::bail!("the sandbox helper is not used on macOS")
-}
-
-pub fn probe(
-    json: bool,
-    without: Option<Layer>,
-    junit: Option<&std::path::Path>,
-) -> anyhow::Result<u8> {
-    if without.is_some() {
-        anyhow::bail!("--without switches off Linux layers; macOS has one layer, sandbox-exec");
+impl crate::sandbox::Platform for State {
+    fn detect(opts: &SandboxOptions) -> Result<State, SandboxError> {
+        State::detect(opts)
     }
-    if junit.is_some() {
-        anyhow::bail!("--junit is written by the Linux probe; on macOS use --json");
-    }
-    super::probe::run(json)
-}
 
-pub fn probe_attempt(name: &str, args: &[String]) -> u8 {
-    super::probe::attempt(name, args)
+    fn layers_line(&self) -> String {
+        State::layers_line(self)
+    }
+
+    fn promises_line(&self, drafts: bool) -> String {
+        State::promises_line(self, drafts)
+    }
+
+    fn drafts_refused(&self) -> Option<String> {
+        State::drafts_refused(self)
+    }
+
+    /// sandbox-exec is started as the run itself: there is no helper whose
+    /// word a run waits for.
+    fn bound_waits(&self, _call_timeout: Option<std::time::Duration>) {}
+
+    fn spawn(
+        &self,
+        opts: &SandboxOptions,
+        kind: RunKind,
+        argv: &[String],
+        cwd: &Path,
+        stdin: Option<OwnedFd>,
+    ) -> Result<SandboxedChild, SandboxError> {
+        State::spawn(self, opts, kind, argv, cwd, stdin)
+    }
+
+    fn helper_main(_arg: &str) -> anyhow::Result<u8> {
+        anyhow::bail!("the sandbox helper is not used on macOS")
+    }
+
+    fn status() -> StatusReport {
+        super::probe::status(layer_status(), trial_in_scratch_root)
+    }
+
+    fn probe(json: bool, without: Option<Layer>, junit: Option<&Path>) -> anyhow::Result<u8> {
+        if without.is_some() {
+            anyhow::bail!("--without switches off Linux layers; macOS has one layer, sandbox-exec");
+        }
+        if junit.is_some() {
+            anyhow::bail!("--junit is written by the Linux probe; on macOS use --json");
+        }
+        super::probe::run(json)
+    }
+
+    fn probe_attempt(name: &str, args: &[String]) -> u8 {
+        super::probe::attempt(name, args)
+    }
 }
 
 /// Kept for the status report's layer list.

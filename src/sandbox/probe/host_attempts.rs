@@ -98,6 +98,8 @@ pub(crate) fn attempt(name: &str, args: &[String]) -> Option<Outcome> {
         "open-by-handle" => open_by_handle(arg_or!(args, 0), arg_or!(args, 1)),
         "fallocate" => fallocate(arg_or!(args, 0), arg_or!(args, 1), arg_or!(args, 2)),
         "rename-whiteout" => rename_whiteout(arg_or!(args, 0), arg_or!(args, 1)),
+        "leave-traces" => leave_traces(arg_or!(args, 0)),
+        "find-traces" => find_traces(arg_or!(args, 0)),
         "uname-nodename" => uname_nodename(arg_or!(args, 0), arg_or!(args, 1)),
         _ => return None,
     })
@@ -808,9 +810,114 @@ fn uname_nodename(node: &str, domain: &str) -> Outcome {
     }
 }
 
+/// The SysV key a marker's shared memory segment is made under (never
+/// `IPC_PRIVATE`, which is 0).
+fn marker_key(marker: &str) -> libc::key_t {
+    let h = marker.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    (h & 0x7fff_fffe) as libc::key_t + 1
+}
+
+/// What one call leaves for the next: a file in its TMPDIR, a file in
+/// `/dev/shm` (POSIX shared memory), a SysV shared memory segment and a
+/// detached process, each named by `marker`. Reports what it could leave.
+fn leave_traces(marker: &str) -> Outcome {
+    let mut left = Vec::new();
+    if let Ok(dir) = tmpdir() {
+        if std::fs::write(dir.join(marker), b"trace").is_ok() {
+            left.push("tmp file");
+        }
+    }
+    if std::fs::write(Path::new("/dev/shm").join(marker), b"trace").is_ok() {
+        left.push("/dev/shm file");
+    }
+    // SAFETY: creating a segment under a key of our own; no memory is mapped.
+    if unsafe { libc::shmget(marker_key(marker), 4096, libc::IPC_CREAT | 0o600) } >= 0 {
+        left.push("SysV segment");
+    }
+    // The `daemon` attempt leaves the process (a detached grandchild) and
+    // returns.
+    let daemon = std::env::current_exe().and_then(|exe| {
+        std::process::Command::new(exe)
+            .args(["__probe-attempt", "daemon", marker])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+    });
+    if daemon.is_ok_and(|s| s.success()) {
+        left.push("process");
+    }
+    Ok(format!("left: {}", left.join(", ")))
+}
+
+/// Look for what `leave-traces` left under `marker` and remove it: `Ok`
+/// names what was seen (the earlier call got through to this one), `Err`
+/// says `none`.
+fn find_traces(marker: &str) -> Outcome {
+    let mut seen = Vec::new();
+    if let Ok(dir) = tmpdir() {
+        if std::fs::remove_file(dir.join(marker)).is_ok() {
+            seen.push("tmp file".to_string());
+        }
+    }
+    if std::fs::remove_file(Path::new("/dev/shm").join(marker)).is_ok() {
+        seen.push("/dev/shm file".to_string());
+    }
+    // SAFETY: looking up a segment by key and removing it; nothing is mapped.
+    unsafe {
+        let id = libc::shmget(marker_key(marker), 0, 0);
+        if id >= 0 {
+            libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+            seen.push("SysV segment".to_string());
+        }
+    }
+    // A process from the earlier call, found by the marker in its command
+    // line (this process's own carries it too, and is skipped).
+    let me = std::process::id().to_string();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Ok(pid) = name.parse::<i32>() else {
+            continue;
+        };
+        if name == me {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        if cmd.split(|&b| b == 0).any(|a| a == marker.as_bytes()) {
+            // SAFETY: killing a process that carries our own marker.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            seen.push(format!("process {pid}"));
+        }
+    }
+    if seen.is_empty() {
+        Err("none".into())
+    } else {
+        Ok(format!("seen: {}", seen.join(", ")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_markers_sysv_key_is_never_ipc_private_and_stays_the_same() {
+        // FNV-1a of nothing, its top and bottom bits cleared, plus one.
+        assert_eq!(
+            marker_key(""),
+            ((0x811c_9dc5_u32 & 0x7fff_fffe) + 1) as libc::key_t
+        );
+        for m in ["", "rwprobe-1-0-0", "rwprobe-4242-17-ffff"] {
+            let k = marker_key(m);
+            assert!(k > 0, "{m}: {k}");
+            assert_eq!(k, marker_key(m));
+        }
+        assert_ne!(marker_key("rwprobe-1-0-0"), marker_key("rwprobe-1-1-0"));
+    }
 
     #[test]
     fn the_loader_is_found_for_this_executable() {

@@ -47,8 +47,8 @@ use self::model::{Line, Outcome, Prediction, Report, Spec, Truth, Verdict};
 use self::runner::{run_control, run_control_watched, run_inside, run_inside_watched};
 pub(crate) use self::truths::serve_one_call;
 use self::truths::{
-    carries_pid, daemon, deep_tmp_control, deep_tmp_inside, exec_bits, flood, outlive_control,
-    outlive_inside,
+    carries_pid, daemon, deep_tmp_control, deep_tmp_inside, exec_bits, flood, next_call,
+    outlive_control, outlive_inside,
 };
 use super::policy::Layers;
 use super::{Layer, Sandbox, SandboxOptions};
@@ -191,6 +191,7 @@ fn run_one(
         ),
         Truth::Flood => (flood(fx, sp, None), flood(fx, sp, Some(sb))),
         Truth::Daemon => (daemon(fx, sp, None), daemon(fx, sp, Some(sb))),
+        Truth::NextCall => (next_call(fx, sp, None), next_call(fx, sp, Some(sb))),
         Truth::OutliveParent => (outlive_control(fx), outlive_inside(fx)),
         Truth::Tty => {
             // The queue is flushed when the attempt's session ends, so it is

@@ -118,6 +118,9 @@ pub(super) enum Truth {
     Flood,
     Daemon,
     OutliveParent,
+    /// A first call leaves traces (`leave-traces`); the attempt is the next
+    /// call, which must see none of them.
+    NextCall,
     /// The file the attempt created must not have an execute bit.
     ExecBits(PathBuf),
     /// A folder chain left in TMPDIR must neither outlive the run nor take

@@ -403,6 +403,16 @@ impl Fixture {
             )
             .truth(Truth::Daemon),
             spec(
+                "next-call-sees-nothing",
+                "find-traces",
+                vec![],
+                "none",
+                // Each run's own TMPDIR (a tmpfs, or a host folder removed
+                // with it), IPC and PID namespaces and minimal root.
+                &[Mountns, Pidns, Helper],
+            )
+            .truth(Truth::NextCall),
+            spec(
                 "run-outlives-killed-server",
                 "sleep-marker",
                 vec![],

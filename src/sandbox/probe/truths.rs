@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::cleanup;
 use super::fixture::{kill_marker, marker_pids, wait_for, Fixture};
-use super::model::{Outcome, Spec};
+use super::model::{spec, Outcome, Spec};
 use super::runner::{parse_report, reader, run_control, run_inside, signal_name, RUN_TIMEOUT};
 use crate::sandbox::{RunKind, Sandbox, SandboxMode, SandboxOptions};
 
@@ -325,6 +325,35 @@ pub(super) fn daemon(fx: &Fixture, sp: &Spec, sb: Option<&Sandbox>) -> Outcome {
             }
         }
     }
+}
+
+/// Two calls in a row: the first leaves traces, the second (the attempt)
+/// looks for them. Outside, both run as plain children of the probe.
+pub(super) fn next_call(fx: &Fixture, sp: &Spec, sb: Option<&Sandbox>) -> Outcome {
+    let marker = fx.marker();
+    let args = vec![marker.clone()];
+    let first = Spec {
+        control: sp.control,
+        kind: sp.kind,
+        ..spec("leave-traces", "leave-traces", vec![], "", &[])
+    };
+    let left = match sb {
+        None => run_control(fx, &first, &args, None),
+        Some(sb) => run_inside(sb, fx, &first, &args, None),
+    };
+    let found = match left {
+        Outcome::Ok(_) => match sb {
+            // The control's TMPDIR is emptied before each run: the second
+            // finds the other traces.
+            None => run_control(fx, sp, &args, None),
+            Some(sb) => run_inside(sb, fx, sp, &args, None),
+        },
+        Outcome::Failed(e) => Outcome::Failed(format!("the first call failed: {e}")),
+        not_run @ Outcome::NotRun(_) => not_run,
+    };
+    // Whatever was left and not found (a daemon the attempt could not see).
+    kill_marker(&marker);
+    found
 }
 
 /// Outside: a process whose parent is killed keeps running (orphans live on).

@@ -1,16 +1,32 @@
-//! The Linux sandbox as the rest of the server sees it: detection once,
-//! then one `spawn` per run with the layers decided at start.
+//! The server's side of the Linux sandbox, all of it: what is found and
+//! built once per detection (the layers, the runtime paths, the cgroup
+//! parent, the bound on a run's silent start), then one `spawn` per run,
+//! which plans the run's minimal root and the zygote's configuration from
+//! the grants of the sandbox it serves (a detection is shared by sandboxes
+//! regranted from it). `handle.rs` holds the zygote the
+//! server talks to and the run it gets back.
+
+mod handle;
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-use super::{layers_line, Detected};
+use super::cgroup;
+use super::detect::{layers_line, Detected};
+use super::wire::{usable, Config, STATUS_TIMEOUT};
+use crate::sandbox::draft;
 use crate::sandbox::policy::{self, Layers};
 use crate::sandbox::promises;
 use crate::sandbox::SandboxMode;
 use crate::sandbox::{Layer, RunKind, SandboxError, SandboxOptions, SandboxedChild, StatusReport};
 
-pub use super::helper_main;
+pub(crate) use handle::Run;
+
+/// The longest the server waits for a stopped zygote before it gives up on
+/// it (a silent one is given up after the sandbox's silence bound).
+const STOPPED_LIMIT: Duration = Duration::from_secs(1);
 
 pub struct State {
     detected: Detected,
@@ -18,10 +34,14 @@ pub struct State {
     layers: Layers,
     mode: SandboxMode,
     without: Vec<Layer>,
+    /// How long a run's start may stay silent (the zygote's or helper's
+    /// word on its layers) before the run fails, in milliseconds; set once
+    /// the call timeout is known, on a detection already shared.
+    silence_ms: AtomicU64,
     /// Forks the runs; started on the first one.
-    pub(super) zygotes: super::Slot,
+    zygotes: handle::Slot,
     /// Where runs' cgroups are made, when the machine gives them.
-    cgroups: Option<super::cgroup::Parent>,
+    cgroups: Option<cgroup::Parent>,
     facts: promises::Facts,
     /// How the trial run at start ended.
     trial: Result<(), String>,
@@ -44,6 +64,29 @@ fn db_alone(db: &Path) -> bool {
         let n = e.file_name().to_string_lossy().into_owned();
         n == name || companions.contains(&n)
     })
+}
+
+/// The zygote's configuration for these layers and a sandbox's grants
+/// (both kinds of run's minimal roots), or `None` where runs need the
+/// re-executed helper.
+fn zygote_config(layers: &Layers, opts: &SandboxOptions, runtime: &[PathBuf]) -> Option<Config> {
+    usable(layers).then(|| {
+        let plan = |kind| {
+            layers
+                .mountns
+                .then(|| policy::mount_plan(opts, runtime, kind))
+        };
+        Config::new(layers, plan(RunKind::ReadOnly), plan(RunKind::Draft))
+    })
+}
+
+/// How long a run's start may stay silent: well under the call's own
+/// timeout, so a call the sandbox can't start is answered within it.
+fn silence_for(call_timeout: Option<Duration>) -> Duration {
+    match call_timeout {
+        Some(t) if !t.is_zero() => (t / 2).min(STATUS_TIMEOUT),
+        _ => STATUS_TIMEOUT,
+    }
 }
 
 impl State {
@@ -81,12 +124,13 @@ impl State {
             db_alone: opts.db.as_deref().is_some_and(db_alone),
         };
         let mut state = State {
+            silence_ms: AtomicU64::new(STATUS_TIMEOUT.as_millis() as u64),
             layers,
             detected,
             runtime,
             mode: opts.mode,
             without: Vec::new(),
-            zygotes: super::Slot::default(),
+            zygotes: handle::Slot::default(),
             cgroups,
             facts,
             trial: Ok(()),
@@ -216,6 +260,19 @@ impl State {
         self.layers = self.detected.layers(&self.without);
     }
 
+    /// Bound the wait for a run's start by the call timeout.
+    pub fn bound_waits(&self, call_timeout: Option<Duration>) {
+        let ms = silence_for(call_timeout).as_millis().min(u64::MAX as u128) as u64;
+        self.silence_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn silence(&self) -> Duration {
+        Duration::from_millis(self.silence_ms.load(Ordering::Relaxed))
+    }
+
+    /// Spawn one run. `stdin` replaces `/dev/null` only for the probe's
+    /// terminal attempt. Runs with their own user and PID namespaces are
+    /// forked by the sandbox's zygote; others by a re-executed helper.
     pub fn spawn(
         &self,
         opts: &SandboxOptions,
@@ -224,22 +281,117 @@ impl State {
         cwd: &Path,
         stdin: Option<OwnedFd>,
     ) -> Result<SandboxedChild, SandboxError> {
-        super::spawn(
+        let layers = self.layers;
+        // With a minimal root the run's temp folder is a tmpfs of its own
+        // mount namespace: nothing on the host to make, name or clean up.
+        if !layers.mountns {
+            // Without a minimal root the paths are granted by name: refuse
+            // a run once one of them names another file than at start.
+            policy::check_pins(&opts.pins).map_err(SandboxError::LayerFailed)?;
+        }
+        let (tmpdir, guard) = if layers.mountns {
+            // Replaced by the plan's own folder when the policy is built.
+            (PathBuf::new(), crate::sandbox::TmpGuard(None))
+        } else {
+            let dir = crate::sandbox::make_private_tmpdir().map_err(SandboxError::Io)?;
+            (dir.clone(), crate::sandbox::TmpGuard(Some(dir)))
+        };
+        let server_env: Vec<(String, String)> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect();
+        let policy = policy::build(&policy::BuildInput {
             opts,
-            &self.runtime,
-            self.layers,
-            Some(&self.zygotes),
-            self.cgroups.as_ref(),
             kind,
+            runtime: &self.runtime,
+            env: &server_env,
+            layers,
+            tmpdir: &tmpdir,
             argv,
             cwd,
-            stdin,
-        )
+            parent_pid: std::process::id(),
+        });
+        let helper = opts
+            .helper
+            .as_deref()
+            .unwrap_or(Path::new("/proc/self/exe"));
+        // The draft's folder as it was, to remove afterwards what the run added.
+        let sweep = match (kind, &opts.db) {
+            (RunKind::Draft, Some(db)) => match db.parent() {
+                Some(folder) => Some(
+                    draft::DraftSweep::before(&policy::DraftDb {
+                        folder: folder.to_path_buf(),
+                        db: db.clone(),
+                        pin: None,
+                        folder_pin: None,
+                    })
+                    .map_err(SandboxError::Io)?,
+                ),
+                None => None,
+            },
+            _ => None,
+        };
+        let attestation = crate::sandbox::layers::Attestation::new(
+            &layers.names(),
+            &serde_json::to_vec(&policy).unwrap_or_default(),
+        );
+        // The run's cgroup lives as long as the run; a layer in force that
+        // cannot be set up fails the run.
+        let mut run_cgroup = match (layers.cgroup, self.cgroups.as_ref()) {
+            (false, _) => None,
+            (true, Some(parent)) => Some(parent.run().map_err(|e| match e.errno {
+                // The server's own descriptors ran out, not the layer.
+                Some(n) if crate::sandbox::shortage(n).is_some() => {
+                    SandboxError::Io(std::io::Error::from_raw_os_error(n))
+                }
+                _ => SandboxError::LayerFailed(e.message),
+            })?),
+            (true, None) => {
+                return Err(SandboxError::LayerFailed(
+                    "cgroup: the layer is on but no cgroup was set up".into(),
+                ))
+            }
+        };
+        let silence = self.silence();
+        let config = zygote_config(&layers, opts, &self.runtime);
+        let mut child = match &config {
+            Some(config) => {
+                let procs = run_cgroup.as_mut().and_then(cgroup::RunCgroup::take_procs);
+                let waits = handle::Waits {
+                    silence,
+                    stopped: STOPPED_LIMIT.min(silence),
+                };
+                handle::spawn(
+                    &self.zygotes,
+                    helper,
+                    config,
+                    waits,
+                    &policy,
+                    guard,
+                    stdin,
+                    procs,
+                )
+            }
+            None if layers.cgroup => {
+                return Err(SandboxError::LayerFailed(
+                    "cgroup: runs without their own PID namespace cannot enter a cgroup".into(),
+                ))
+            }
+            None => handle::spawn_reexec(helper, &policy, guard, stdin, silence),
+        }?;
+        child.attestation = Some(attestation);
+        if sweep.is_some() || run_cgroup.is_some() {
+            child.after = Some(Box::new(move || {
+                if let Some(s) = sweep {
+                    s.after();
+                }
+                drop(run_cgroup);
+            }) as Box<dyn FnOnce() + Send>);
+        }
+        Ok(child)
     }
 }
 
-fn set_up_cgroups() -> Result<super::cgroup::Parent, String> {
-    use super::cgroup;
+fn set_up_cgroups() -> Result<cgroup::Parent, String> {
     let token = format!(
         "{}.{:x}",
         std::process::id(),
@@ -336,15 +488,69 @@ fn tempfile_root() -> std::io::Result<TrialRoot> {
     Ok(TrialRoot(dir))
 }
 
-/// `sandbox probe`.
-pub fn probe(
-    json: bool,
-    without: Option<Layer>,
-    junit: Option<&std::path::Path>,
-) -> anyhow::Result<u8> {
-    crate::sandbox::probe::run(json, without, junit)
+impl crate::sandbox::Platform for State {
+    fn detect(opts: &SandboxOptions) -> Result<State, SandboxError> {
+        State::detect(opts)
+    }
+
+    fn layers_line(&self) -> String {
+        State::layers_line(self)
+    }
+
+    fn promises_line(&self, drafts: bool) -> String {
+        State::promises_line(self, drafts)
+    }
+
+    fn drafts_refused(&self) -> Option<String> {
+        State::drafts_refused(self)
+    }
+
+    fn bound_waits(&self, call_timeout: Option<Duration>) {
+        State::bound_waits(self, call_timeout)
+    }
+
+    fn spawn(
+        &self,
+        opts: &SandboxOptions,
+        kind: RunKind,
+        argv: &[String],
+        cwd: &Path,
+        stdin: Option<OwnedFd>,
+    ) -> Result<SandboxedChild, SandboxError> {
+        State::spawn(self, opts, kind, argv, cwd, stdin)
+    }
+
+    fn helper_main(arg: &str) -> anyhow::Result<u8> {
+        super::helper_main(arg)
+    }
+
+    fn status() -> StatusReport {
+        status()
+    }
+
+    fn probe(json: bool, without: Option<Layer>, junit: Option<&Path>) -> anyhow::Result<u8> {
+        crate::sandbox::probe::run(json, without, junit)
+    }
+
+    fn probe_attempt(name: &str, args: &[String]) -> u8 {
+        crate::sandbox::probe::attempts::run(name, args)
+    }
 }
 
-pub fn probe_attempt(name: &str, args: &[String]) -> u8 {
-    crate::sandbox::probe::attempts::run(name, args)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runs_start_may_stay_silent_half_the_call_timeout_and_at_most_20_s() {
+        let s = |secs: u64| silence_for(Some(Duration::from_secs(secs)));
+        assert_eq!(silence_for(None), STATUS_TIMEOUT);
+        assert_eq!(s(0), STATUS_TIMEOUT);
+        assert_eq!(s(1), Duration::from_millis(500));
+        assert_eq!(s(2), Duration::from_secs(1));
+        assert_eq!(s(39), Duration::from_millis(19_500));
+        assert_eq!(s(40), Duration::from_secs(20));
+        assert_eq!(s(41), Duration::from_secs(20));
+        assert_eq!(STATUS_TIMEOUT, Duration::from_secs(20));
+    }
 }

@@ -3,7 +3,6 @@
 //! pidfd and a run channel), and the re-executed helper for runs without
 //! user and PID namespaces.
 
-use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
@@ -13,50 +12,23 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
-use serde::{Deserialize, Serialize};
 
-use super::wire::*;
-use super::zygote::ZYGOTE_ARG;
-use crate::sandbox::policy::{Layers, MountPlan, Policy};
-use crate::sandbox::{RunKind, SandboxError, SandboxedChild, TmpGuard};
+use super::super::wire::ready::{self, NotReady};
+use super::super::wire::status::read_status;
+use super::super::wire::{channel, request};
+use super::super::wire::{
+    pipe_cloexec, wait_readable, Config, CHANNEL_TIMEOUT, CONTROL_FD, PASSED, POLICY_ENV,
+    POLICY_FROM_ENV, STATUS_FD, ZYGOTE_ARG,
+};
+use crate::sandbox::policy::Policy;
+use crate::sandbox::{SandboxError, SandboxedChild, TmpGuard};
 
-/// Whether runs with these layers can be forked by a zygote: each run needs
-/// its own user and PID namespaces (the PID namespace is what kills a run's
-/// whole tree); without them the re-exec helper serves.
-pub(crate) fn usable(layers: &Layers) -> bool {
-    layers.userns && layers.pidns
-}
-
-/// What the zygote is started with: the layers of every run it forks, and
-/// the minimal root of each kind of run, which its spares build ahead.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Config {
-    pub(super) parent_pid: u32,
-    pub(super) layers: Layers,
-    pub(super) read_only: Option<MountPlan>,
-    pub(super) draft: Option<MountPlan>,
-}
-
-impl Config {
-    pub(crate) fn new(
-        layers: &Layers,
-        read_only: Option<MountPlan>,
-        draft: Option<MountPlan>,
-    ) -> Config {
-        Config {
-            parent_pid: std::process::id(),
-            layers: *layers,
-            read_only,
-            draft,
-        }
-    }
-
-    pub(super) fn plan(&self, kind: RunKind) -> Option<&MountPlan> {
-        match kind {
-            RunKind::ReadOnly => self.read_only.as_ref(),
-            RunKind::Draft => self.draft.as_ref(),
-        }
-    }
+/// How long a run waits for its zygote: its silence (no word on the
+/// run's layers) and its being stopped.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Waits {
+    pub(super) silence: Duration,
+    pub(super) stopped: Duration,
 }
 
 // ---------------------------------------------------------------------------
@@ -69,7 +41,12 @@ pub struct Slot(Mutex<Option<Arc<Zygote>>>);
 impl Slot {
     /// The running zygote for these layers, started if there is none, it
     /// died, or it was started for other layers.
-    fn get(&self, helper: &Path, config: &Config) -> Result<Arc<Zygote>, SandboxError> {
+    fn get(
+        &self,
+        helper: &Path,
+        config: &Config,
+        silence: Duration,
+    ) -> Result<Arc<Zygote>, SandboxError> {
         let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(z) = slot.as_ref() {
             if z.config == *config && z.alive() {
@@ -77,15 +54,9 @@ impl Slot {
             }
         }
         *slot = None;
-        let z = Arc::new(Zygote::start(helper, config.clone())?);
+        let z = Arc::new(Zygote::start(helper, config.clone(), silence)?);
         *slot = Some(Arc::clone(&z));
         Ok(z)
-    }
-
-    /// The running zygote's pid, if one runs.
-    pub fn pid(&self) -> Option<u32> {
-        let slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        slot.as_ref().map(|z| z.pid)
     }
 
     /// Stop using this zygote: the next run starts a fresh one. It is
@@ -98,15 +69,12 @@ impl Slot {
     }
 }
 
-/// How long a zygote may stay stopped (`SIGSTOP`, a debugger) while a run
-/// waits for it before it is given up and replaced.
-const STOPPED_LIMIT: Duration = Duration::from_secs(1);
 /// How often a run waiting for the zygote looks at its state.
 const ZYGOTE_CHECK: Duration = Duration::from_millis(100);
 
 /// What `/proc` says of a zygote, as far as serving runs goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ZygoteState {
+enum ProcState {
     /// Running or sleeping: it can answer.
     Serving,
     /// Stopped or traced: it answers nothing until continued.
@@ -117,47 +85,48 @@ enum ZygoteState {
 
 /// The state letter of `/proc/PID/stat`, after the command name in
 /// parentheses (which may itself hold spaces and parentheses). Pure.
-fn parse_state(stat: &str) -> ZygoteState {
+fn parse_state(stat: &str) -> ProcState {
     let state = stat
         .rfind(')')
         .and_then(|i| stat[i + 1..].split_whitespace().next());
     match state {
-        Some("T" | "t") => ZygoteState::Stopped,
-        Some("Z" | "X" | "x") | None => ZygoteState::Gone,
-        Some(_) => ZygoteState::Serving,
+        Some("T" | "t") => ProcState::Stopped,
+        Some("Z" | "X" | "x") | None => ProcState::Gone,
+        Some(_) => ProcState::Serving,
     }
 }
 
-fn zygote_state(pid: u32) -> ZygoteState {
+fn zygote_state(pid: u32) -> ProcState {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => parse_state(&stat),
-        Err(_) => ZygoteState::Gone,
+        Err(_) => ProcState::Gone,
     }
 }
 
 /// Wait until the run's status pipe speaks (or ends), watching the zygote
-/// meanwhile: one that stays stopped for [`STOPPED_LIMIT`], is gone, or
-/// gives no word within `limit` is given up (the caller replaces it).
-fn wait_for_zygote(status: &OwnedFd, pid: u32, limit: Duration) -> Result<(), String> {
+/// meanwhile: one that stays stopped for `waits.stopped`, is gone, or
+/// gives no word within `waits.silence` is given up (the caller replaces it).
+fn wait_for_zygote(status: &OwnedFd, pid: u32, waits: Waits) -> Result<(), String> {
+    let limit = waits.silence;
     let deadline = Instant::now() + limit;
     let mut stopped_since: Option<Instant> = None;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(format!(
-                "the sandbox zygote gave no word within {} s",
-                limit.as_secs()
+                "the sandbox zygote gave no word within {:.1} s",
+                limit.as_secs_f64()
             ));
         }
         if wait_readable(status, left.min(ZYGOTE_CHECK)).map_err(|e| e.to_string())? {
             return Ok(());
         }
         match zygote_state(pid) {
-            ZygoteState::Serving => stopped_since = None,
-            ZygoteState::Gone => return Err("the sandbox zygote is gone".into()),
-            ZygoteState::Stopped => {
+            ProcState::Serving => stopped_since = None,
+            ProcState::Gone => return Err("the sandbox zygote is gone".into()),
+            ProcState::Stopped => {
                 let since = *stopped_since.get_or_insert_with(Instant::now);
-                if since.elapsed() >= STOPPED_LIMIT {
+                if since.elapsed() >= waits.stopped {
                     return Err("the sandbox zygote is stopped".into());
                 }
             }
@@ -177,7 +146,7 @@ pub(super) struct Zygote {
 }
 
 impl Zygote {
-    fn start(helper: &Path, config: Config) -> Result<Zygote, SandboxError> {
+    fn start(helper: &Path, config: Config, silence: Duration) -> Result<Zygote, SandboxError> {
         let (ours, theirs) = socketpair(
             AddressFamily::Unix,
             SockType::Stream,
@@ -261,17 +230,19 @@ impl Zygote {
             stop: Some(stop_tx),
             keeper: Some(keeper),
         };
-        // The zygote answers `R` once its namespaces are set up, or a
-        // status message when they could not be.
         let ready = {
             let control = z.control.get_mut().unwrap_or_else(|e| e.into_inner());
-            read_ready(control, STATUS_TIMEOUT)
+            ready::read(control, silence)
         };
         match ready {
-            Ok(None) => Ok(z),
-            Ok(Some(msg)) => Err(decode_status(&msg)),
-            Err(e) => Err(SandboxError::LayerFailed(format!(
-                "no word from the sandbox zygote: {e}"
+            Ok(()) => Ok(z),
+            Err(NotReady::Failed(f)) => Err(f.into_error()),
+            Err(NotReady::Gone) => Err(SandboxError::LayerFailed(
+                "the sandbox zygote exited while starting".into(),
+            )),
+            Err(NotReady::Silent) => Err(SandboxError::LayerFailed(format!(
+                "no word from the sandbox zygote within {:.1} s",
+                silence.as_secs_f64()
             ))),
         }
     }
@@ -279,7 +250,7 @@ impl Zygote {
     /// Whether the zygote can serve a run: its end of the control socket
     /// is still open, and it is not stopped.
     fn alive(&self) -> bool {
-        if zygote_state(self.pid) != ZygoteState::Serving {
+        if zygote_state(self.pid) != ProcState::Serving {
             return false;
         }
         let control = self.control.lock().unwrap_or_else(|e| e.into_inner());
@@ -296,7 +267,7 @@ impl Zygote {
     /// Send one request: the policy, with the run's descriptors.
     fn request(&self, policy: &[u8], fds: &[RawFd; PASSED]) -> std::io::Result<()> {
         let control = self.control.lock().unwrap_or_else(|e| e.into_inner());
-        send_request(&control, policy, fds)
+        request::send(&control, policy, fds)
     }
 }
 
@@ -309,38 +280,14 @@ impl Drop for Zygote {
     }
 }
 
-/// Wait for the zygote's first byte: `R` (ready), else a status message.
-pub(super) fn read_ready(fd: &OwnedFd, timeout: Duration) -> std::io::Result<Option<String>> {
-    if !wait_readable(fd, timeout)? {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "timed out",
-        ));
-    }
-    let mut byte = [0u8; 1];
-    // SAFETY: reading one byte into a buffer we own.
-    let n = unsafe { libc::read(fd.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
-    match n {
-        1 if byte[0] == b'R' => Ok(None),
-        1 => {
-            // A failure message follows; the zygote exits after writing it.
-            let mut rest = Vec::new();
-            let mut f = std::fs::File::from(fd.try_clone()?);
-            let _ = (&mut f).take(64 * 1024).read_to_end(&mut rest);
-            let mut msg = vec![byte[0]];
-            msg.extend_from_slice(&rest);
-            Ok(Some(String::from_utf8_lossy(&msg).into_owned()))
-        }
-        _ => Ok(Some("Lthe sandbox zygote exited while starting".into())),
-    }
-}
-
 /// Spawn one run through the zygote. `policy` is complete; the caller made
 /// its temp folder, which `guard` removes unless the run takes it over.
-pub(crate) fn spawn(
+#[allow(clippy::too_many_arguments)]
+pub(super) fn spawn(
     slot: &Slot,
     helper: &Path,
     config: &Config,
+    waits: Waits,
     policy: &Policy,
     guard: TmpGuard,
     stdin: Option<OwnedFd>,
@@ -377,7 +324,7 @@ pub(crate) fn spawn(
     // A zygote that died since its last run is replaced once.
     let mut tries = 0;
     let zygote = loop {
-        let z = slot.get(helper, config)?;
+        let z = slot.get(helper, config, waits.silence)?;
         match z.request(&json, &fds) {
             Ok(()) => break z,
             Err(e) if tries == 0 && is_gone(&e) => {
@@ -394,14 +341,14 @@ pub(crate) fn spawn(
     // A healthy zygote always speaks within its own bounds; one that is
     // stopped or silent would fail every later run the same way, so it is
     // replaced: this run fails, the next one gets a fresh zygote.
-    if let Err(why) = wait_for_zygote(&status_r, zygote.pid, STATUS_TIMEOUT) {
+    if let Err(why) = wait_for_zygote(&status_r, zygote.pid, waits) {
         slot.forget(&zygote);
         return Err(SandboxError::LayerFailed(format!(
             "{why}; it was replaced for the next run"
         )));
     }
     drop(zygote);
-    let status = match read_status(status_r, STATUS_TIMEOUT) {
+    let status = match read_status(status_r, waits.silence) {
         Ok(s) => s,
         // Dropping the channel makes the zygote kill a run it may still
         // start or has started.
@@ -425,7 +372,7 @@ pub(crate) fn spawn(
             // No run was made (or the zygote went away): the status pipe
             // says why if anything does.
             return Err(match status {
-                Some(msg) => decode_status(&msg),
+                Some(f) => f.into_error(),
                 // The run's pidfd could not be received: our own shortage.
                 None if e
                     .raw_os_error()
@@ -443,10 +390,10 @@ pub(crate) fn spawn(
     child.tmpdir = guard.release();
     match status {
         None => Ok(child),
-        Some(msg) => {
+        Some(f) => {
             child.kill_tree();
             let _ = child.wait();
-            Err(decode_status(&msg))
+            Err(f.into_error())
         }
     }
 }
@@ -483,14 +430,17 @@ impl Run {
                 "no word on the run channel",
             ));
         }
-        let (kind, value, fd) = recv_message(&channel, true)?.ok_or_else(|| {
+        let message = channel::recv(&channel, true)?.ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "no run was started")
         })?;
-        match (kind, fd) {
-            (MSG_PID, Some(pidfd)) if value > 0 => Ok(Run {
+        match message {
+            channel::Message::Started {
+                pid,
+                pidfd: Some(pidfd),
+            } if pid > 0 => Ok(Run {
                 channel,
                 pidfd,
-                pid: value as u32,
+                pid: pid as u32,
                 backend: None,
                 init: None,
             }),
@@ -529,9 +479,9 @@ impl Run {
 
     fn take(&mut self, block: bool) -> std::io::Result<Option<ExitStatus>> {
         while self.status().is_none() {
-            match recv_message(&self.channel, block) {
-                Ok(Some((MSG_BACKEND, v, _))) => self.backend = Some(v),
-                Ok(Some((MSG_INIT, v, _))) => self.init = Some(v),
+            match channel::recv(&self.channel, block) {
+                Ok(Some(channel::Message::Backend(v))) => self.backend = Some(v),
+                Ok(Some(channel::Message::Init(v))) => self.init = Some(v),
                 Ok(Some(_)) => {}
                 // The zygote is gone, and with it the run.
                 Ok(None) => self.init = Some(libc::SIGKILL),
@@ -560,6 +510,7 @@ pub(super) fn spawn_reexec(
     policy: &Policy,
     guard: TmpGuard,
     stdin: Option<OwnedFd>,
+    silence: Duration,
 ) -> Result<SandboxedChild, SandboxError> {
     let json = serde_json::to_string(policy)
         .map_err(|e| SandboxError::LayerFailed(format!("policy: {e}")))?;
@@ -606,12 +557,12 @@ pub(super) fn spawn_reexec(
     };
     // From here on the child owns the folder: its Drop removes it.
     sc.tmpdir = guard.release();
-    match read_status(status_r, STATUS_TIMEOUT) {
+    match read_status(status_r, silence) {
         Ok(None) => Ok(sc),
-        Ok(Some(msg)) => {
+        Ok(Some(f)) => {
             sc.kill_tree();
             let _ = sc.wait();
-            Err(decode_status(&msg))
+            Err(f.into_error())
         }
         Err(e) => {
             sc.kill_tree();
@@ -625,40 +576,47 @@ pub(super) fn spawn_reexec(
 
 #[cfg(test)]
 mod tests {
-    use super::super::init::place_fds;
+    use super::super::super::init::place_fds;
     use super::*;
+
+    fn waits(silence: u64) -> Waits {
+        Waits {
+            silence: Duration::from_secs(silence),
+            stopped: Duration::from_secs(1),
+        }
+    }
 
     #[test]
     fn the_zygotes_state_is_read_past_its_name() {
         let stat = |name: &str, state: &str| format!("4242 ({name}) {state} 1 4242 4242 0 -1");
-        assert_eq!(parse_state(&stat("exe", "S")), ZygoteState::Serving);
-        assert_eq!(parse_state(&stat("exe", "R")), ZygoteState::Serving);
-        assert_eq!(parse_state(&stat("exe", "D")), ZygoteState::Serving);
-        assert_eq!(parse_state(&stat("exe", "T")), ZygoteState::Stopped);
-        assert_eq!(parse_state(&stat("exe", "t")), ZygoteState::Stopped);
-        assert_eq!(parse_state(&stat("exe", "Z")), ZygoteState::Gone);
-        assert_eq!(parse_state(&stat("exe", "X")), ZygoteState::Gone);
+        assert_eq!(parse_state(&stat("exe", "S")), ProcState::Serving);
+        assert_eq!(parse_state(&stat("exe", "R")), ProcState::Serving);
+        assert_eq!(parse_state(&stat("exe", "D")), ProcState::Serving);
+        assert_eq!(parse_state(&stat("exe", "T")), ProcState::Stopped);
+        assert_eq!(parse_state(&stat("exe", "t")), ProcState::Stopped);
+        assert_eq!(parse_state(&stat("exe", "Z")), ProcState::Gone);
+        assert_eq!(parse_state(&stat("exe", "X")), ProcState::Gone);
         // A name with spaces and a parenthesis cannot pass for the state.
-        assert_eq!(parse_state(&stat("a) T (b", "S")), ZygoteState::Serving);
-        assert_eq!(parse_state(""), ZygoteState::Gone);
+        assert_eq!(parse_state(&stat("a) T (b", "S")), ProcState::Serving);
+        assert_eq!(parse_state(""), ProcState::Gone);
     }
 
     #[test]
     fn this_process_is_serving_and_a_stopped_child_is_not() {
-        assert_eq!(zygote_state(std::process::id()), ZygoteState::Serving);
+        assert_eq!(zygote_state(std::process::id()), ProcState::Serving);
         let mut child = Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id();
         // SAFETY: stopping and killing our own child.
         unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
         let until = Instant::now() + Duration::from_secs(10);
-        while zygote_state(pid) != ZygoteState::Stopped && Instant::now() < until {
+        while zygote_state(pid) != ProcState::Stopped && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(5));
         }
         let stopped = zygote_state(pid);
         let _ = child.kill();
         let _ = child.wait();
-        assert_eq!(stopped, ZygoteState::Stopped);
-        assert_eq!(zygote_state(pid), ZygoteState::Gone);
+        assert_eq!(stopped, ProcState::Stopped);
+        assert_eq!(zygote_state(pid), ProcState::Gone);
     }
 
     /// A stand-in zygote: a `sleep` child, stopped when asked.
@@ -668,7 +626,7 @@ mod tests {
             // SAFETY: stopping our own child.
             unsafe { libc::kill(c.id() as i32, libc::SIGSTOP) };
             let until = Instant::now() + Duration::from_secs(10);
-            while zygote_state(c.id()) != ZygoteState::Stopped && Instant::now() < until {
+            while zygote_state(c.id()) != ProcState::Stopped && Instant::now() < until {
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
@@ -681,7 +639,7 @@ mod tests {
         let (r, w) = pipe_cloexec().unwrap();
         drop(w);
         // End of file is an answer (the backend was executed).
-        assert_eq!(wait_for_zygote(&r, z.id(), Duration::from_secs(20)), Ok(()));
+        assert_eq!(wait_for_zygote(&r, z.id(), waits(20)), Ok(()));
         let _ = z.kill();
         let _ = z.wait();
     }
@@ -691,7 +649,7 @@ mod tests {
         let mut z = child(true);
         let (r, _w) = pipe_cloexec().unwrap();
         let t = Instant::now();
-        let got = wait_for_zygote(&r, z.id(), Duration::from_secs(600));
+        let got = wait_for_zygote(&r, z.id(), waits(600));
         let waited = t.elapsed();
         let _ = z.kill();
         let _ = z.wait();
@@ -705,41 +663,23 @@ mod tests {
         let mut z = child(false);
         let (r, _w) = pipe_cloexec().unwrap();
         assert_eq!(
-            wait_for_zygote(&r, z.id(), Duration::from_secs(1)),
-            Err("the sandbox zygote gave no word within 1 s".to_string())
+            wait_for_zygote(&r, z.id(), waits(1)),
+            Err("the sandbox zygote gave no word within 1.0 s".to_string())
         );
         let pid = z.id();
         let _ = z.kill();
         let _ = z.wait();
         assert_eq!(
-            wait_for_zygote(&r, pid, Duration::from_secs(600)),
+            wait_for_zygote(&r, pid, waits(600)),
             Err("the sandbox zygote is gone".to_string())
         );
-    }
-
-    #[test]
-    fn zygotes_serve_only_runs_with_user_and_pid_namespaces() {
-        let all = Layers {
-            userns: true,
-            pidns: true,
-            ..Layers::default()
-        };
-        assert!(usable(&all));
-        assert!(!usable(&Layers {
-            pidns: false,
-            ..all
-        }));
-        assert!(!usable(&Layers {
-            userns: false,
-            ..all
-        }));
     }
 
     #[test]
     fn descriptors_are_placed_even_when_their_numbers_cross() {
         // A pipe's ends moved to 0 and 1, whatever their numbers, in a
         // child so this process keeps its own table.
-        let r = super::super::detect::in_child(|| {
+        let r = super::super::super::kernel::in_child(|| {
             let mut a = [0; 2];
             // SAFETY: test child; plain descriptor calls.
             unsafe {
@@ -760,34 +700,5 @@ mod tests {
             0
         });
         assert!(r.is_ok(), "{r:?}");
-    }
-
-    #[test]
-    fn run_channel_messages_round_trip_with_a_descriptor() {
-        let (a, b) = socketpair(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .unwrap();
-        let f = std::fs::File::open("/dev/null").unwrap();
-        assert!(send_message(
-            b.as_raw_fd(),
-            MSG_PID,
-            4242,
-            Some(f.as_raw_fd())
-        ));
-        assert!(send_message(b.as_raw_fd(), MSG_BACKEND, 1 << 8, None));
-        let (k, v, fd) = recv_message(&a, true).unwrap().unwrap();
-        assert_eq!((k, v), (MSG_PID, 4242));
-        assert!(fd.is_some());
-        let (k, v, fd) = recv_message(&a, false).unwrap().unwrap();
-        assert_eq!((k, v), (MSG_BACKEND, 256));
-        assert!(fd.is_none());
-        let e = recv_message(&a, false).unwrap_err();
-        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
-        drop(b);
-        assert!(recv_message(&a, true).unwrap().is_none());
     }
 }

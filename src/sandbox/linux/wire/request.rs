@@ -1,0 +1,154 @@
+//! Server → zygote → spare: one run's request on a stream socket. A length,
+//! the policy (JSON), and the run's [`PASSED`] descriptors with the length.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
+use serde::Deserialize;
+
+use super::{MAX_REQUEST, PASSED};
+use crate::sandbox::RunKind;
+
+/// One request as received.
+pub(crate) struct Request {
+    pub(crate) policy: Vec<u8>,
+    pub(crate) fds: Vec<OwnedFd>,
+}
+
+/// The one field of a request the zygote reads: which kind of spare serves it.
+#[derive(Deserialize)]
+struct RequestKind {
+    kind: RunKind,
+}
+
+impl Request {
+    /// Which kind of run the policy asks for.
+    pub(crate) fn kind(&self) -> Result<RunKind, String> {
+        serde_json::from_slice::<RequestKind>(&self.policy)
+            .map(|k| k.kind)
+            .map_err(|e| format!("policy: {e}"))
+    }
+}
+
+/// Read one request. `None` at end of file or on anything malformed.
+pub(crate) fn read(fd: RawFd) -> Option<Request> {
+    let mut len = [0u8; 4];
+    let mut cmsg = nix::cmsg_space!([RawFd; PASSED]);
+    let (n, fds) = loop {
+        let mut iov = [IoSliceMut::new(&mut len)];
+        match recvmsg::<()>(
+            fd,
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_WAITALL,
+        ) {
+            Ok(msg) => {
+                let mut fds: Vec<OwnedFd> = Vec::new();
+                if let Ok(cmsgs) = msg.cmsgs() {
+                    for c in cmsgs {
+                        if let ControlMessageOwned::ScmRights(list) = c {
+                            // SAFETY: the kernel just gave us these descriptors.
+                            fds.extend(
+                                list.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }),
+                            );
+                        }
+                    }
+                }
+                break (msg.bytes, fds);
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return None,
+        }
+    };
+    if n != len.len() {
+        return None;
+    }
+    let size = u32::from_le_bytes(len) as usize;
+    if size > MAX_REQUEST {
+        return None;
+    }
+    let mut body = vec![0u8; size];
+    let mut got = 0;
+    while got < size {
+        // SAFETY: reading into a buffer we own.
+        let r = unsafe { libc::read(fd, body[got..].as_mut_ptr().cast(), size - got) };
+        if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        if r <= 0 {
+            return None;
+        }
+        got += r as usize;
+    }
+    Some(Request { policy: body, fds })
+}
+
+/// Send a request (length, policy, descriptors).
+pub(crate) fn send(fd: &OwnedFd, policy: &[u8], fds: &[RawFd; PASSED]) -> std::io::Result<()> {
+    let len = (policy.len() as u32).to_le_bytes();
+    let iov = [IoSlice::new(&len), IoSlice::new(policy)];
+    let cmsg = [ControlMessage::ScmRights(fds)];
+    let mut sent = loop {
+        match sendmsg::<()>(fd.as_raw_fd(), &iov, &cmsg, MsgFlags::MSG_NOSIGNAL, None) {
+            Ok(n) => break n,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    };
+    // A stream socket may take a long message in parts; the descriptors
+    // went with the first one.
+    let total = len.len() + policy.len();
+    while sent < total {
+        let rest = if sent < len.len() {
+            &len[sent..]
+        } else {
+            &policy[sent - len.len()..]
+        };
+        // SAFETY: sending from a buffer we own.
+        let n = unsafe {
+            libc::send(
+                fd.as_raw_fd(),
+                rest.as_ptr().cast(),
+                rest.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        sent += n as usize;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+
+    #[test]
+    fn a_request_round_trips_with_its_descriptors_and_kind() {
+        let (a, b) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        let f = std::fs::File::open("/dev/null").unwrap();
+        let fds = [f.as_raw_fd(); PASSED];
+        send(&a, br#"{"kind":"Draft"}"#, &fds).unwrap();
+        let got = read(b.as_raw_fd()).unwrap();
+        assert_eq!(got.fds.len(), PASSED);
+        assert_eq!(got.kind(), Ok(RunKind::Draft));
+        send(&a, b"{}", &fds).unwrap();
+        assert!(read(b.as_raw_fd()).unwrap().kind().is_err());
+        drop(a);
+        assert!(read(b.as_raw_fd()).is_none());
+    }
+}
