@@ -1,18 +1,20 @@
 //! The first pass over a text: which rules could match, and on which lines.
 //!
 //! Every shape and the `key: value` rule names an anchor that each of its
-//! matches contains (a literal such as `ghp_`, or a secret word followed by
-//! a separator). One Aho-Corasick automaton finds all of them in one pass,
-//! matching ASCII case-insensitively; a hit is then checked in a few bytes
-//! around it (the literal's exact case, what follows a secret word) before
-//! it arms its rule. A rule then reads only the lines holding its armed
-//! hits, so a long text with one secret costs one pass, not one per rule.
+//! matches contains. Literal anchors (`ghp_`, `://`, `--`, `Bearer` in any
+//! case) are found by one SIMD multi-literal search (Teddy, from the
+//! aho-corasick crate) for their first bytes; secret words are found only
+//! where they can matter, by reading back from each `:`, `=` and `>` over
+//! the key or element name before it; dotted tokens by a scan for dots. A
+//! hit is checked in a few bytes around it before it arms its rule, and a
+//! rule then reads only the lines holding its armed hits, so a long text
+//! with one secret costs one pass, not one per rule.
 //!
-//! Each check looks at a bounded number of bytes around its hit, or at a
-//! run that ends before the next hit of the same anchor, so the pass stays
-//! linear in the text's length whatever it holds.
+//! Each check reads a bounded number of bytes around its hit, or a run that
+//! ends before the next hit of the same anchor, so the pass stays linear in
+//! the text's length whatever it holds.
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use aho_corasick::{packed, AhoCorasick, Input, MatchKind, Span};
 
 use super::names::HINTS;
 use super::shapes::{Anchor, SHAPES};
@@ -20,30 +22,36 @@ use super::shapes::{Anchor, SHAPES};
 /// The `key: value` rule's number, after the shapes'.
 pub(super) const KEY_VALUE: usize = SHAPES.len();
 
-/// How far a key name may run on after the secret word in it: a key is at
-/// most 64 characters (`shapes::KEY_VALUE`), so a word further from the
-/// separator is not in the key that ends there.
+/// How far a name may run on after the secret word in it: a key, a flag or
+/// an element name is at most 64 characters (see `shapes`), so a word
+/// further from the name's end is not in the name that ends there.
 const KEY_REACH: usize = 72;
 
-/// What a hit must also show before it arms its rule.
+/// The longest secret word in [`HINTS`] and `value`.
+const LONGEST_WORD: usize = 7;
+
+/// Search keys shorter than three bytes, for literals that share them.
+const SHORT_KEYS: &[&str] = &["gl", "sk", "-u", "AC", "SK", "--", "hv"];
+
+/// What a literal's hit must also show before it arms its rule.
 #[derive(Debug, Clone, Copy)]
 enum Test {
-    /// The text is this literal in this very case.
-    Exact(&'static str),
     /// Nothing more.
     None,
-    /// `://` with `user:` after it and a `@` before the next `/`.
+    /// A space or a tab follows.
+    Blank,
+    /// `?`, `&` or `;` comes before.
+    SasQuery,
+    /// `user:` after it and a `@` before the next `/`.
     UrlUserinfo,
-    /// A key name runs on to `:`, `=` (after an optional quote and blanks).
-    KeyValue,
-    /// Inside a `--flag` name that a blank ends.
+    /// A `--flag` name holding a secret word, then a space or a tab.
     Flag,
-    /// Inside an element name that `>` ends.
-    Element,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Trigger {
+#[derive(Debug, Clone)]
+struct Literal {
+    text: &'static str,
+    any_case: bool,
     rule: usize,
     test: Test,
 }
@@ -55,97 +63,163 @@ pub(super) struct Hit {
     pub at: usize,
 }
 
+/// The search for keys: Teddy where the CPU has it (x86-64 with SSSE3,
+/// aarch64), an automaton elsewhere.
+#[derive(Debug, Clone)]
+enum Keys {
+    Packed(packed::Searcher),
+    Automaton(AhoCorasick),
+}
+
+impl Keys {
+    fn new(keys: &[String]) -> Self {
+        let packed = packed::Config::new()
+            .match_kind(packed::MatchKind::LeftmostFirst)
+            .builder()
+            .extend(keys)
+            .build();
+        match packed {
+            Some(p) => Self::Packed(p),
+            None => Self::automaton(keys),
+        }
+    }
+
+    fn automaton(keys: &[String]) -> Self {
+        // Fixed, non-empty literals: the builder cannot refuse them.
+        Self::Automaton(
+            AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostFirst)
+                .build(keys)
+                .expect("the fixed anchors build an automaton"),
+        )
+    }
+
+    /// Where the first key at or after byte `from` starts.
+    fn find_from(&self, b: &[u8], from: usize) -> Option<usize> {
+        let span = Span::from(from..b.len());
+        match self {
+            Self::Packed(p) => p.find_in(b, span).map(|m| m.start()),
+            Self::Automaton(a) => a.find(Input::new(b).span(span)).map(|m| m.start()),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(super) struct Anchors {
-    automaton: AhoCorasick,
-    /// For each pattern of the automaton, the rules a hit may arm.
-    triggers: Vec<Vec<Trigger>>,
-    /// The shape armed by a dotted token, if any.
+    /// The first bytes of every literal; a hit says where to compare them.
+    /// Three-byte keys and shorter ones are searched apart: Teddy compares
+    /// as many leading bytes as its shortest key has, and two bytes let
+    /// far more ordinary text through to be checked.
+    keys: Vec<Keys>,
+    /// The literals by their first byte (both cases for `any_case` ones).
+    by_first: Vec<Vec<Literal>>,
+    /// The shapes armed by a secret-named element and by a dotted token.
+    element: Option<usize>,
     dotted: Option<usize>,
+    words: Words,
+    /// How many keys the search holds (Teddy takes at most 64).
+    #[cfg(test)]
+    key_count: (usize, usize),
+}
+
+/// The search key of `literal`: a short key it starts with, or its first
+/// three bytes.
+fn key_of(literal: &str) -> &str {
+    SHORT_KEYS
+        .iter()
+        .find(|k| literal.starts_with(**k))
+        .copied()
+        .unwrap_or(&literal[..literal.len().min(3)])
+}
+
+/// Every ASCII spelling of `s` by case.
+fn case_variants(s: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    for c in s.chars() {
+        let (lo, up) = (c.to_ascii_lowercase(), c.to_ascii_uppercase());
+        out = out
+            .into_iter()
+            .flat_map(|p| {
+                let mut v = vec![format!("{p}{lo}")];
+                if up != lo {
+                    v.push(format!("{p}{up}"));
+                }
+                v
+            })
+            .collect();
+    }
+    out
 }
 
 impl Anchors {
     pub(super) fn new() -> Self {
-        let mut patterns: Vec<String> = Vec::new();
-        let mut triggers: Vec<Vec<Trigger>> = Vec::new();
-        let mut add = |literal: &str, trigger: Trigger| {
-            let key = literal.to_ascii_lowercase();
-            let i = match patterns.iter().position(|p| *p == key) {
-                Some(i) => i,
-                None => {
-                    patterns.push(key);
-                    triggers.push(Vec::new());
-                    patterns.len() - 1
-                }
-            };
-            triggers[i].push(trigger);
-        };
-        let mut dotted = None;
+        let mut literals: Vec<Literal> = Vec::new();
+        let (mut element, mut dotted) = (None, None);
         for (rule, shape) in SHAPES.iter().enumerate() {
+            let mut add = |text: &'static str, any_case: bool, test: Test| {
+                literals.push(Literal {
+                    text,
+                    any_case,
+                    rule,
+                    test,
+                })
+            };
             match shape.anchor {
-                Anchor::Exact(literals) => {
-                    for l in literals {
-                        add(
-                            l,
-                            Trigger {
-                                rule,
-                                test: Test::Exact(l),
-                            },
-                        );
-                    }
-                }
-                Anchor::AnyCase(literals) => {
-                    for l in literals {
-                        add(
-                            l,
-                            Trigger {
-                                rule,
-                                test: Test::None,
-                            },
-                        );
-                    }
-                }
-                Anchor::UrlUserinfo => add(
-                    "://",
-                    Trigger {
-                        rule,
-                        test: Test::UrlUserinfo,
-                    },
-                ),
-                Anchor::FlagWord | Anchor::ElementWord => {
-                    let test = if matches!(shape.anchor, Anchor::FlagWord) {
-                        Test::Flag
-                    } else {
-                        Test::Element
-                    };
-                    for w in HINTS {
-                        add(w, Trigger { rule, test });
-                    }
-                }
+                Anchor::Exact(ls) => ls.iter().for_each(|l| add(l, false, Test::None)),
+                Anchor::AnyCase(ls) => ls.iter().for_each(|l| add(l, true, Test::None)),
+                Anchor::Blank(ls) => ls.iter().for_each(|l| add(l, false, Test::Blank)),
+                Anchor::SasSignature => add("sig=", false, Test::SasQuery),
+                Anchor::UrlUserinfo => add("://", false, Test::UrlUserinfo),
+                Anchor::FlagWord => add("--", false, Test::Flag),
+                Anchor::ElementWord => element = Some(rule),
                 Anchor::DottedToken => dotted = Some(rule),
             }
         }
-        for w in HINTS.iter().chain(&["value"]) {
-            add(
-                w,
-                Trigger {
-                    rule: KEY_VALUE,
-                    test: Test::KeyValue,
-                },
-            );
+        let mut keys: Vec<String> = Vec::new();
+        let mut by_first: Vec<Vec<Literal>> = vec![Vec::new(); 256];
+        for l in &literals {
+            let key = key_of(l.text);
+            let spellings = if l.any_case {
+                case_variants(key)
+            } else {
+                vec![key.to_string()]
+            };
+            keys.extend(spellings);
+            let first = l.text.as_bytes()[0];
+            by_first[usize::from(first)].push(l.clone());
+            if l.any_case && first.to_ascii_uppercase() != first.to_ascii_lowercase() {
+                let other = if first.is_ascii_lowercase() {
+                    first.to_ascii_uppercase()
+                } else {
+                    first.to_ascii_lowercase()
+                };
+                by_first[usize::from(other)].push(l.clone());
+            }
         }
-        // The literals are fixed text, checked by the unit tests; a DFA of
-        // a few hundred states cannot exceed the builder's limits.
-        let automaton = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .kind(Some(AhoCorasickKind::DFA))
-            .build(&patterns)
-            .expect("the fixed anchors build an automaton");
+        keys.sort();
+        keys.dedup();
+        // A key that starts with another key is found through it.
+        let all = keys.clone();
+        keys.retain(|k| !all.iter().any(|o| o != k && k.starts_with(o.as_str())));
+        #[cfg(test)]
+        let key_count = (
+            keys.iter().filter(|k| k.len() >= 3).count(),
+            keys.iter().filter(|k| k.len() < 3).count(),
+        );
+        let (long, short): (Vec<String>, Vec<String>) =
+            keys.into_iter().partition(|k| k.len() >= 3);
         Self {
-            automaton,
-            triggers,
+            keys: [long, short]
+                .iter()
+                .filter(|k| !k.is_empty())
+                .map(|k| Keys::new(k))
+                .collect(),
+            by_first,
+            element,
             dotted,
+            words: Words::new(),
+            #[cfg(test)]
+            key_count,
         }
     }
 
@@ -153,15 +227,43 @@ impl Anchors {
     pub(super) fn scan(&self, text: &str) -> Vec<Hit> {
         let b = text.as_bytes();
         let mut hits = Vec::new();
-        // Overlapping: `github_pat_` holds the secret word `pat`, and both count.
-        for m in self.automaton.find_overlapping_iter(text) {
-            for t in &self.triggers[m.pattern().as_usize()] {
-                if passes(b, m.start(), m.end(), t.test) {
-                    hits.push(Hit {
-                        rule: t.rule,
-                        at: m.start(),
+        // Each hit restarts the search one byte on, so literals that
+        // overlap (`sk_live_` holds `_live_`) are all seen; every literal
+        // starting where a key is found is compared there.
+        for keys in &self.keys {
+            let mut from = 0;
+            while from < b.len() {
+                let Some(at) = keys.find_from(b, from) else {
+                    break;
+                };
+                for l in &self.by_first[usize::from(b[at])] {
+                    let end = at + l.text.len();
+                    let same = b.get(at..end).is_some_and(|t| {
+                        if l.any_case {
+                            t.eq_ignore_ascii_case(l.text.as_bytes())
+                        } else {
+                            t == l.text.as_bytes()
+                        }
                     });
+                    if same && passes(&self.words, b, at, end, l.test) {
+                        hits.push(Hit { rule: l.rule, at });
+                    }
                 }
+                from = at + 1;
+            }
+        }
+        for at in memchr::memchr3_iter(b':', b'=', b'>', b) {
+            if b[at] == b'>' {
+                if let Some(rule) = self.element {
+                    if names_a_secret_before(&self.words, b, at, |c| is_key_byte(c) || c == b':') {
+                        hits.push(Hit { rule, at });
+                    }
+                }
+            } else if key_names_a_secret(&self.words, b, at) {
+                hits.push(Hit {
+                    rule: KEY_VALUE,
+                    at,
+                });
             }
         }
         if let Some(rule) = self.dotted {
@@ -193,13 +295,86 @@ fn is_blank_or_break(c: u8) -> bool {
 /// The end of the run of bytes from `at` that `keep` accepts, at most `reach` long.
 fn skip(b: &[u8], at: usize, reach: usize, keep: impl Fn(u8) -> bool) -> usize {
     let end = b.len().min(at.saturating_add(reach));
-    b[at..end].iter().position(|&c| !keep(c)).map_or(end, |n| at + n)
+    b[at..end]
+        .iter()
+        .position(|&c| !keep(c))
+        .map_or(end, |n| at + n)
 }
 
-fn passes(b: &[u8], start: usize, end: usize, test: Test) -> bool {
+/// The secret words a name is searched for: [`HINTS`] and `value`.
+#[derive(Debug, Clone)]
+struct Words {
+    list: Vec<&'static str>,
+    /// For each byte, the words (bits by their place in `list`) that
+    /// start with it in either case.
+    starts: [u32; 256],
+}
+
+impl Words {
+    fn new() -> Self {
+        let list: Vec<&'static str> = HINTS.iter().copied().chain(["value"]).collect();
+        let mut starts = [0u32; 256];
+        for (i, w) in list.iter().enumerate() {
+            let first = w.as_bytes()[0];
+            for c in [first.to_ascii_lowercase(), first.to_ascii_uppercase()] {
+                starts[usize::from(c)] |= 1 << i;
+            }
+        }
+        Self { list, starts }
+    }
+
+    /// Does `run` hold a secret word in any case? Most bytes of a name
+    /// start none; only where one may start are the words compared.
+    fn in_run(&self, run: &[u8]) -> bool {
+        (0..run.len()).any(|i| {
+            let mut bits = self.starts[usize::from(run[i])];
+            while bits != 0 {
+                let w = self.list[bits.trailing_zeros() as usize].as_bytes();
+                bits &= bits - 1;
+                if run[i..]
+                    .get(..w.len())
+                    .is_some_and(|t| t.eq_ignore_ascii_case(w))
+                {
+                    return true;
+                }
+            }
+            false
+        })
+    }
+}
+
+/// Does the name ending just before byte `at` (bytes `keep` accepts, the
+/// last [`KEY_REACH`] + [`LONGEST_WORD`] of them) hold a secret word?
+fn names_a_secret_before(words: &Words, b: &[u8], at: usize, keep: impl Fn(u8) -> bool) -> bool {
+    let floor = at.saturating_sub(KEY_REACH + LONGEST_WORD);
+    let start = b[floor..at]
+        .iter()
+        .rposition(|&c| !keep(c))
+        .map_or(floor, |i| floor + i + 1);
+    start < at && words.in_run(&b[start..at])
+}
+
+/// Is the `:` or `=` at byte `at` the separator after a secret-looking
+/// key? Read back: blanks, a quote, a backslash (JSON inside JSON), the key.
+fn key_names_a_secret(words: &Words, b: &[u8], at: usize) -> bool {
+    let mut end = b[..at]
+        .iter()
+        .rposition(|&c| c != b' ' && c != b'\t')
+        .map_or(0, |i| i + 1);
+    if end > 0 && matches!(b[end - 1], b'"' | b'\'') {
+        end -= 1;
+    }
+    if end > 0 && b[end - 1] == b'\\' {
+        end -= 1;
+    }
+    names_a_secret_before(words, b, end, is_key_byte)
+}
+
+fn passes(words: &Words, b: &[u8], start: usize, end: usize, test: Test) -> bool {
     match test {
         Test::None => true,
-        Test::Exact(l) => &b[start..end] == l.as_bytes(),
+        Test::Blank => matches!(b.get(end), Some(b' ' | b'\t')),
+        Test::SasQuery => start > 0 && matches!(b[start - 1], b'?' | b'&' | b';'),
         Test::UrlUserinfo => {
             // Each run stops at the next `://` (it holds `:` and `/`), so
             // the runs of all hits together read the text about once.
@@ -214,39 +389,9 @@ fn passes(b: &[u8], start: usize, end: usize, test: Test) -> bool {
             });
             b.get(pass_end) == Some(&b'@')
         }
-        Test::KeyValue => {
-            let mut at = skip(b, end, KEY_REACH, is_key_byte);
-            if b.get(at) == Some(&b'\\') {
-                at += 1;
-            }
-            if matches!(b.get(at), Some(b'"' | b'\'')) {
-                at += 1;
-            }
-            at = skip(b, at, usize::MAX, |c| c == b' ' || c == b'\t');
-            matches!(b.get(at), Some(b':' | b'='))
-        }
         Test::Flag => {
             let after = skip(b, end, KEY_REACH, is_token_byte);
-            if !matches!(b.get(after), Some(b' ' | b'\t')) {
-                return false;
-            }
-            // `--` somewhere before the word, with only name bytes between.
-            let mut i = start;
-            let floor = start.saturating_sub(KEY_REACH);
-            while i >= floor.max(2) {
-                if &b[i - 2..i] == b"--" {
-                    return true;
-                }
-                if !is_token_byte(b[i - 1]) {
-                    return false;
-                }
-                i -= 1;
-            }
-            false
-        }
-        Test::Element => {
-            let after = skip(b, end, KEY_REACH, |c| is_key_byte(c) || c == b':');
-            b.get(after) == Some(&b'>')
+            matches!(b.get(after), Some(b' ' | b'\t')) && words.in_run(&b[end..after])
         }
     }
 }
@@ -300,6 +445,52 @@ mod tests {
     }
 
     #[test]
+    fn the_keys_fit_two_teddy_searches() {
+        // Over 64 keys, Teddy is not built and the automaton, several times
+        // slower, serves instead; the short keys' search is Teddy's slimmest.
+        let (long, short) = Anchors::new().key_count;
+        assert!(long <= 64, "{long} keys");
+        assert!(short <= 16, "{short} short keys");
+    }
+
+    #[test]
+    fn the_automaton_finds_what_teddy_finds() {
+        let keys: Vec<String> = ["ghp", "://", "AC"].map(String::from).to_vec();
+        let packed = Keys::new(&keys);
+        let automaton = Keys::automaton(&keys);
+        let text = b"x ghp_1 https://h ACb ghp";
+        for from in 0..text.len() {
+            assert_eq!(
+                packed.find_from(text, from),
+                automaton.find_from(text, from),
+                "{from}"
+            );
+        }
+    }
+
+    #[test]
+    fn literals_sharing_a_start_all_arm() {
+        // `--` is the key of curl's `--user ` and of every flag name.
+        let (curl, flag) = (
+            SHAPES
+                .iter()
+                .position(|s| matches!(s.anchor, Anchor::Blank(l) if l.contains(&"--user")))
+                .unwrap(),
+            SHAPES
+                .iter()
+                .position(|s| matches!(s.anchor, Anchor::FlagWord))
+                .unwrap(),
+        );
+        assert_eq!(rules("x --user d:p"), [curl]);
+        assert_eq!(rules("x --user-token v"), [flag]);
+        let aws = 1;
+        assert!(rules("ACCA0123456789ABCDEF").contains(&aws));
+        let bearer = rules("x BeArEr abc");
+        assert_eq!(bearer.len(), 1);
+        assert_eq!(rules("x bEARER abc"), bearer);
+    }
+
+    #[test]
     fn secret_words_arm_key_value_only_before_a_separator() {
         assert!(rules("pass: x").contains(&KEY_VALUE));
         assert!(rules("\"API Key\" : x").contains(&KEY_VALUE));
@@ -307,11 +498,11 @@ mod tests {
         assert!(rules("DB_PASSWORD_FILE\t= x").contains(&KEY_VALUE));
         assert!(!rules("the password is long").contains(&KEY_VALUE));
         assert!(!rules("passport").contains(&KEY_VALUE));
+        assert!(!rules("scheduler: https://x").contains(&KEY_VALUE));
         // A word further from the separator than a key can be long.
-        // (`tok` is the anchor; what follows it is the rest of the key.)
-        let far = format!("tok{}: x", "a".repeat(KEY_REACH + 1));
+        let far = format!("tok{}: x", "a".repeat(KEY_REACH + LONGEST_WORD - 2));
         assert!(!rules(&far).contains(&KEY_VALUE));
-        let near = format!("tok{}: x", "a".repeat(KEY_REACH));
+        let near = format!("tok{}: x", "a".repeat(KEY_REACH + LONGEST_WORD - 3));
         assert!(rules(&near).contains(&KEY_VALUE));
     }
 
@@ -332,6 +523,7 @@ mod tests {
         assert!(!rules("x --a.token v").contains(&flag));
         assert!(rules("<db:password>").contains(&element));
         assert!(!rules("<password/>").contains(&element));
+        assert!(!rules("a => b").contains(&element));
     }
 
     #[test]
@@ -360,7 +552,10 @@ mod tests {
         let text = "aa\nbb bb\n\ncc";
         assert_eq!(lines_of(text, [0, 1].into_iter()), [(0, 2)]);
         assert_eq!(lines_of(text, [3, 6].into_iter()), [(3, 8)]);
-        assert_eq!(lines_of(text, [1, 4, 10].into_iter()), [(0, 2), (3, 8), (10, 12)]);
+        assert_eq!(
+            lines_of(text, [1, 4, 10].into_iter()),
+            [(0, 2), (3, 8), (10, 12)]
+        );
         assert_eq!(lines_of("x", [0].into_iter()), [(0, 1)]);
     }
 }

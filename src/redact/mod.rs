@@ -460,8 +460,7 @@ impl Redactor {
             let header = HEADER_KEYS.iter().any(|h| name.eq_ignore_ascii_case(h));
             let weak = names::is_weak_secret_key(name);
             let secret = is_secret_key(name)
-                || (name.eq_ignore_ascii_case("value")
-                    && self.named_by_neighbour(text, key_start));
+                || (name.eq_ignore_ascii_case("value") && self.named_by_neighbour(text, key_start));
             if !secret {
                 continue;
             }
@@ -997,10 +996,7 @@ mod tests {
         ] {
             assert!(old.is_match(text), "{text}");
             let hits = anchors.scan(text);
-            assert!(
-                hits.iter().any(|h| h.rule == anchors::KEY_VALUE),
-                "{text}"
-            );
+            assert!(hits.iter().any(|h| h.rule == anchors::KEY_VALUE), "{text}");
         }
     }
 
@@ -1044,6 +1040,17 @@ mod tests {
         "curl -u dana:hunter2 https://x.y",
         "machine api.example.com login dana password hunter2",
         "<password>hunter2</password>",
+        "xapp-1-A0123456789-1234567890123-0123456789abcdef0123456789abcdef",
+        "AGE-SECRET-KEY-1QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7LQPZRY9X8GF2TVDW0S3JN54KHCE",
+        "glsa_a1B2c3D4e5F6g7H8i9J0a1B2c3D4e5F6_0a1b2c3d",
+        "dckr_pat_a1B2c3D4e5F6g7H8i9J0a1B2c3D",
+        "hvs.CAESIJ1rZ2dqNDR2b0xIbWlqd0tXcFR6aG5QWGpLTDFt",
+        "dp.pt.a1B2c3D4e5F6g7H8i9J0a1B2c3D4e5F6g7H8i9J0a1B",
+        "PMAK-0123456789abcdef01234567-0123456789abcdef0123456789abcdef01",
+        "NRAK-A1B2C3D4E5F6G7H8I9J0K1L2M3N",
+        "pscale_pw_a1B2c3D4e5F6g7H8i9J0a1B2c3D4e5F6g7H8i9J0a1B",
+        "sntryu_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "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",
     ];
 
     #[test]
@@ -1784,6 +1791,63 @@ mod tests {
         ] {
             assert_eq!(counted(text), (text.to_string(), 0), "{text}");
         }
+    }
+
+    #[test]
+    fn service_prefixes_beyond_the_first_list() {
+        // Positives in a sentence; the text around each stays.
+        for (i, sample) in SAMPLES.iter().enumerate().skip(38) {
+            let text = format!("got {sample} back");
+            assert_eq!(scrub(&text), "got [REDACTED] back", "{i}");
+        }
+        // Negatives: the prefixes with too little after them, or words.
+        for text in [
+            "xapp-config loaded",
+            "AGE-SECRET-KEY-1QPZRY9X8",
+            "glc_short glsa_x",
+            "dckr_pat_short",
+            "hvs.settings_for_the_cluster_nodes",
+            "dp.pt.short",
+            "PMAK-0123",
+            "NRAK-ABC",
+            "pscale_pw_short",
+            "sntryu_short",
+            "gsk_a1B2",
+        ] {
+            assert_eq!(counted(text), (text.to_string(), 0), "{text}");
+        }
+    }
+
+    #[test]
+    fn connection_strings_and_registry_auth() {
+        for (text, want) in [
+            (
+                "jdbc:mysql://db:3306/app?user=dana&password=hunter2&ssl=true",
+                "jdbc:mysql://db:3306/app?user=dana&password=[REDACTED]&ssl=true",
+            ),
+            (
+                "jdbc:sqlserver://db;user=dana;password=hunter2;encrypt=true",
+                "jdbc:sqlserver://db;user=dana;password=[REDACTED];encrypt=true",
+            ),
+            (
+                "Server=db;Database=app;User Id=dana;Password=hunter2;",
+                "Server=db;Database=app;User Id=dana;Password=[REDACTED];",
+            ),
+            (
+                "amqps://dana:hunter2@mq.local:5671/vhost",
+                "amqps://dana:[REDACTED]@mq.local:5671/vhost",
+            ),
+        ] {
+            assert_eq!(scrub(text), want, "{text}");
+        }
+        let v = json!({"auths": {"https://index.docker.io/v1/": {"auth": "ZGFuYTpodW50ZXIy"}}});
+        assert_eq!(
+            plain().redact(v).0,
+            json!({"auths": {"https://index.docker.io/v1/": {"auth": REDACTED}}})
+        );
+        // `Pwd=` alone is not a secret name (the shell's `PWD` is a folder).
+        let text = "Server=db;Uid=dana;Pwd=hunter2;";
+        assert_eq!(counted(text), (text.to_string(), 0));
     }
 
     #[test]

@@ -41,12 +41,16 @@ pub(super) enum Anchor {
     Exact(&'static [&'static str]),
     /// One of these literals, in any ASCII case.
     AnyCase(&'static [&'static str]),
+    /// One of these literals, in this case, then a space or a tab.
+    Blank(&'static [&'static str]),
+    /// `sig=` after `?`, `&` or `;`.
+    SasSignature,
     /// `://`, then `user:` and a `@` before the next `/` or white space.
     UrlUserinfo,
-    /// A secret word ([`super::names::HINTS`]) inside a `--flag` name that
-    /// white space follows.
+    /// `--`, then a name holding a secret word ([`super::names::HINTS`])
+    /// and a space or a tab.
     FlagWord,
-    /// A secret word inside an element name that `>` follows.
+    /// `>` after an element name holding a secret word.
     ElementWord,
     /// A `.`, 6 or 7 token characters, a `.` and 27 token characters (the
     /// middle of a Discord token; found by a scan for dots, not a literal).
@@ -100,8 +104,14 @@ pub(super) const SHAPES: &[Shape] = &[
         Check::Arm,
     ),
     // GitHub: personal, OAuth, user-to-server, server-to-server, refresh; fine-grained.
-    strict(Anchor::Exact(&["ghp_", "gho_", "ghu_", "ghs_", "ghr_"]), r"(?-u:\b)gh[pousr]_[A-Za-z0-9]{30,}"),
-    strict(Anchor::Exact(&["github_pat_"]), r"(?-u:\b)github_pat_[A-Za-z0-9_]{20,}"),
+    strict(
+        Anchor::Exact(&["ghp_", "gho_", "ghu_", "ghs_", "ghr_"]),
+        r"(?-u:\b)gh[pousr]_[A-Za-z0-9]{30,}",
+    ),
+    strict(
+        Anchor::Exact(&["github_pat_"]),
+        r"(?-u:\b)github_pat_[A-Za-z0-9_]{20,}",
+    ),
     // GitLab personal, deploy, runner, trigger, feed and other tokens.
     strict(
         Anchor::Exact(&[
@@ -110,7 +120,10 @@ pub(super) const SHAPES: &[Shape] = &[
         r"(?-u:\b)gl(?:pat|dt|rt|ptt|ft|soat|oas|cbt|imt)-[A-Za-z0-9_\-]{20,}",
     ),
     // Slack tokens and incoming webhooks.
-    strict(Anchor::Exact(&["xox"]), r"(?-u:\b)xox[a-z]-[A-Za-z0-9\-]{10,}"),
+    strict(
+        Anchor::Exact(&["xox"]),
+        r"(?-u:\b)xox[a-z]-[A-Za-z0-9\-]{10,}",
+    ),
     strict(
         Anchor::Exact(&["hooks.slack.com/"]),
         r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9_/\-]{20,})",
@@ -120,11 +133,20 @@ pub(super) const SHAPES: &[Shape] = &[
         Anchor::Exact(&["sk_live_", "sk_test_", "rk_live_", "rk_test_"]),
         r"(?-u:\b)(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
     ),
-    strict(Anchor::Exact(&["whsec_"]), r"(?-u:\b)whsec_[A-Za-z0-9]{24,}"),
+    strict(
+        Anchor::Exact(&["whsec_"]),
+        r"(?-u:\b)whsec_[A-Za-z0-9]{24,}",
+    ),
     // Google API keys, OAuth client secrets and access tokens.
     strict(Anchor::Exact(&["AIza"]), r"(?-u:\b)AIza[0-9A-Za-z_\-]{35}"),
-    strict(Anchor::Exact(&["GOCSPX-"]), r"(?-u:\b)GOCSPX-[A-Za-z0-9_\-]{20,}"),
-    loose(Anchor::Exact(&["ya29."]), r"(?-u:\b)ya29\.[0-9A-Za-z_\-]{20,}"),
+    strict(
+        Anchor::Exact(&["GOCSPX-"]),
+        r"(?-u:\b)GOCSPX-[A-Za-z0-9_\-]{20,}",
+    ),
+    loose(
+        Anchor::Exact(&["ya29."]),
+        r"(?-u:\b)ya29\.[0-9A-Za-z_\-]{20,}",
+    ),
     // Anthropic (`sk-ant-`) and OpenAI (`sk-`, `sk-proj-`, ...) keys.
     loose(
         Anchor::Exact(&["sk-"]),
@@ -132,7 +154,10 @@ pub(super) const SHAPES: &[Shape] = &[
     ),
     // npm, PyPI and Hugging Face tokens.
     loose(Anchor::Exact(&["npm_"]), r"(?-u:\b)npm_[A-Za-z0-9]{36}"),
-    strict(Anchor::Exact(&["pypi-"]), r"(?-u:\b)pypi-[A-Za-z0-9_\-]{50,}"),
+    strict(
+        Anchor::Exact(&["pypi-"]),
+        r"(?-u:\b)pypi-[A-Za-z0-9_\-]{50,}",
+    ),
     loose(Anchor::Exact(&["hf_"]), r"(?-u:\b)hf_[A-Za-z0-9]{30,}"),
     // SendGrid API keys.
     strict(
@@ -178,20 +203,35 @@ pub(super) const SHAPES: &[Shape] = &[
         r"(?-u:\b)[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:(?P<secret>[^/?#\s]+)@",
     ),
     // Mailgun API keys.
-    strict(Anchor::Exact(&["key-"]), r"(?-u:\b)key-[0-9a-f]{32}(?-u:\b)"),
+    strict(
+        Anchor::Exact(&["key-"]),
+        r"(?-u:\b)key-[0-9a-f]{32}(?-u:\b)",
+    ),
     // DigitalOcean personal, OAuth and refresh tokens.
-    strict(Anchor::Exact(&["doo_v1_", "dop_v1_", "dor_v1_"]), r"(?-u:\b)do[opr]_v1_[0-9a-f]{64}"),
+    strict(
+        Anchor::Exact(&["doo_v1_", "dop_v1_", "dor_v1_"]),
+        r"(?-u:\b)do[opr]_v1_[0-9a-f]{64}",
+    ),
     // Shopify access, custom-app, private-app tokens and shared secrets.
     strict(
         Anchor::Exact(&["shpat_", "shpca_", "shppa_", "shpss_"]),
         r"(?-u:\b)shp(?:at|ca|pa|ss)_[0-9a-fA-F]{32}",
     ),
     // Heroku API keys (the current form).
-    strict(Anchor::Exact(&["HRKU-"]), r"(?-u:\b)HRKU-[A-Za-z0-9_\-]{20,}"),
+    strict(
+        Anchor::Exact(&["HRKU-"]),
+        r"(?-u:\b)HRKU-[A-Za-z0-9_\-]{20,}",
+    ),
     // Databricks personal access tokens.
-    strict(Anchor::Exact(&["dapi"]), r"(?-u:\b)dapi[0-9a-f]{32}(?:-[0-9]+)?"),
+    strict(
+        Anchor::Exact(&["dapi"]),
+        r"(?-u:\b)dapi[0-9a-f]{32}(?:-[0-9]+)?",
+    ),
     // Azure shared access signatures: the `sig=` of a SAS URL or connection string.
-    strict(Anchor::Exact(&["?sig=", "&sig=", ";sig="]), r"[?&;]sig=(?P<secret>[A-Za-z0-9%+/=]{16,})"),
+    strict(
+        Anchor::SasSignature,
+        r"[?&;]sig=(?P<secret>[A-Za-z0-9%+/=]{16,})",
+    ),
     // S3 (and other SigV4) presigned URLs: the signature.
     strict(
         Anchor::Exact(&["X-Amz-Signature=", "x-amz-signature="]),
@@ -211,12 +251,12 @@ pub(super) const SHAPES: &[Shape] = &[
     ),
     // curl's `-u user:password`.
     strict(
-        Anchor::Exact(&["-u ", "-u\t", "--user ", "--user\t"]),
+        Anchor::Blank(&["-u", "--user"]),
         r#"(?:(?m:^)|[ \t])(?:-u|--user)[ \t]+["']?[^\s:"']*:(?P<secret>[^\s"']+)"#,
     ),
     // `.netrc`: `machine h login u password p`, on one line or several.
     checked(
-        Anchor::Exact(&["password ", "password\t"]),
+        Anchor::Blank(&["password"]),
         r"(?m)(?:(?-u:\b)login[ \t]+\S+[ \t]+|^[ \t]*)password[ \t]+(?P<secret>\S+)",
         Check::Netrc,
     ),
@@ -225,6 +265,68 @@ pub(super) const SHAPES: &[Shape] = &[
         Anchor::ElementWord,
         r"<(?P<flag>[A-Za-z_][A-Za-z0-9_.:\-]{0,63})>(?P<secret>[^<\n]+)</(?P<close>[A-Za-z_][A-Za-z0-9_.:\-]{0,63})>",
         Check::SecretElement,
+    ),
+    // Slack app-level tokens.
+    strict(
+        Anchor::Exact(&["xapp-"]),
+        r"(?-u:\b)xapp-[0-9]-[A-Za-z0-9]+-[0-9]+-[A-Za-z0-9]{20,}",
+    ),
+    // age file-encryption secret keys (Bech32, upper case).
+    strict(
+        Anchor::Exact(&["AGE-SECRET-KEY-1"]),
+        r"AGE-SECRET-KEY-1[0-9A-Z]{58}",
+    ),
+    // Grafana Cloud API tokens and service-account tokens.
+    strict(
+        Anchor::Exact(&["glc_", "glsa_"]),
+        r"(?-u:\b)(?:glc_[A-Za-z0-9+/]{32,}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})",
+    ),
+    // Docker Hub personal and organisation access tokens.
+    strict(
+        Anchor::Exact(&["dckr_pat_", "dckr_oat_"]),
+        r"(?-u:\b)dckr_(?:pat|oat)_[A-Za-z0-9_\-]{24,}",
+    ),
+    // HashiCorp Vault service, batch and recovery tokens.
+    loose(
+        Anchor::Exact(&["hvs.", "hvb.", "hvr."]),
+        r"(?-u:\b)hv[sbr]\.[A-Za-z0-9_\-]{24,}",
+    ),
+    // Doppler personal, service, service-account, CLI, SCIM and audit tokens.
+    strict(
+        Anchor::Exact(&[
+            "dp.pt.",
+            "dp.st.",
+            "dp.sa.",
+            "dp.ct.",
+            "dp.scim.",
+            "dp.audit.",
+        ]),
+        r"(?-u:\b)dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9._\-]{40,}",
+    ),
+    // Postman API keys.
+    strict(
+        Anchor::Exact(&["PMAK-"]),
+        r"(?-u:\b)PMAK-[A-Fa-f0-9]{24}-[A-Fa-f0-9]{34}(?-u:\b)",
+    ),
+    // New Relic user API keys.
+    strict(
+        Anchor::Exact(&["NRAK-"]),
+        r"(?-u:\b)NRAK-[A-Z0-9]{27}(?-u:\b)",
+    ),
+    // PlanetScale service tokens, passwords and OAuth tokens.
+    strict(
+        Anchor::Exact(&["pscale_tkn_", "pscale_pw_", "pscale_oauth_"]),
+        r"(?-u:\b)pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.=\-]{32,64}",
+    ),
+    // Sentry organisation and user auth tokens.
+    strict(
+        Anchor::Exact(&["sntrys_", "sntryu_"]),
+        r"(?-u:\b)sntry[su]_[A-Za-z0-9+/=_]{40,}",
+    ),
+    // Groq API keys.
+    strict(
+        Anchor::Exact(&["gsk_"]),
+        r"(?-u:\b)gsk_[A-Za-z0-9]{52}(?-u:\b)",
     ),
 ];
 
