@@ -4,7 +4,7 @@
 //! there a quadratic path?). Needs no backend and no sandbox.
 //!
 //! ```text
-//! cargo bench --bench redact_bench -- [--rounds N] [--only LABEL]
+//! cargo bench --bench redact_bench -- [--rounds N] [--only "CASE LABEL"]
 //! ```
 //!
 //! Prints one table row per case: median and p90 of `rounds` timings (the
@@ -178,7 +178,7 @@ fn main() {
     println!("| case | bytes | rounds | replaced | median ms | p90 ms | ms per MiB |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for case in cases(rounds) {
-        if only.as_deref().is_some_and(|o| !case.label.contains(o)) {
+        if only.as_deref().is_some_and(|o| case.label != o) {
             continue;
         }
         let bytes = case.doc.to_string().len();

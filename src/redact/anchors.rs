@@ -1,14 +1,15 @@
 //! The first pass over a text: which rules could match, and on which lines.
 //!
 //! Every shape and the `key: value` rule names an anchor that each of its
-//! matches contains. Literal anchors (`ghp_`, `://`, `--`, `Bearer` in any
-//! case) are found by one SIMD multi-literal search (Teddy, from the
-//! aho-corasick crate) for their first bytes; secret words are found only
-//! where they can matter, by reading back from each `:`, `=` and `>` over
-//! the key or element name before it; dotted tokens by a scan for dots. A
-//! hit is checked in a few bytes around it before it arms its rule, and a
-//! rule then reads only the lines holding its armed hits, so a long text
-//! with one secret costs one pass, not one per rule.
+//! matches contains. The shapes' literals (`ghp_`, `://`, `-u`) are found by
+//! a SIMD multi-literal search (Teddy, from the aho-corasick crate) for
+//! their first bytes; the secret words (`token`, `pass`, ..., `bearer`) by
+//! the same search over a copy of the text with every byte's `0x20` bit
+//! set, which makes ASCII letters lower case and turns no other byte into a
+//! letter; dotted tokens by a scan for dots. A hit is checked in a few bytes
+//! around it (the literal's case, what follows a secret word) before it arms
+//! its rule, and a rule then reads only the lines holding its armed hits, so
+//! a long text with one secret costs one pass, not one per rule.
 //!
 //! Each check reads a bounded number of bytes around its hit, or a run that
 //! ends before the next hit of the same anchor, so the pass stays linear in
@@ -16,8 +17,15 @@
 
 use aho_corasick::{packed, AhoCorasick, Input, MatchKind, Span};
 
+use std::cell::RefCell;
+
 use super::names::HINTS;
 use super::shapes::{Anchor, SHAPES};
+
+thread_local! {
+    /// The folded copy of the text being scanned, kept between calls.
+    static FOLDED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
 
 /// The `key: value` rule's number, after the shapes'.
 pub(super) const KEY_VALUE: usize = SHAPES.len();
@@ -26,9 +34,6 @@ pub(super) const KEY_VALUE: usize = SHAPES.len();
 /// an element name is at most 64 characters (see `shapes`), so a word
 /// further from the name's end is not in the name that ends there.
 const KEY_REACH: usize = 72;
-
-/// The longest secret word in [`HINTS`] and `value`.
-const LONGEST_WORD: usize = 7;
 
 /// Search keys shorter than three bytes, for literals that share them.
 const SHORT_KEYS: &[&str] = &["gl", "sk", "-u", "AC", "SK", "--", "hv"];
@@ -44,8 +49,12 @@ enum Test {
     SasQuery,
     /// `user:` after it and a `@` before the next `/`.
     UrlUserinfo,
-    /// A `--flag` name holding a secret word, then a space or a tab.
+    /// A key name runs on to `:`, `=` (after an optional quote and blanks).
+    KeyValue,
+    /// Inside a `--flag` name that a blank ends.
     Flag,
+    /// Inside an element name that `>` ends.
+    Element,
 }
 
 #[derive(Debug, Clone)]
@@ -113,10 +122,12 @@ pub(super) struct Anchors {
     keys: Vec<Keys>,
     /// The literals by their first byte (both cases for `any_case` ones).
     by_first: Vec<Vec<Literal>>,
-    /// The shapes armed by a secret-named element and by a dotted token.
-    element: Option<usize>,
+    /// The shape armed by a dotted token.
     dotted: Option<usize>,
-    words: Words,
+    /// The secret words, lower case, searched in the folded copy.
+    words: Keys,
+    /// The words' checks by their first byte (lower case).
+    by_word_first: Vec<Vec<Literal>>,
     /// How many keys the search holds (Teddy takes at most 64).
     #[cfg(test)]
     key_count: (usize, usize),
@@ -132,29 +143,10 @@ fn key_of(literal: &str) -> &str {
         .unwrap_or(&literal[..literal.len().min(3)])
 }
 
-/// Every ASCII spelling of `s` by case.
-fn case_variants(s: &str) -> Vec<String> {
-    let mut out = vec![String::new()];
-    for c in s.chars() {
-        let (lo, up) = (c.to_ascii_lowercase(), c.to_ascii_uppercase());
-        out = out
-            .into_iter()
-            .flat_map(|p| {
-                let mut v = vec![format!("{p}{lo}")];
-                if up != lo {
-                    v.push(format!("{p}{up}"));
-                }
-                v
-            })
-            .collect();
-    }
-    out
-}
-
 impl Anchors {
     pub(super) fn new() -> Self {
         let mut literals: Vec<Literal> = Vec::new();
-        let (mut element, mut dotted) = (None, None);
+        let (mut flag, mut element, mut dotted) = (None, None, None);
         for (rule, shape) in SHAPES.iter().enumerate() {
             let mut add = |text: &'static str, any_case: bool, test: Test| {
                 literals.push(Literal {
@@ -170,31 +162,17 @@ impl Anchors {
                 Anchor::Blank(ls) => ls.iter().for_each(|l| add(l, false, Test::Blank)),
                 Anchor::SasSignature => add("sig=", false, Test::SasQuery),
                 Anchor::UrlUserinfo => add("://", false, Test::UrlUserinfo),
-                Anchor::FlagWord => add("--", false, Test::Flag),
+                Anchor::FlagWord => flag = Some(rule),
                 Anchor::ElementWord => element = Some(rule),
                 Anchor::DottedToken => dotted = Some(rule),
             }
         }
         let mut keys: Vec<String> = Vec::new();
         let mut by_first: Vec<Vec<Literal>> = vec![Vec::new(); 256];
-        for l in &literals {
+        for l in literals.iter().filter(|l| !l.any_case) {
             let key = key_of(l.text);
-            let spellings = if l.any_case {
-                case_variants(key)
-            } else {
-                vec![key.to_string()]
-            };
-            keys.extend(spellings);
-            let first = l.text.as_bytes()[0];
-            by_first[usize::from(first)].push(l.clone());
-            if l.any_case && first.to_ascii_uppercase() != first.to_ascii_lowercase() {
-                let other = if first.is_ascii_lowercase() {
-                    first.to_ascii_uppercase()
-                } else {
-                    first.to_ascii_lowercase()
-                };
-                by_first[usize::from(other)].push(l.clone());
-            }
+            keys.push(key.to_string());
+            by_first[usize::from(l.text.as_bytes()[0])].push(l.clone());
         }
         keys.sort();
         keys.dedup();
@@ -208,16 +186,43 @@ impl Anchors {
         );
         let (long, short): (Vec<String>, Vec<String>) =
             keys.into_iter().partition(|k| k.len() >= 3);
+        // The secret words, found in the folded copy: each may arm the
+        // `key: value` rule, a flag and an element; `bearer` also its shape.
+        let mut words: Vec<String> = Vec::new();
+        let mut by_word_first: Vec<Vec<Literal>> = vec![Vec::new(); 256];
+        for w in HINTS.iter().copied().chain(["value"]) {
+            let mut push = |rule: usize, test: Test| {
+                by_word_first[usize::from(w.as_bytes()[0])].push(Literal {
+                    text: w,
+                    any_case: true,
+                    rule,
+                    test,
+                })
+            };
+            push(KEY_VALUE, Test::KeyValue);
+            if w != "value" {
+                flag.into_iter().for_each(|r| push(r, Test::Flag));
+                element.into_iter().for_each(|r| push(r, Test::Element));
+            }
+            words.push(w.to_string());
+        }
+        for l in literals.iter().filter(|l| l.any_case) {
+            let first = l.text.as_bytes()[0].to_ascii_lowercase();
+            by_word_first[usize::from(first)].push(l.clone());
+            words.push(l.text.to_ascii_lowercase());
+        }
+        words.sort();
+        words.dedup();
         Self {
             keys: [long, short]
                 .iter()
                 .filter(|k| !k.is_empty())
                 .map(|k| Keys::new(k))
                 .collect(),
+            words: Keys::new(&words),
+            by_word_first,
             by_first,
-            element,
             dotted,
-            words: Words::new(),
             #[cfg(test)]
             key_count,
         }
@@ -245,27 +250,32 @@ impl Anchors {
                             t == l.text.as_bytes()
                         }
                     });
-                    if same && passes(&self.words, b, at, end, l.test) {
+                    if same && passes(b, at, end, l.test) {
                         hits.push(Hit { rule: l.rule, at });
                     }
                 }
                 from = at + 1;
             }
         }
-        for at in memchr::memchr3_iter(b':', b'=', b'>', b) {
-            if b[at] == b'>' {
-                if let Some(rule) = self.element {
-                    if names_a_secret_before(&self.words, b, at, |c| is_key_byte(c) || c == b':') {
-                        hits.push(Hit { rule, at });
+        FOLDED.with(|folded| {
+            let mut folded = folded.borrow_mut();
+            folded.clear();
+            folded.extend(b.iter().map(|c| c | 0x20));
+            let mut from = 0;
+            while from < folded.len() {
+                let Some(at) = self.words.find_from(&folded, from) else {
+                    break;
+                };
+                for l in &self.by_word_first[usize::from(folded[at])] {
+                    let end = at + l.text.len();
+                    if folded.get(at..end) == Some(l.text.as_bytes()) && passes(b, at, end, l.test)
+                    {
+                        hits.push(Hit { rule: l.rule, at });
                     }
                 }
-            } else if key_names_a_secret(&self.words, b, at) {
-                hits.push(Hit {
-                    rule: KEY_VALUE,
-                    at,
-                });
+                from = at + 1;
             }
-        }
+        });
         if let Some(rule) = self.dotted {
             for at in memchr::memchr_iter(b'.', b) {
                 if is_dotted_token(b, at) {
@@ -301,76 +311,7 @@ fn skip(b: &[u8], at: usize, reach: usize, keep: impl Fn(u8) -> bool) -> usize {
         .map_or(end, |n| at + n)
 }
 
-/// The secret words a name is searched for: [`HINTS`] and `value`.
-#[derive(Debug, Clone)]
-struct Words {
-    list: Vec<&'static str>,
-    /// For each byte, the words (bits by their place in `list`) that
-    /// start with it in either case.
-    starts: [u32; 256],
-}
-
-impl Words {
-    fn new() -> Self {
-        let list: Vec<&'static str> = HINTS.iter().copied().chain(["value"]).collect();
-        let mut starts = [0u32; 256];
-        for (i, w) in list.iter().enumerate() {
-            let first = w.as_bytes()[0];
-            for c in [first.to_ascii_lowercase(), first.to_ascii_uppercase()] {
-                starts[usize::from(c)] |= 1 << i;
-            }
-        }
-        Self { list, starts }
-    }
-
-    /// Does `run` hold a secret word in any case? Most bytes of a name
-    /// start none; only where one may start are the words compared.
-    fn in_run(&self, run: &[u8]) -> bool {
-        (0..run.len()).any(|i| {
-            let mut bits = self.starts[usize::from(run[i])];
-            while bits != 0 {
-                let w = self.list[bits.trailing_zeros() as usize].as_bytes();
-                bits &= bits - 1;
-                if run[i..]
-                    .get(..w.len())
-                    .is_some_and(|t| t.eq_ignore_ascii_case(w))
-                {
-                    return true;
-                }
-            }
-            false
-        })
-    }
-}
-
-/// Does the name ending just before byte `at` (bytes `keep` accepts, the
-/// last [`KEY_REACH`] + [`LONGEST_WORD`] of them) hold a secret word?
-fn names_a_secret_before(words: &Words, b: &[u8], at: usize, keep: impl Fn(u8) -> bool) -> bool {
-    let floor = at.saturating_sub(KEY_REACH + LONGEST_WORD);
-    let start = b[floor..at]
-        .iter()
-        .rposition(|&c| !keep(c))
-        .map_or(floor, |i| floor + i + 1);
-    start < at && words.in_run(&b[start..at])
-}
-
-/// Is the `:` or `=` at byte `at` the separator after a secret-looking
-/// key? Read back: blanks, a quote, a backslash (JSON inside JSON), the key.
-fn key_names_a_secret(words: &Words, b: &[u8], at: usize) -> bool {
-    let mut end = b[..at]
-        .iter()
-        .rposition(|&c| c != b' ' && c != b'\t')
-        .map_or(0, |i| i + 1);
-    if end > 0 && matches!(b[end - 1], b'"' | b'\'') {
-        end -= 1;
-    }
-    if end > 0 && b[end - 1] == b'\\' {
-        end -= 1;
-    }
-    names_a_secret_before(words, b, end, is_key_byte)
-}
-
-fn passes(words: &Words, b: &[u8], start: usize, end: usize, test: Test) -> bool {
+fn passes(b: &[u8], start: usize, end: usize, test: Test) -> bool {
     match test {
         Test::None => true,
         Test::Blank => matches!(b.get(end), Some(b' ' | b'\t')),
@@ -389,9 +330,39 @@ fn passes(words: &Words, b: &[u8], start: usize, end: usize, test: Test) -> bool
             });
             b.get(pass_end) == Some(&b'@')
         }
+        Test::KeyValue => {
+            let mut at = skip(b, end, KEY_REACH, is_key_byte);
+            if b.get(at) == Some(&b'\\') {
+                at += 1;
+            }
+            if matches!(b.get(at), Some(b'"' | b'\'')) {
+                at += 1;
+            }
+            at = skip(b, at, usize::MAX, |c| c == b' ' || c == b'\t');
+            matches!(b.get(at), Some(b':' | b'='))
+        }
         Test::Flag => {
             let after = skip(b, end, KEY_REACH, is_token_byte);
-            matches!(b.get(after), Some(b' ' | b'\t')) && words.in_run(&b[end..after])
+            if !matches!(b.get(after), Some(b' ' | b'\t')) {
+                return false;
+            }
+            // `--` somewhere before the word, with only name bytes between.
+            let mut i = start;
+            let floor = start.saturating_sub(KEY_REACH);
+            while i >= floor.max(2) {
+                if &b[i - 2..i] == b"--" {
+                    return true;
+                }
+                if !is_token_byte(b[i - 1]) {
+                    return false;
+                }
+                i -= 1;
+            }
+            false
+        }
+        Test::Element => {
+            let after = skip(b, end, KEY_REACH, |c| is_key_byte(c) || c == b':');
+            b.get(after) == Some(&b'>')
         }
     }
 }
@@ -500,9 +471,9 @@ mod tests {
         assert!(!rules("passport").contains(&KEY_VALUE));
         assert!(!rules("scheduler: https://x").contains(&KEY_VALUE));
         // A word further from the separator than a key can be long.
-        let far = format!("tok{}: x", "a".repeat(KEY_REACH + LONGEST_WORD - 2));
+        let far = format!("tok{}: x", "a".repeat(KEY_REACH + 1));
         assert!(!rules(&far).contains(&KEY_VALUE));
-        let near = format!("tok{}: x", "a".repeat(KEY_REACH + LONGEST_WORD - 3));
+        let near = format!("tok{}: x", "a".repeat(KEY_REACH));
         assert!(rules(&near).contains(&KEY_VALUE));
     }
 

@@ -631,10 +631,24 @@ impl Redactor {
                 }
                 // Most arrays hold no key line and no id: walk them as they are.
                 if secret != Secret::Yes && !self.needs_marks(&items) {
+                    // Strings that plain text redaction would return unchanged
+                    // (a log's lines, mostly) are found in one pass.
+                    let clean = if matches!(secret, Secret::No | Secret::TerraformPassword) {
+                        self.clean_strings(&items)
+                    } else {
+                        Vec::new()
+                    };
                     return Value::Array(
                         items
                             .into_iter()
-                            .map(|v| self.walk(v, secret, count))
+                            .enumerate()
+                            .map(|(i, v)| {
+                                if clean.get(i) == Some(&true) {
+                                    v
+                                } else {
+                                    self.walk(v, secret, count)
+                                }
+                            })
                             .collect(),
                     );
                 }
@@ -687,6 +701,55 @@ impl Redactor {
                 Value::Object(out)
             }
         }
+    }
+
+    /// For each element of `items`: is it a string that
+    /// [`Redactor::redact_text`] would return unchanged? The strings are
+    /// joined by line breaks (no rule's anchor or value holds one) and
+    /// scanned once; a string is clean when no anchor hit and no secret
+    /// value lies in it. Per string, the scan's fixed costs would outweigh
+    /// a log line's own.
+    fn clean_strings(&self, items: &[Value]) -> Vec<bool> {
+        let mut clean = vec![false; items.len()];
+        if items.iter().filter(|v| v.is_string()).count() < 2
+            || self.values.iter().any(|v| v.contains('\n'))
+        {
+            return clean;
+        }
+        let mut joined = String::new();
+        // (start in `joined`, element index), by start.
+        let mut starts: Vec<(usize, usize)> = Vec::new();
+        for (i, v) in items.iter().enumerate() {
+            let Some(s) = v.as_str() else {
+                continue;
+            };
+            if s.len() < self.min_len {
+                clean[i] = true;
+                continue;
+            }
+            // Zero-width characters are removed before matching: such a
+            // string takes the whole path.
+            if !s.is_ascii() && s.contains(ZERO_WIDTH) {
+                continue;
+            }
+            starts.push((joined.len(), i));
+            joined.push_str(s);
+            joined.push('\n');
+            clean[i] = true;
+        }
+        let mut dirty = |at: usize| {
+            let k = starts.partition_point(|&(start, _)| start <= at);
+            if let Some(&(_, i)) = k.checked_sub(1).and_then(|k| starts.get(k)) {
+                clean[i] = false;
+            }
+        };
+        for f in &self.finders {
+            f.find_iter(joined.as_bytes()).for_each(&mut dirty);
+        }
+        for hit in self.anchors.scan(&joined) {
+            dirty(hit.at);
+        }
+        clean
     }
 
     /// A row of a table: the cells under a secret heading are hidden.
@@ -1816,6 +1879,45 @@ mod tests {
         ] {
             assert_eq!(counted(text), (text.to_string(), 0), "{text}");
         }
+    }
+
+    #[test]
+    fn an_array_of_strings_is_redacted_as_each_string_alone() {
+        // The array path scans its strings joined; the result must be the
+        // same as each string's own, secrets at the edges included.
+        // (Not the private key's BEGIN line, nor an id alone: those make
+        // the array take the neighbour path, tested elsewhere.)
+        let mut texts: Vec<String> = SAMPLES[3..].iter().map(|s| s.to_string()).collect();
+        texts.extend(
+            [
+                "plain log line with https://example.com/a?b=c in it",
+                "password=",
+                "hunter2 password=x",
+                "--token",
+                " abc",
+                "short",
+                "t ghp_a1B2c3D4e5\u{200b}a1B2c3D4e5a1B2c3D4e5a1B2 x",
+                "key AKIAIOSFODNN7EXAMPLE here",
+                "x -----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY----- y",
+                "a-secret-from-the-environment in the middle",
+            ]
+            .map(String::from),
+        );
+        let r = Redactor::new([(
+            "REACHWEAVER_SMTP_PASS".to_string(),
+            "a-secret-from-the-environment".to_string(),
+        )]);
+        let mut want_count = 0;
+        let want: Vec<String> = texts
+            .iter()
+            .map(|t| r.redact_text(t, &mut want_count).into_owned())
+            .collect();
+        let items: Vec<Value> = texts.iter().map(|t| json!(t)).collect();
+        assert!(!r.needs_marks(&items));
+        let (out, n) = r.redact(Value::Array(items));
+        assert_eq!(out, json!(want));
+        assert_eq!(n, want_count);
+        assert!(n >= SAMPLES.len() - 3);
     }
 
     #[test]
