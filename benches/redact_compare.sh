@@ -6,6 +6,9 @@
 #
 #   bash benches/redact_compare.sh [BASE] [RUNS]
 #
+# CASES (one label a line) limits the cases; BEFORE and AFTER name bench
+# binaries already built.
+#
 # Builds both (several minutes each in release) unless BEFORE and AFTER name
 # bench binaries already built; the comparison takes a few minutes per run.
 set -euo pipefail
@@ -16,12 +19,14 @@ root=$(git rev-parse --show-toplevel)
 work=$(mktemp -d)
 trap 'git -C "$root" worktree remove --force "$work/base" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
-# The bench file is this tree's: it uses only `Redactor::new` and `redact`,
-# which BASE has too.
-git -C "$root" worktree add --detach "$work/base" "$base" >/dev/null
-cp "$root/benches/redact_bench.rs" "$work/base/benches/"
-if ! grep -q 'name = "redact_bench"' "$work/base/Cargo.toml"; then
-    printf '\n[[bench]]\nname = "redact_bench"\nharness = false\n' >>"$work/base/Cargo.toml"
+if [ -z "${BEFORE:-}" ]; then
+    # The bench file is this tree's: it uses only `Redactor::new` and
+    # `redact`, which BASE has too.
+    git -C "$root" worktree add --quiet --detach "$work/base" "$base"
+    cp "$root/benches/redact_bench.rs" "$work/base/benches/"
+    if ! grep -q 'name = "redact_bench"' "$work/base/Cargo.toml"; then
+        printf '\n[[bench]]\nname = "redact_bench"\nharness = false\n' >>"$work/base/Cargo.toml"
+    fi
 fi
 
 executable() {
@@ -32,7 +37,7 @@ before=${BEFORE:-$(CARGO_TARGET_DIR="$work/target" executable "$work/base")}
 after=${AFTER:-$(executable "$root")}
 [ -x "$before" ] && [ -x "$after" ] || { echo "build failed" >&2; exit 1; }
 
-cases=$("$after" --rounds 1 | awk -F' \\| ' '/^\| [a-z]/ && !/^\| case/ {sub(/^\| /, "", $1); print $1}')
+cases=${CASES:-$("$after" --rounds 1 | awk -F' \\| ' '/^\| [a-z]/ && !/^\| case/ {sub(/^\| /, "", $1); print $1}')}
 
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 

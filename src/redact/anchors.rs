@@ -27,6 +27,9 @@ thread_local! {
     static FOLDED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The largest folded copy kept between calls.
+const FOLDED_KEPT: usize = 1 << 20;
+
 /// The `key: value` rule's number, after the shapes'.
 pub(super) const KEY_VALUE: usize = SHAPES.len();
 
@@ -274,6 +277,10 @@ impl Anchors {
                     }
                 }
                 from = at + 1;
+            }
+            // A large result's copy is not kept for the next, small one.
+            if folded.capacity() > FOLDED_KEPT {
+                *folded = Vec::new();
             }
         });
         if let Some(rule) = self.dotted {
