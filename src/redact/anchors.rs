@@ -23,12 +23,15 @@ use super::names::HINTS;
 use super::shapes::{Anchor, SHAPES};
 
 thread_local! {
-    /// The folded copy of the text being scanned, kept between calls.
+    /// The folded copy of a piece of the text being scanned, kept between calls.
     static FOLDED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The largest folded copy kept between calls.
-const FOLDED_KEPT: usize = 1 << 20;
+/// How much of the text is folded at a time.
+const FOLD_PIECE: usize = 1 << 16;
+
+/// How far past a piece its copy reads: more than the longest secret word.
+const WORD_REACH: usize = 16;
 
 /// The `key: value` rule's number, after the shapes'.
 pub(super) const KEY_VALUE: usize = SHAPES.len();
@@ -260,27 +263,41 @@ impl Anchors {
                 from = at + 1;
             }
         }
+        // Folded a piece at a time, so the copy stays small and in cache;
+        // each piece reads on far enough to hold a word that starts in it.
         FOLDED.with(|folded| {
             let mut folded = folded.borrow_mut();
-            folded.clear();
-            folded.extend(b.iter().map(|c| c | 0x20));
-            let mut from = 0;
-            while from < folded.len() {
-                let Some(at) = self.words.find_from(&folded, from) else {
-                    break;
-                };
-                for l in &self.by_word_first[usize::from(folded[at])] {
-                    let end = at + l.text.len();
-                    if folded.get(at..end) == Some(l.text.as_bytes()) && passes(b, at, end, l.test)
-                    {
-                        hits.push(Hit { rule: l.rule, at });
+            let mut piece = 0;
+            while piece < b.len() {
+                let piece_end = (piece + FOLD_PIECE).min(b.len());
+                folded.clear();
+                folded.extend(
+                    b[piece..(piece_end + WORD_REACH).min(b.len())]
+                        .iter()
+                        .map(|c| c | 0x20),
+                );
+                let mut from = 0;
+                while from < piece_end - piece {
+                    let Some(at) = self.words.find_from(&folded, from) else {
+                        break;
+                    };
+                    if at >= piece_end - piece {
+                        break;
                     }
+                    for l in &self.by_word_first[usize::from(folded[at])] {
+                        let (start, end) = (piece + at, piece + at + l.text.len());
+                        if folded.get(at..at + l.text.len()) == Some(l.text.as_bytes())
+                            && passes(b, start, end, l.test)
+                        {
+                            hits.push(Hit {
+                                rule: l.rule,
+                                at: start,
+                            });
+                        }
+                    }
+                    from = at + 1;
                 }
-                from = at + 1;
-            }
-            // A large result's copy is not kept for the next, small one.
-            if folded.capacity() > FOLDED_KEPT {
-                *folded = Vec::new();
+                piece = piece_end;
             }
         });
         if let Some(rule) = self.dotted {
@@ -523,6 +540,20 @@ mod tests {
         assert_eq!(rules(t).len(), 1);
         assert!(rules(&t[..t.len() - 4]).is_empty());
         assert!(rules("a.b.c").is_empty());
+    }
+
+    #[test]
+    fn words_are_found_across_the_folded_pieces() {
+        // A word that starts in one piece and ends in the next, and one
+        // that starts a piece.
+        for pad in [FOLD_PIECE - 3, FOLD_PIECE - 1, FOLD_PIECE, FOLD_PIECE + 1] {
+            let text = format!("{}PassWord=x", " ".repeat(pad));
+            let hits = Anchors::new().scan(&text);
+            assert!(
+                hits.iter().any(|h| h.rule == KEY_VALUE && h.at == pad),
+                "{pad}"
+            );
+        }
     }
 
     #[test]

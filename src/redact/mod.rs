@@ -63,6 +63,9 @@ pub const MIN_PASSED_SECRET_LEN: usize = 4;
 /// object keys are shorter, so they skip all the work).
 const MIN_SHAPE_LEN: usize = 8;
 
+/// How many bytes of an array's strings are joined and scanned at a time.
+const JOINED_BATCH: usize = 1 << 16;
+
 /// How far before a `value` field a naming field is looked for.
 const NAMING_WINDOW: usize = 256;
 
@@ -716,6 +719,7 @@ impl Redactor {
         {
             return clean;
         }
+        // Joined a batch at a time, so the copy stays small and in cache.
         let mut joined = String::new();
         // (start in `joined`, element index), by start.
         let mut starts: Vec<(usize, usize)> = Vec::new();
@@ -736,7 +740,20 @@ impl Redactor {
             joined.push_str(s);
             joined.push('\n');
             clean[i] = true;
+            if joined.len() >= JOINED_BATCH {
+                self.mark_dirty(&joined, &starts, &mut clean);
+                joined.clear();
+                starts.clear();
+            }
         }
+        self.mark_dirty(&joined, &starts, &mut clean);
+        clean
+    }
+
+    /// Marks not clean each string of `joined` (element `i` from byte
+    /// `start`, for each `(start, i)` of `starts`) where a secret value or
+    /// an anchor lies.
+    fn mark_dirty(&self, joined: &str, starts: &[(usize, usize)], clean: &mut [bool]) {
         let mut dirty = |at: usize| {
             let k = starts.partition_point(|&(start, _)| start <= at);
             if let Some(&(_, i)) = k.checked_sub(1).and_then(|k| starts.get(k)) {
@@ -746,10 +763,9 @@ impl Redactor {
         for f in &self.finders {
             f.find_iter(joined.as_bytes()).for_each(&mut dirty);
         }
-        for hit in self.anchors.scan(&joined) {
+        for hit in self.anchors.scan(joined) {
             dirty(hit.at);
         }
-        clean
     }
 
     /// A row of a table: the cells under a secret heading are hidden.
