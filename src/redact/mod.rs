@@ -29,16 +29,19 @@
 //! Every replacement is counted, so a result can say that something was
 //! hidden, never what.
 
+mod anchors;
 mod names;
 mod shapes;
 
 use std::borrow::Cow;
 
-use regex::{Regex, RegexSet};
+use memchr::memmem;
+use regex::Regex;
 use serde_json::{Map, Value};
 
 pub use names::{is_secret_key, is_secret_name};
 
+use anchors::{Anchors, Hit};
 use shapes::Check;
 
 pub const REDACTED: &str = "[REDACTED]";
@@ -59,6 +62,9 @@ pub const MIN_PASSED_SECRET_LEN: usize = 4;
 /// Nothing a shape or a `key: value` rule finds fits in fewer bytes (most
 /// object keys are shorter, so they skip all the work).
 const MIN_SHAPE_LEN: usize = 8;
+
+/// How many bytes of an array's strings are joined and scanned at a time.
+const JOINED_BATCH: usize = 1 << 16;
 
 /// How far before a `value` field a naming field is looked for.
 const NAMING_WINDOW: usize = 256;
@@ -150,11 +156,8 @@ impl Span {
 /// Built once at start from the server's environment; shared by all calls.
 #[derive(Debug, Clone)]
 pub struct Redactor {
-    /// Every shape's hint, then the `key: value` hint: one pass says which to apply.
-    prefilter: RegexSet,
-    /// The same hints as one regex: most text matches none, and one
-    /// `is_match` (with its literal prefilter) says so faster than the set.
-    any_hint: Regex,
+    /// One pass says which rules to apply, and on which lines.
+    anchors: Anchors,
     shapes: Vec<(Regex, Check)>,
     key_value: Regex,
     naming_field: Regex,
@@ -163,6 +166,8 @@ pub struct Redactor {
     aws_id: Regex,
     /// Longest first, so a value containing another is replaced whole.
     values: Vec<String>,
+    /// A searcher for each of `values`, built once.
+    finders: Vec<memmem::Finder<'static>>,
     /// The values that read as numbers, as numbers: a backend may print
     /// `4821` as `4.821e3`.
     numeric_values: Vec<f64>,
@@ -228,17 +233,12 @@ impl Redactor {
         // The patterns are fixed text; unit tests check that each compiles,
         // so `expect` here can only fire on a change that never passed them.
         let compile = |p: &str| Regex::new(p).expect("a fixed pattern compiles");
-        let prefilter = RegexSet::new(
-            shapes::SHAPES
-                .iter()
-                .map(|s| s.hint)
-                .chain([shapes::KEY_VALUE_HINT]),
-        )
-        .expect("the fixed patterns compile");
-        let any_hint = compile(&prefilter.patterns().join("|"));
+        let finders = values
+            .iter()
+            .map(|v| memmem::Finder::new(v.as_bytes()).into_owned())
+            .collect();
         Self {
-            prefilter,
-            any_hint,
+            anchors: Anchors::new(),
             shapes: shapes::SHAPES
                 .iter()
                 .map(|s| (compile(s.pattern), s.check))
@@ -249,6 +249,7 @@ impl Redactor {
             twilio_secret: compile(shapes::TWILIO_SECRET),
             aws_id: compile(shapes::SHAPES[shapes::AWS_ID].pattern),
             values,
+            finders,
             numeric_values,
             min_len,
             too_short,
@@ -301,17 +302,32 @@ impl Redactor {
     /// Every rule's finds in `text`, joined where they overlap, replaced once each.
     fn redact_spans<'a>(&self, text: &'a str, count: &mut usize) -> Cow<'a, str> {
         let mut spans: Vec<Span> = Vec::new();
-        for v in &self.values {
-            for (i, _) in text.match_indices(v.as_str()) {
-                spans.push(Span::new(i, i + v.len()));
+        for f in &self.finders {
+            let len = f.needle().len();
+            for i in f.find_iter(text.as_bytes()) {
+                spans.push(Span::new(i, i + len));
             }
         }
-        if text.len() >= MIN_SHAPE_LEN && self.any_hint.is_match(text) {
-            let hits = self.prefilter.matches(text);
-            for i in (0..self.shapes.len()).filter(|&i| hits.matched(i)) {
-                self.shape_spans(text, i, &mut spans);
+        if text.len() >= MIN_SHAPE_LEN {
+            let hits = self.anchors.scan(text);
+            let armed = |rule: usize| hits.iter().any(|h| h.rule == rule);
+            for group in hits.chunk_by(|a, b| a.rule == b.rule) {
+                let rule = group[0].rule;
+                // A private key runs over many lines; every other rule
+                // matches within one, so it reads only the lines its
+                // anchor is on.
+                let lines = if rule == shapes::PRIVATE_KEY {
+                    vec![(0, text.len())]
+                } else {
+                    anchors::lines_of(text, group.iter().map(|h: &Hit| h.at))
+                };
+                if rule == anchors::KEY_VALUE {
+                    self.key_value_spans(text, &lines, &mut spans);
+                } else {
+                    self.shape_spans(text, rule, &lines, &mut spans);
+                }
             }
-            if hits.matched(shapes::AWS_ID) {
+            if armed(shapes::AWS_ID) {
                 self.neighbour_spans(
                     text,
                     &self.aws_secret,
@@ -319,11 +335,8 @@ impl Redactor {
                     &mut spans,
                 );
             }
-            if hits.matched(shapes::TWILIO_SID) {
+            if armed(shapes::TWILIO_SID) {
                 self.neighbour_spans(text, &self.twilio_secret, |_| true, &mut spans);
-            }
-            if hits.matched(shapes::SHAPES.len()) {
-                self.key_value_spans(text, &mut spans);
             }
         }
         if spans.is_empty() {
@@ -356,13 +369,28 @@ impl Redactor {
         Cow::Owned(out)
     }
 
-    fn shape_spans(&self, text: &str, i: usize, spans: &mut Vec<Span>) {
+    /// Shape `i`'s finds within `lines` (byte ranges of `text`).
+    fn shape_spans(&self, text: &str, i: usize, lines: &[(usize, usize)], spans: &mut Vec<Span>) {
         let (re, check) = &self.shapes[i];
         match check {
             Check::Arm => return,
             Check::Netrc if !text.contains("machine ") => return,
             _ => {}
         }
+        for &(lo, hi) in lines {
+            self.shape_spans_in(&text[lo..hi], lo, re, *check, spans);
+        }
+    }
+
+    /// [`Redactor::shape_spans`] on one line, which starts at byte `offset`.
+    fn shape_spans_in(
+        &self,
+        text: &str,
+        offset: usize,
+        re: &Regex,
+        check: Check,
+        spans: &mut Vec<Span>,
+    ) {
         for caps in re.captures_iter(text) {
             let Some(m) = caps.get(0) else {
                 continue;
@@ -388,7 +416,7 @@ impl Redactor {
                 Check::Base64PrivateKey => shapes::is_base64_private_key(secret),
             };
             if keep && !secret.is_empty() && secret != REDACTED {
-                spans.push(Span::new(s.start(), s.end()));
+                spans.push(Span::new(offset + s.start(), offset + s.end()));
             }
         }
     }
@@ -410,15 +438,23 @@ impl Redactor {
     }
 
     /// `key: value` and the like with a secret-looking key.
-    fn key_value_spans(&self, text: &str, spans: &mut Vec<Span>) {
+    /// No pair spans lines, so only `lines` (byte ranges of `text`, in
+    /// order) are read; the value and its neighbours are read in `text`.
+    fn key_value_spans(&self, text: &str, lines: &[(usize, usize)], spans: &mut Vec<Span>) {
         // Keys are read left to right; a value consumed by one is not read as keys.
         let mut done = 0;
-        for caps in self.key_value.captures_iter(text) {
+        let pairs = lines.iter().flat_map(|&(lo, hi)| {
+            self.key_value
+                .captures_iter(&text[lo..hi])
+                .map(move |caps| (lo, caps))
+        });
+        for (lo, caps) in pairs {
             let (Some(m), Some(key), Some(sep)) = (caps.get(0), caps.name("key"), caps.name("sep"))
             else {
                 continue;
             };
-            if m.start() < done {
+            let (m_end, key_start) = (lo + m.end(), lo + key.start());
+            if lo + m.start() < done {
                 continue;
             }
             let key_text = key.as_str();
@@ -427,19 +463,18 @@ impl Redactor {
             let header = HEADER_KEYS.iter().any(|h| name.eq_ignore_ascii_case(h));
             let weak = names::is_weak_secret_key(name);
             let secret = is_secret_key(name)
-                || (name.eq_ignore_ascii_case("value")
-                    && self.named_by_neighbour(text, key.start()));
+                || (name.eq_ignore_ascii_case("value") && self.named_by_neighbour(text, key_start));
             if !secret {
                 continue;
             }
             let (a, mut b) = if header && !quoted_key {
-                header_value_span(text, key.start(), m.end())
+                header_value_span(text, key_start, m_end)
             } else {
                 // `key: value` takes the rest of the line only where a line
                 // starts with it (YAML, headers); inside a sentence or a log
                 // line, one word.
-                let one_word = sep.as_str() != ":" || !starts_line(text, key.start());
-                value_span(text, m.end(), one_word, quoted_key)
+                let one_word = sep.as_str() != ":" || !starts_line(text, key_start);
+                value_span(text, m_end, one_word, quoted_key)
             };
             let mut value = &text[a..b];
             // `auth=Bearer abc`: the credential is the word after the scheme.
@@ -462,7 +497,7 @@ impl Redactor {
             }
             if matches!(value, "|" | "|-" | "|+" | ">" | ">-" | ">+") {
                 // A YAML block: the lines indented deeper than the key are the value.
-                let indent = line_indent(text, key.start());
+                let indent = line_indent(text, key_start);
                 let (end, lines) = block_end(text, b, indent);
                 if lines == 0 {
                     continue;
@@ -599,10 +634,24 @@ impl Redactor {
                 }
                 // Most arrays hold no key line and no id: walk them as they are.
                 if secret != Secret::Yes && !self.needs_marks(&items) {
+                    // Strings that plain text redaction would return unchanged
+                    // (a log's lines, mostly) are found in one pass.
+                    let clean = if matches!(secret, Secret::No | Secret::TerraformPassword) {
+                        self.clean_strings(&items)
+                    } else {
+                        Vec::new()
+                    };
                     return Value::Array(
                         items
                             .into_iter()
-                            .map(|v| self.walk(v, secret, count))
+                            .enumerate()
+                            .map(|(i, v)| {
+                                if clean.get(i) == Some(&true) {
+                                    v
+                                } else {
+                                    self.walk(v, secret, count)
+                                }
+                            })
                             .collect(),
                     );
                 }
@@ -646,10 +695,76 @@ impl Redactor {
                         Secret::No
                     };
                     let v = self.walk(v, inner, count);
-                    out.insert(self.redact_text(&k, count).into_owned(), v);
+                    let k = match self.redact_text(&k, count) {
+                        Cow::Borrowed(_) => k,
+                        Cow::Owned(o) => o,
+                    };
+                    out.insert(k, v);
                 }
                 Value::Object(out)
             }
+        }
+    }
+
+    /// For each element of `items`: is it a string that
+    /// [`Redactor::redact_text`] would return unchanged? The strings are
+    /// joined by line breaks (no rule's anchor or value holds one) and
+    /// scanned once; a string is clean when no anchor hit and no secret
+    /// value lies in it. Per string, the scan's fixed costs would outweigh
+    /// a log line's own.
+    fn clean_strings(&self, items: &[Value]) -> Vec<bool> {
+        let mut clean = vec![false; items.len()];
+        if items.iter().filter(|v| v.is_string()).count() < 2
+            || self.values.iter().any(|v| v.contains('\n'))
+        {
+            return clean;
+        }
+        // Joined a batch at a time, so the copy stays small and in cache.
+        let mut joined = String::new();
+        // (start in `joined`, element index), by start.
+        let mut starts: Vec<(usize, usize)> = Vec::new();
+        for (i, v) in items.iter().enumerate() {
+            let Some(s) = v.as_str() else {
+                continue;
+            };
+            if s.len() < self.min_len {
+                clean[i] = true;
+                continue;
+            }
+            // Zero-width characters are removed before matching: such a
+            // string takes the whole path.
+            if !s.is_ascii() && s.contains(ZERO_WIDTH) {
+                continue;
+            }
+            starts.push((joined.len(), i));
+            joined.push_str(s);
+            joined.push('\n');
+            clean[i] = true;
+            if joined.len() >= JOINED_BATCH {
+                self.mark_dirty(&joined, &starts, &mut clean);
+                joined.clear();
+                starts.clear();
+            }
+        }
+        self.mark_dirty(&joined, &starts, &mut clean);
+        clean
+    }
+
+    /// Marks not clean each string of `joined` (element `i` from byte
+    /// `start`, for each `(start, i)` of `starts`) where a secret value or
+    /// an anchor lies.
+    fn mark_dirty(&self, joined: &str, starts: &[(usize, usize)], clean: &mut [bool]) {
+        let mut dirty = |at: usize| {
+            let k = starts.partition_point(|&(start, _)| start <= at);
+            if let Some(&(_, i)) = k.checked_sub(1).and_then(|k| starts.get(k)) {
+                clean[i] = false;
+            }
+        };
+        for f in &self.finders {
+            f.find_iter(joined.as_bytes()).for_each(&mut dirty);
+        }
+        for hit in self.anchors.scan(joined) {
+            dirty(hit.at);
         }
     }
 
@@ -789,30 +904,42 @@ fn names_a_secret(map: &Map<String, Value>) -> bool {
 }
 
 /// Is only indentation (or a YAML list dash) before byte `at` on its line?
+/// Reads back over those bytes only, not to the line's start.
 fn starts_line(text: &str, at: usize) -> bool {
-    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-    text[line_start..at]
-        .bytes()
-        .all(|b| b == b' ' || b == b'\t' || b == b'-')
+    let before = &text.as_bytes()[..at];
+    before
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t' | b'-'))
+        .is_none_or(|i| before[i] == b'\n')
+}
+
+fn is_line_break(c: char) -> bool {
+    c == '\n' || c == '\r'
 }
 
 /// Where the value after a key and its separator (ending at `start`) lies.
 /// Quoted: inside the quotes. After a quoted key (JSON text): up to `,`,
 /// `}` or `]`. `one_word`: up to white space, `&`, `;` or a quote. Otherwise
-/// the rest of the line.
+/// the rest of the line. Never past the line's end, and each form reads
+/// only as far as its own end (a long line of keys is read once, not once
+/// per key).
 fn value_span(text: &str, start: usize, one_word: bool, quoted_key: bool) -> (usize, usize) {
     let rest = &text[start..];
-    let line_end = rest.find(['\n', '\r']).unwrap_or(rest.len());
-    let line = &rest[..line_end];
     // JSON inside a JSON string: `\"value\"`.
-    if let Some(body) = line.strip_prefix("\\\"") {
-        let len = body.find("\\\"").unwrap_or(body.len());
+    if let Some(body) = rest.strip_prefix("\\\"") {
+        let b = body.as_bytes();
+        let len = (0..b.len())
+            .find(|&i| matches!(b[i], b'\n' | b'\r') || b[i..].starts_with(b"\\\""))
+            .unwrap_or(b.len());
         return (start + 2, start + 2 + len);
     }
-    if let Some(q) = line.chars().next().filter(|c| *c == '"' || *c == '\'') {
-        let body = &line[1..];
+    if let Some(q) = rest.chars().next().filter(|c| *c == '"' || *c == '\'') {
+        let body = &rest[1..];
         let mut escaped = false;
         let close = body.char_indices().find(|&(_, c)| {
+            if is_line_break(c) {
+                return true;
+            }
             let hit = c == q && !(escaped && q == '"');
             escaped = c == '\\' && !escaped;
             hit
@@ -821,14 +948,14 @@ fn value_span(text: &str, start: usize, one_word: bool, quoted_key: bool) -> (us
         return (start + 1, start + 1 + len);
     }
     let end = if quoted_key {
-        line.find([',', '}', ']']).unwrap_or(line.len())
+        rest.find([',', '}', ']', '\n', '\r'])
     } else if one_word {
-        line.find(|c: char| c.is_whitespace() || matches!(c, '&' | ';' | '"' | '\''))
-            .unwrap_or(line.len())
+        rest.find(|c: char| c.is_whitespace() || matches!(c, '&' | ';' | '"' | '\''))
     } else {
-        line.len()
-    };
-    let value = line[..end].trim_end();
+        rest.find(is_line_break)
+    }
+    .unwrap_or(rest.len());
+    let value = rest[..end].trim_end();
     (start, start + value.len())
 }
 
@@ -913,16 +1040,43 @@ mod tests {
     fn every_pattern_compiles() {
         for s in shapes::SHAPES {
             Regex::new(s.pattern).unwrap();
-            Regex::new(s.hint).unwrap();
         }
         for p in [
-            shapes::KEY_VALUE_HINT,
             shapes::KEY_VALUE,
             shapes::AWS_SECRET,
+            shapes::TWILIO_SECRET,
+            shapes::NAMING_FIELD,
         ] {
             Regex::new(p).unwrap();
         }
-        assert_eq!(plain().prefilter.len(), shapes::SHAPES.len() + 1);
+    }
+
+    /// The one-regex hint the `key: value` rule was armed by before the
+    /// anchors: every text it matches must still arm the rule.
+    const OLD_KEY_VALUE_HINT: &str = r#"(?i:token|secret|pass|pwd|apikey|key|credential|auth|cookie|session|dsn|pat|bearer|signing|private|value)[A-Za-z0-9_.\-]*\\?["']?[ \t]*[:=]"#;
+
+    #[test]
+    fn key_value_anchors_arm_wherever_the_old_hint_matched() {
+        let old = Regex::new(OLD_KEY_VALUE_HINT).unwrap();
+        let anchors = Anchors::new();
+        for text in [
+            "password=x",
+            "PassWord = x",
+            "DB_PWD: x",
+            "my_api_KEY_v2\"  : x",
+            "{\\\"Token\\\": 1}",
+            "'signing-key':x",
+            "Credentials.json=1",
+            "AUTHORIZATION:\tBearer x",
+            "sessionid=1; other",
+            "a value: b",
+            "x-dsn=1",
+            "the PAT=1",
+        ] {
+            assert!(old.is_match(text), "{text}");
+            let hits = anchors.scan(text);
+            assert!(hits.iter().any(|h| h.rule == anchors::KEY_VALUE), "{text}");
+        }
     }
 
     /// One text per shape, in the order of `shapes::SHAPES`.
@@ -965,20 +1119,35 @@ mod tests {
         "curl -u dana:hunter2 https://x.y",
         "machine api.example.com login dana password hunter2",
         "<password>hunter2</password>",
+        "xapp-1-A0123456789-1234567890123-0123456789abcdef0123456789abcdef",
+        "AGE-SECRET-KEY-1QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7LQPZRY9X8GF2TVDW0S3JN54KHCE",
+        "glsa_a1B2c3D4e5F6g7H8i9J0a1B2c3D4e5F6_0a1b2c3d",
+        "dckr_pat_a1B2c3D4e5F6g7H8i9J0a1B2c3D",
+        "hvs.CAESIJ1rZ2dqNDR2b0xIbWlqd0tXcFR6aG5QWGpLTDFt",
+        "dp.pt.a1B2c3D4e5F6g7H8i9J0a1B2c3D4e5F6g7H8i9J0a1B",
+        "PMAK-0123456789abcdef01234567-0123456789abcdef0123456789abcdef01",
+        "NRAK-A1B2C3D4E5F6G7H8I9J0K1L2M3N",
+        "pscale_pw_a1B2c3D4e5F6g7H8i9J0a1B2c3D4e5F6g7H8i9J0a1B",
+        "sntryu_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "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",
     ];
 
     #[test]
-    fn every_shape_is_found_through_its_hint() {
+    fn every_shape_is_found_through_its_anchor() {
         assert_eq!(SAMPLES.len(), shapes::SHAPES.len());
+        let anchors = Anchors::new();
         for (i, (shape, sample)) in shapes::SHAPES.iter().zip(SAMPLES).enumerate() {
             assert!(
                 Regex::new(shape.pattern).unwrap().is_match(sample),
                 "{i}: {sample}"
             );
-            // A hint that misses where its shape matches would hide a secret.
-            for (other, text) in shapes::SHAPES.iter().zip(SAMPLES) {
+            // An anchor that misses where its shape matches would hide a secret.
+            for (j, (other, text)) in shapes::SHAPES.iter().zip(SAMPLES).enumerate() {
                 if Regex::new(other.pattern).unwrap().is_match(text) {
-                    assert!(Regex::new(other.hint).unwrap().is_match(text), "{text}");
+                    assert!(
+                        anchors.scan(text).iter().any(|h| h.rule == j),
+                        "{j}: {text}"
+                    );
                 }
             }
             let (out, n) = counted(sample);
@@ -1701,6 +1870,102 @@ mod tests {
         ] {
             assert_eq!(counted(text), (text.to_string(), 0), "{text}");
         }
+    }
+
+    #[test]
+    fn service_prefixes_beyond_the_first_list() {
+        // Positives in a sentence; the text around each stays.
+        for (i, sample) in SAMPLES.iter().enumerate().skip(38) {
+            let text = format!("got {sample} back");
+            assert_eq!(scrub(&text), "got [REDACTED] back", "{i}");
+        }
+        // Negatives: the prefixes with too little after them, or words.
+        for text in [
+            "xapp-config loaded",
+            "AGE-SECRET-KEY-1QPZRY9X8",
+            "glc_short glsa_x",
+            "dckr_pat_short",
+            "hvs.settings_for_the_cluster_nodes",
+            "dp.pt.short",
+            "PMAK-0123",
+            "NRAK-ABC",
+            "pscale_pw_short",
+            "sntryu_short",
+            "gsk_a1B2",
+        ] {
+            assert_eq!(counted(text), (text.to_string(), 0), "{text}");
+        }
+    }
+
+    #[test]
+    fn an_array_of_strings_is_redacted_as_each_string_alone() {
+        // The array path scans its strings joined; the result must be the
+        // same as each string's own, secrets at the edges included.
+        // (Not the private key's BEGIN line, nor an id alone: those make
+        // the array take the neighbour path, tested elsewhere.)
+        let mut texts: Vec<String> = SAMPLES[3..].iter().map(|s| s.to_string()).collect();
+        texts.extend(
+            [
+                "plain log line with https://example.com/a?b=c in it",
+                "password=",
+                "hunter2 password=x",
+                "--token",
+                " abc",
+                "short",
+                "t ghp_a1B2c3D4e5\u{200b}a1B2c3D4e5a1B2c3D4e5a1B2 x",
+                "key AKIAIOSFODNN7EXAMPLE here",
+                "x -----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY----- y",
+                "a-secret-from-the-environment in the middle",
+            ]
+            .map(String::from),
+        );
+        let r = Redactor::new([(
+            "REACHWEAVER_SMTP_PASS".to_string(),
+            "a-secret-from-the-environment".to_string(),
+        )]);
+        let mut want_count = 0;
+        let want: Vec<String> = texts
+            .iter()
+            .map(|t| r.redact_text(t, &mut want_count).into_owned())
+            .collect();
+        let items: Vec<Value> = texts.iter().map(|t| json!(t)).collect();
+        assert!(!r.needs_marks(&items));
+        let (out, n) = r.redact(Value::Array(items));
+        assert_eq!(out, json!(want));
+        assert_eq!(n, want_count);
+        assert!(n >= SAMPLES.len() - 3);
+    }
+
+    #[test]
+    fn connection_strings_and_registry_auth() {
+        for (text, want) in [
+            (
+                "jdbc:mysql://db:3306/app?user=dana&password=hunter2&ssl=true",
+                "jdbc:mysql://db:3306/app?user=dana&password=[REDACTED]&ssl=true",
+            ),
+            (
+                "jdbc:sqlserver://db;user=dana;password=hunter2;encrypt=true",
+                "jdbc:sqlserver://db;user=dana;password=[REDACTED];encrypt=true",
+            ),
+            (
+                "Server=db;Database=app;User Id=dana;Password=hunter2;",
+                "Server=db;Database=app;User Id=dana;Password=[REDACTED];",
+            ),
+            (
+                "amqps://dana:hunter2@mq.local:5671/vhost",
+                "amqps://dana:[REDACTED]@mq.local:5671/vhost",
+            ),
+        ] {
+            assert_eq!(scrub(text), want, "{text}");
+        }
+        let v = json!({"auths": {"https://index.docker.io/v1/": {"auth": "ZGFuYTpodW50ZXIy"}}});
+        assert_eq!(
+            plain().redact(v).0,
+            json!({"auths": {"https://index.docker.io/v1/": {"auth": REDACTED}}})
+        );
+        // `Pwd=` alone is not a secret name (the shell's `PWD` is a folder).
+        let text = "Server=db;Uid=dana;Pwd=hunter2;";
+        assert_eq!(counted(text), (text.to_string(), 0));
     }
 
     #[test]

@@ -190,7 +190,7 @@ pub fn is_secret_name(name: &str) -> bool {
 }
 
 /// Every secret word contains one of these.
-const HINTS: &[&str] = &[
+pub(super) const HINTS: &[&str] = &[
     "tok", "secret", "pas", "pwd", "key", "auth", "cookie", "session", "dsn", "pat", "bearer",
     "sign", "priv", "cred",
 ];

@@ -30,33 +30,57 @@ pub(super) enum Check {
     Arm,
 }
 
+/// What every match of a shape contains, for the first pass over the text
+/// ([`super::anchors`]): a shape is applied only to the lines where its
+/// anchor is found. (Whole shapes in one automaton would make it track
+/// every counted repetition at once and fall back to a slow engine on
+/// long text.)
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Anchor {
+    /// One of these literals, in this case.
+    Exact(&'static [&'static str]),
+    /// One of these literals, in any ASCII case.
+    AnyCase(&'static [&'static str]),
+    /// One of these literals, in this case, then a space or a tab.
+    Blank(&'static [&'static str]),
+    /// `sig=` after `?`, `&` or `;`.
+    SasSignature,
+    /// `://`, then `user:` and a `@` before the next `/` or white space.
+    UrlUserinfo,
+    /// `--`, then a name holding a secret word ([`super::names::HINTS`])
+    /// and a space or a tab.
+    FlagWord,
+    /// `>` after an element name holding a secret word.
+    ElementWord,
+    /// A `.`, 6 or 7 token characters, a `.` and 27 token characters (the
+    /// middle of a Discord token; found by a scan for dots, not a literal).
+    DottedToken,
+}
+
 pub(super) struct Shape {
-    /// A short, cheap pattern that every match contains: the prefilter
-    /// runs all hints in one pass, and a shape is applied only where its
-    /// hint is found. (Whole shapes in one set would make its automaton
-    /// track every counted repetition at once and fall back to a slow
-    /// engine on long text.)
-    pub hint: &'static str,
+    pub anchor: Anchor,
     pub pattern: &'static str,
     pub check: Check,
 }
 
-const fn strict(hint: &'static str, pattern: &'static str) -> Shape {
-    checked(hint, pattern, Check::None)
+const fn strict(anchor: Anchor, pattern: &'static str) -> Shape {
+    checked(anchor, pattern, Check::None)
 }
 
-const fn loose(hint: &'static str, pattern: &'static str) -> Shape {
-    checked(hint, pattern, Check::Random)
+const fn loose(anchor: Anchor, pattern: &'static str) -> Shape {
+    checked(anchor, pattern, Check::Random)
 }
 
-const fn checked(hint: &'static str, pattern: &'static str, check: Check) -> Shape {
+const fn checked(anchor: Anchor, pattern: &'static str, check: Check) -> Shape {
     Shape {
-        hint,
+        anchor,
         pattern,
         check,
     }
 }
 
+/// Index of the private-key block shape, the one shape that spans lines.
+pub(super) const PRIVATE_KEY: usize = 0;
 /// Index of the AWS access key id shape, which also arms [`AWS_SECRET`].
 pub(super) const AWS_ID: usize = 1;
 /// Index of the Twilio account SID shape, which arms [`TWILIO_SECRET`].
@@ -65,151 +89,246 @@ pub(super) const TWILIO_SID: usize = 2;
 pub(super) const SHAPES: &[Shape] = &[
     // PEM and PGP private-key blocks, also when cut off before the END line.
     strict(
-        r"-----BEGIN ",
+        Anchor::Exact(&["-----BEGIN "]),
         r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)",
     ),
     // AWS access key ids (long-term, temporary, and the older prefixes).
     strict(
-        r"A(?:KIA|SIA|BIA|CCA|3T)",
+        Anchor::Exact(&["AKIA", "ASIA", "ABIA", "ACCA", "A3T"]),
         r"(?-u:\b)(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?-u:\b)",
     ),
     // Twilio account SIDs: not secret, but the 32 hex digits beside one are its auth token.
     checked(
-        r"AC[0-9a-f]{8}",
+        Anchor::Exact(&["AC"]),
         r"(?-u:\b)AC[0-9a-f]{32}(?-u:\b)",
         Check::Arm,
     ),
     // GitHub: personal, OAuth, user-to-server, server-to-server, refresh; fine-grained.
-    strict(r"gh[pousr]_", r"(?-u:\b)gh[pousr]_[A-Za-z0-9]{30,}"),
-    strict(r"github_pat_", r"(?-u:\b)github_pat_[A-Za-z0-9_]{20,}"),
+    strict(
+        Anchor::Exact(&["ghp_", "gho_", "ghu_", "ghs_", "ghr_"]),
+        r"(?-u:\b)gh[pousr]_[A-Za-z0-9]{30,}",
+    ),
+    strict(
+        Anchor::Exact(&["github_pat_"]),
+        r"(?-u:\b)github_pat_[A-Za-z0-9_]{20,}",
+    ),
     // GitLab personal, deploy, runner, trigger, feed and other tokens.
     strict(
-        r"gl[a-z]{1,4}-",
+        Anchor::Exact(&[
+            "glpat-", "gldt-", "glrt-", "glptt-", "glft-", "glsoat-", "gloas-", "glcbt-", "glimt-",
+        ]),
         r"(?-u:\b)gl(?:pat|dt|rt|ptt|ft|soat|oas|cbt|imt)-[A-Za-z0-9_\-]{20,}",
     ),
     // Slack tokens and incoming webhooks.
-    strict(r"xox[a-z]-", r"(?-u:\b)xox[a-z]-[A-Za-z0-9\-]{10,}"),
     strict(
-        r"hooks\.slack\.com/",
+        Anchor::Exact(&["xox"]),
+        r"(?-u:\b)xox[a-z]-[A-Za-z0-9\-]{10,}",
+    ),
+    strict(
+        Anchor::Exact(&["hooks.slack.com/"]),
         r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9_/\-]{20,})",
     ),
     // Stripe secret and restricted keys, webhook secrets.
     strict(
-        r"[sr]k_(?:live|test)_",
+        Anchor::Exact(&["sk_live_", "sk_test_", "rk_live_", "rk_test_"]),
         r"(?-u:\b)(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
     ),
-    strict(r"whsec_", r"(?-u:\b)whsec_[A-Za-z0-9]{24,}"),
+    strict(
+        Anchor::Exact(&["whsec_"]),
+        r"(?-u:\b)whsec_[A-Za-z0-9]{24,}",
+    ),
     // Google API keys, OAuth client secrets and access tokens.
-    strict(r"AIza", r"(?-u:\b)AIza[0-9A-Za-z_\-]{35}"),
-    strict(r"GOCSPX-", r"(?-u:\b)GOCSPX-[A-Za-z0-9_\-]{20,}"),
-    loose(r"ya29\.", r"(?-u:\b)ya29\.[0-9A-Za-z_\-]{20,}"),
+    strict(Anchor::Exact(&["AIza"]), r"(?-u:\b)AIza[0-9A-Za-z_\-]{35}"),
+    strict(
+        Anchor::Exact(&["GOCSPX-"]),
+        r"(?-u:\b)GOCSPX-[A-Za-z0-9_\-]{20,}",
+    ),
+    loose(
+        Anchor::Exact(&["ya29."]),
+        r"(?-u:\b)ya29\.[0-9A-Za-z_\-]{20,}",
+    ),
     // Anthropic (`sk-ant-`) and OpenAI (`sk-`, `sk-proj-`, ...) keys.
     loose(
-        r"(?-u:\b)sk-",
+        Anchor::Exact(&["sk-"]),
         r"(?-u:\b)sk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
     ),
     // npm, PyPI and Hugging Face tokens.
-    loose(r"npm_", r"(?-u:\b)npm_[A-Za-z0-9]{36}"),
-    strict(r"pypi-", r"(?-u:\b)pypi-[A-Za-z0-9_\-]{50,}"),
-    loose(r"hf_", r"(?-u:\b)hf_[A-Za-z0-9]{30,}"),
+    loose(Anchor::Exact(&["npm_"]), r"(?-u:\b)npm_[A-Za-z0-9]{36}"),
+    strict(
+        Anchor::Exact(&["pypi-"]),
+        r"(?-u:\b)pypi-[A-Za-z0-9_\-]{50,}",
+    ),
+    loose(Anchor::Exact(&["hf_"]), r"(?-u:\b)hf_[A-Za-z0-9]{30,}"),
     // SendGrid API keys.
     strict(
-        r"SG\.",
+        Anchor::Exact(&["SG."]),
         r"(?-u:\b)SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}",
     ),
     // Twilio API key SIDs.
-    strict(r"SK[0-9a-fA-F]{8}", r"(?-u:\b)SK[0-9a-fA-F]{32}(?-u:\b)"),
+    strict(Anchor::Exact(&["SK"]), r"(?-u:\b)SK[0-9a-fA-F]{32}(?-u:\b)"),
     // Discord bot tokens and webhooks.
     checked(
-        r"\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27}",
+        Anchor::DottedToken,
         r"(?-u:\b)[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,40}",
         Check::EveryPartRandom,
     ),
     strict(
-        r"/api/webhooks/",
+        Anchor::Exact(&["/api/webhooks/"]),
         r"discord(?:app)?\.com/api/webhooks/(?P<secret>[0-9]{5,}/[A-Za-z0-9_\-]{30,})",
     ),
     // Telegram bot tokens: the bot's number, a colon, 35 characters (after `bot` in URLs).
     strict(
-        r":AA",
+        Anchor::Exact(&[":AA"]),
         r"(?-u:\b)(?:bot)?(?P<secret>[0-9]{5,16}:AA[A-Za-z0-9_\-]{33})",
     ),
     // Any `<word>_live_<20+ characters>` (live keys of many services).
     loose(
-        r"_live_",
+        Anchor::Exact(&["_live_"]),
         r"(?-u:\b)[A-Za-z][A-Za-z0-9]*_live_[A-Za-z0-9]{20,}",
     ),
     // JWTs: header and payload are base64url JSON objects.
     strict(
-        r"eyJ",
+        Anchor::Exact(&["eyJ"]),
         r"(?-u:\b)eyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*",
     ),
     // Bearer tokens in headers and logs.
     loose(
-        r"(?i:bearer)",
+        Anchor::AnyCase(&["bearer"]),
         r"(?-u:\b)(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/=\-]{8,})",
     ),
     // Passwords in URLs: scheme://user:password@host, up to the last `@`
     // of the authority (a password may hold one).
     strict(
-        r"://[^/\s:@]*:[^/\s@]*@",
+        Anchor::UrlUserinfo,
         r"(?-u:\b)[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:(?P<secret>[^/?#\s]+)@",
     ),
     // Mailgun API keys.
-    strict(r"key-[0-9a-f]{8}", r"(?-u:\b)key-[0-9a-f]{32}(?-u:\b)"),
+    strict(
+        Anchor::Exact(&["key-"]),
+        r"(?-u:\b)key-[0-9a-f]{32}(?-u:\b)",
+    ),
     // DigitalOcean personal, OAuth and refresh tokens.
-    strict(r"do[opr]_v1_", r"(?-u:\b)do[opr]_v1_[0-9a-f]{64}"),
+    strict(
+        Anchor::Exact(&["doo_v1_", "dop_v1_", "dor_v1_"]),
+        r"(?-u:\b)do[opr]_v1_[0-9a-f]{64}",
+    ),
     // Shopify access, custom-app, private-app tokens and shared secrets.
     strict(
-        r"shp(?:at|ca|pa|ss)_",
+        Anchor::Exact(&["shpat_", "shpca_", "shppa_", "shpss_"]),
         r"(?-u:\b)shp(?:at|ca|pa|ss)_[0-9a-fA-F]{32}",
     ),
     // Heroku API keys (the current form).
-    strict(r"HRKU-", r"(?-u:\b)HRKU-[A-Za-z0-9_\-]{20,}"),
+    strict(
+        Anchor::Exact(&["HRKU-"]),
+        r"(?-u:\b)HRKU-[A-Za-z0-9_\-]{20,}",
+    ),
     // Databricks personal access tokens.
-    strict(r"dapi[0-9a-f]{8}", r"(?-u:\b)dapi[0-9a-f]{32}(?:-[0-9]+)?"),
+    strict(
+        Anchor::Exact(&["dapi"]),
+        r"(?-u:\b)dapi[0-9a-f]{32}(?:-[0-9]+)?",
+    ),
     // Azure shared access signatures: the `sig=` of a SAS URL or connection string.
-    strict(r"[?&;]sig=", r"[?&;]sig=(?P<secret>[A-Za-z0-9%+/=]{16,})"),
+    strict(
+        Anchor::SasSignature,
+        r"[?&;]sig=(?P<secret>[A-Za-z0-9%+/=]{16,})",
+    ),
     // S3 (and other SigV4) presigned URLs: the signature.
     strict(
-        r"X-Amz-Signature=|x-amz-signature=",
+        Anchor::Exact(&["X-Amz-Signature=", "x-amz-signature="]),
         r"(?:X-Amz-Signature=|x-amz-signature=)(?P<secret>[0-9a-fA-F]{64})",
     ),
     // kubeconfig `client-key-data` and the like: a base64 PEM private key.
     checked(
-        r"LS0tLS1CRUdJTi",
+        Anchor::Exact(&["LS0tLS1CRUdJTi"]),
         r"LS0tLS1CRUdJTi[A-Za-z0-9+/]{20,}={0,2}",
         Check::Base64PrivateKey,
     ),
     // Command-line flags with a secret name and a separate value.
     checked(
-        r"--[A-Za-z0-9_\-]*(?i:token|secret|pass|key|auth|pwd|credential|cookie|dsn|pat|bearer|private|signing)[A-Za-z0-9_\-]*[ \t]",
+        Anchor::FlagWord,
         r#"--(?P<flag>[A-Za-z][A-Za-z0-9_\-]{0,63})[ \t]+(?P<secret>"[^"\n]*"|'[^'\n]*'|[^\s"'\-][^\s"']*)"#,
         Check::SecretFlag,
     ),
     // curl's `-u user:password`.
     strict(
-        r"(?:-u|--user)[ \t]",
-        r#"(?:^|[ \t])(?:-u|--user)[ \t]+["']?[^\s:"']*:(?P<secret>[^\s"']+)"#,
+        Anchor::Blank(&["-u", "--user"]),
+        r#"(?:(?m:^)|[ \t])(?:-u|--user)[ \t]+["']?[^\s:"']*:(?P<secret>[^\s"']+)"#,
     ),
     // `.netrc`: `machine h login u password p`, on one line or several.
     checked(
-        r"password[ \t]",
+        Anchor::Blank(&["password"]),
         r"(?m)(?:(?-u:\b)login[ \t]+\S+[ \t]+|^[ \t]*)password[ \t]+(?P<secret>\S+)",
         Check::Netrc,
     ),
     // XML elements named like a secret (Maven's `<password>`).
     checked(
-        r"(?i:token|secret|pass|key|auth|pwd|credential|cookie|dsn|private)[A-Za-z0-9_.:\-]*>",
+        Anchor::ElementWord,
         r"<(?P<flag>[A-Za-z_][A-Za-z0-9_.:\-]{0,63})>(?P<secret>[^<\n]+)</(?P<close>[A-Za-z_][A-Za-z0-9_.:\-]{0,63})>",
         Check::SecretElement,
     ),
+    // Slack app-level tokens.
+    strict(
+        Anchor::Exact(&["xapp-"]),
+        r"(?-u:\b)xapp-[0-9]-[A-Za-z0-9]+-[0-9]+-[A-Za-z0-9]{20,}",
+    ),
+    // age file-encryption secret keys (Bech32, upper case).
+    strict(
+        Anchor::Exact(&["AGE-SECRET-KEY-1"]),
+        r"AGE-SECRET-KEY-1[0-9A-Z]{58}",
+    ),
+    // Grafana Cloud API tokens and service-account tokens.
+    strict(
+        Anchor::Exact(&["glc_", "glsa_"]),
+        r"(?-u:\b)(?:glc_[A-Za-z0-9+/]{32,}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})",
+    ),
+    // Docker Hub personal and organisation access tokens.
+    strict(
+        Anchor::Exact(&["dckr_pat_", "dckr_oat_"]),
+        r"(?-u:\b)dckr_(?:pat|oat)_[A-Za-z0-9_\-]{24,}",
+    ),
+    // HashiCorp Vault service, batch and recovery tokens.
+    loose(
+        Anchor::Exact(&["hvs.", "hvb.", "hvr."]),
+        r"(?-u:\b)hv[sbr]\.[A-Za-z0-9_\-]{24,}",
+    ),
+    // Doppler personal, service, service-account, CLI, SCIM and audit tokens.
+    strict(
+        Anchor::Exact(&[
+            "dp.pt.",
+            "dp.st.",
+            "dp.sa.",
+            "dp.ct.",
+            "dp.scim.",
+            "dp.audit.",
+        ]),
+        r"(?-u:\b)dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9._\-]{40,}",
+    ),
+    // Postman API keys.
+    strict(
+        Anchor::Exact(&["PMAK-"]),
+        r"(?-u:\b)PMAK-[A-Fa-f0-9]{24}-[A-Fa-f0-9]{34}(?-u:\b)",
+    ),
+    // New Relic user API keys.
+    strict(
+        Anchor::Exact(&["NRAK-"]),
+        r"(?-u:\b)NRAK-[A-Z0-9]{27}(?-u:\b)",
+    ),
+    // PlanetScale service tokens, passwords and OAuth tokens.
+    strict(
+        Anchor::Exact(&["pscale_tkn_", "pscale_pw_", "pscale_oauth_"]),
+        r"(?-u:\b)pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.=\-]{32,64}",
+    ),
+    // Sentry organisation and user auth tokens.
+    strict(
+        Anchor::Exact(&["sntrys_", "sntryu_"]),
+        r"(?-u:\b)sntry[su]_[A-Za-z0-9+/=_]{40,}",
+    ),
+    // Groq API keys.
+    strict(
+        Anchor::Exact(&["gsk_"]),
+        r"(?-u:\b)gsk_[A-Za-z0-9]{52}(?-u:\b)",
+    ),
 ];
-
-/// Where a `key: value`, `key = value` or `"key": "value"` pair may start:
-/// a secret-looking word followed by a separator. Only a hint for the
-/// prefilter; the key itself is judged by `names::is_secret_key`.
-pub(super) const KEY_VALUE_HINT: &str = r#"(?i:token|secret|pass|pwd|apikey|key|credential|auth|cookie|session|dsn|pat|bearer|signing|private|value)[A-Za-z0-9_.\-]*\\?["']?[ \t]*[:=]"#;
 
 /// A key and its separator inside text; the value is read by hand after it.
 /// Keys may be quoted (also escaped, as in JSON inside a JSON string, and
