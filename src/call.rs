@@ -10,9 +10,8 @@ use crate::cancel::Cancel;
 use crate::envelope::Envelope;
 use crate::error::{ErrorCode, ToolError};
 use crate::run::{self, CallEnd};
-use crate::sandbox::RunKind;
 use crate::startup::{App, Resolved};
-use crate::tools::{Tool, ToolKind};
+use crate::tools::Tool;
 use crate::validate;
 
 // The `_meta` members are named where the envelope is defined.
@@ -112,13 +111,9 @@ impl App {
             return CallOutcome::Done(envelope);
         }
 
-        let kind = match tool.kind {
-            ToolKind::ReadOnly => RunKind::ReadOnly,
-            ToolKind::Draft => RunKind::Draft,
-        };
         let (end, attestation) = run::run_tool(
             &files.sandbox,
-            kind,
+            tool.kind,
             &argv,
             files.root.path(),
             self.bounds,
