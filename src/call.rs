@@ -46,6 +46,9 @@ pub enum CallOutcome {
     Done(Envelope),
     /// Cancelled by the client: nothing is written for it.
     Cancelled,
+    /// No served tool has this name: answered as a `tools/call` naming an
+    /// unknown tool is answered where the request is read.
+    UnknownTool,
 }
 
 /// What the serve loop needs to run a `tools/call`: the one thing it asks
@@ -58,8 +61,7 @@ impl CallRunner for App {
     fn run_call(&self, tool: &str, arguments: &Map<String, Value>, cancel: &Cancel) -> CallOutcome {
         match self.tools.get(tool) {
             Some(t) => self.call(t, arguments, cancel),
-            // Dispatch answers an unknown tool itself; nothing to run or say.
-            None => CallOutcome::Cancelled,
+            None => CallOutcome::UnknownTool,
         }
     }
 }
