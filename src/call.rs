@@ -10,9 +10,8 @@ use crate::cancel::Cancel;
 use crate::envelope::Envelope;
 use crate::error::{ErrorCode, ToolError};
 use crate::run::{self, CallEnd};
-use crate::sandbox::RunKind;
 use crate::startup::{App, Resolved};
-use crate::tools::{Tool, ToolKind};
+use crate::tools::Tool;
 use crate::validate;
 
 // The `_meta` members are named where the envelope is defined.
@@ -47,6 +46,9 @@ pub enum CallOutcome {
     Done(Envelope),
     /// Cancelled by the client: nothing is written for it.
     Cancelled,
+    /// No served tool has this name: answered as a `tools/call` naming an
+    /// unknown tool is answered where the request is read.
+    UnknownTool,
 }
 
 /// What the serve loop needs to run a `tools/call`: the one thing it asks
@@ -59,8 +61,7 @@ impl CallRunner for App {
     fn run_call(&self, tool: &str, arguments: &Map<String, Value>, cancel: &Cancel) -> CallOutcome {
         match self.tools.get(tool) {
             Some(t) => self.call(t, arguments, cancel),
-            // Dispatch answers an unknown tool itself; nothing to run or say.
-            None => CallOutcome::Cancelled,
+            None => CallOutcome::UnknownTool,
         }
     }
 }
@@ -112,13 +113,9 @@ impl App {
             return CallOutcome::Done(envelope);
         }
 
-        let kind = match tool.kind {
-            ToolKind::ReadOnly => RunKind::ReadOnly,
-            ToolKind::Draft => RunKind::Draft,
-        };
         let (end, attestation) = run::run_tool(
             &files.sandbox,
-            kind,
+            tool.kind,
             &argv,
             files.root.path(),
             self.bounds,

@@ -12,8 +12,9 @@ use serde_json::{json, Value};
 use crate::catalog::{Diagnostic, Problem, Severity};
 use crate::cli::{Globals, ServeArgs};
 use crate::config::{Owner, OwnerInput};
+use crate::sandbox::RunKind;
 use crate::startup::{App, StartError};
-use crate::tools::{Report, ToolKind, ToolSet, Verdict};
+use crate::tools::{Report, ToolSet, Verdict};
 
 /// What checking found.
 pub(crate) struct Findings {
@@ -156,7 +157,7 @@ fn shell_quote(s: &str) -> String {
 /// call creates it (or fails, when the backend will not), which is rarely
 /// what the owner meant to allow.
 fn draft_without_database(app: &App) -> Option<Diagnostic> {
-    let draft = app.tools.iter().any(|t| t.kind == ToolKind::Draft);
+    let draft = app.tools.iter().any(|t| t.kind == RunKind::Draft);
     let db = app.config.db.as_ref();
     if !draft || db.is_some_and(|d| d.exists) {
         return None;

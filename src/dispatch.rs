@@ -224,12 +224,27 @@ pub fn tool_json(tool: &Tool, rev: Revision) -> Value {
 }
 
 fn fail(id: &Value, method: &str, err: RpcError) -> Action {
+    Action::Reply(protocol_error(id, method, &err))
+}
+
+/// The logged error answer to a request.
+fn protocol_error(id: &Value, method: &str, err: &RpcError) -> Value {
     crate::log::line(format!(
         "protocol error code={} method={}",
         err.code,
         sanitize(method)
     ));
-    Action::Reply(jsonrpc::error(id, &err))
+    jsonrpc::error(id, err)
+}
+
+/// The answer to a `tools/call` naming no tool this server serves, both
+/// where the request is read and where a worker finds no such tool.
+pub(crate) fn unknown_tool(id: &Value, name: &str) -> Value {
+    let err = RpcError::new(
+        RpcCode::InvalidParams,
+        format!("Unknown tool: {}", sanitize(name)),
+    );
+    protocol_error(id, "tools/call", &err)
 }
 
 /// Method names come from the client: keep log lines short and printable.
@@ -408,14 +423,7 @@ impl<'a> Dispatcher<'a> {
             }
         };
         if !self.input.lists.has(&name) {
-            return fail(
-                &id,
-                "tools/call",
-                RpcError::new(
-                    RpcCode::InvalidParams,
-                    format!("Unknown tool: {}", sanitize(&name)),
-                ),
-            );
+            return Action::Reply(unknown_tool(&id, &name));
         }
         Action::Call(CallJob {
             id,

@@ -34,7 +34,7 @@ use serde_json::Value;
 
 use crate::call::{CallOutcome, CallRunner};
 use crate::cancel::Cancel;
-use crate::dispatch::{Action, CallJob, Dispatcher, ProtocolInput};
+use crate::dispatch::{self, Action, CallJob, Dispatcher, ProtocolInput};
 use crate::envelope::Envelope;
 use crate::error::{ErrorCode, RpcCode, RpcError, ToolError};
 use crate::frame::{is_blank, Frame, FrameReader};
@@ -446,6 +446,9 @@ fn run_call(shared: &Shared, job: &CallJob, cancel: &Cancel) -> Option<String> {
             shared.protocol.call_result(job.revision, &envelope),
         ))),
         Ok(CallOutcome::Cancelled) => None,
+        Ok(CallOutcome::UnknownTool) => Some(jsonrpc::to_line(&dispatch::unknown_tool(
+            &job.id, &job.tool,
+        ))),
         Err(_) => {
             crate::log::line(format!("internal fault in call tool={}", job.tool));
             Some(jsonrpc::to_line(&jsonrpc::error(
@@ -716,6 +719,9 @@ mod tests {
             if args.contains_key("panic") {
                 panic!("a fault inside the call");
             }
+            if args.contains_key("unknown") {
+                return CallOutcome::UnknownTool;
+            }
             if args.contains_key("until_cancelled") {
                 let until = Instant::now() + Duration::from_secs(10);
                 while !cancel.is_cancelled() && Instant::now() < until {
@@ -848,6 +854,16 @@ mod tests {
                 json!({"exit_code": 2, "output": {"error": {"code": c.as_str(), "message": c.hint()}}})
             );
         }
+    }
+
+    #[test]
+    fn a_tool_the_runner_does_not_know_is_answered_as_an_unknown_tool_is() {
+        let answers = run(lines(&[call(json!(7), json!({"unknown": true}))]), 1);
+        assert_eq!(
+            answers,
+            vec![json!({"jsonrpc": "2.0", "id": 7,
+                        "error": {"code": -32602, "message": "Unknown tool: version"}})]
+        );
     }
 
     #[test]

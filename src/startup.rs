@@ -25,7 +25,7 @@ use crate::run::{self, Bounds, RunEnd, RunError};
 use crate::sandbox::policy::is_loader_or_interpreter_hook;
 use crate::sandbox::SandboxMode;
 use crate::sandbox::{RunKind, Sandbox, SandboxError};
-use crate::tools::{self, Report, ToolKind, ToolSet};
+use crate::tools::{self, Report, ToolSet};
 
 mod files;
 pub(crate) use files::Resolved;
@@ -275,7 +275,7 @@ impl App {
         }
         if serve.start.allow_drafts
             && !refuse_drafts
-            && !tool_set.iter().any(|t| t.kind == ToolKind::Draft)
+            && !tool_set.iter().any(|t| t.kind == RunKind::Draft)
         {
             line.push_str(
                 "; warning: --allow-drafts given, but the backend has no eligible `draft` command",

@@ -82,6 +82,10 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
                     eprintln!("{SERVER_NAME}: the call was cancelled");
                     Ok(2)
                 }
+                CallOutcome::UnknownTool => {
+                    eprintln!("{SERVER_NAME}: {}", unknown_tool(&app, &tool));
+                    Ok(2)
+                }
             }
         }
     }

@@ -19,6 +19,7 @@ use std::fmt;
 use serde_json::{json, Map, Number, Value};
 
 use crate::catalog::{ArgType, Argument, Catalog, Command, Diagnostic, Problem, Severity, Tag};
+use crate::sandbox::RunKind;
 
 /// Longest tool name clients accept.
 pub const MAX_TOOL_NAME: usize = 64;
@@ -65,15 +66,15 @@ pub struct Annotations {
 }
 
 impl Annotations {
-    fn for_kind(kind: ToolKind) -> Self {
+    fn for_kind(kind: RunKind) -> Self {
         match kind {
-            ToolKind::ReadOnly => Annotations {
+            RunKind::ReadOnly => Annotations {
                 read_only_hint: true,
                 destructive_hint: false,
                 idempotent_hint: true,
                 open_world_hint: false,
             },
-            ToolKind::Draft => Annotations {
+            RunKind::Draft => Annotations {
                 read_only_hint: false,
                 destructive_hint: false,
                 idempotent_hint: false,
@@ -81,14 +82,6 @@ impl Annotations {
             },
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolKind {
-    /// Changes nothing the owner keeps.
-    ReadOnly,
-    /// The `draft` tool: may write inside the database's folder only.
-    Draft,
 }
 
 #[derive(Debug, Clone)]
@@ -101,7 +94,7 @@ pub struct Tool {
     /// The JSON Schema of the arguments; root `type: object`.
     pub input_schema: Value,
     pub annotations: Annotations,
-    pub kind: ToolKind,
+    pub kind: RunKind,
     /// The backend command this tool runs.
     pub command: String,
     /// The accepted arguments, positionals first, each in catalog order.
@@ -290,7 +283,7 @@ impl fmt::Display for WithholdReason {
 pub enum Verdict {
     Offered {
         tool: String,
-        kind: ToolKind,
+        kind: RunKind,
         withheld: Vec<WithheldArg>,
     },
     Withheld {
@@ -333,7 +326,7 @@ impl Report {
                         "command": c.command,
                         "offered": true,
                         "tool": tool,
-                        "kind": match kind { ToolKind::ReadOnly => "read_only", ToolKind::Draft => "draft" },
+                        "kind": match kind { RunKind::ReadOnly => "read_only", RunKind::Draft => "draft" },
                         "withheld_arguments": withheld.iter().map(|w| json!({
                             "argument": w.argument, "why": w.why.code(), "text": w.why.text()
                         })).collect::<Vec<_>>(),
@@ -504,7 +497,7 @@ fn author_warnings(cmd: &Command) -> Vec<Diagnostic> {
 }
 
 /// Rules 1-5 of docs/BACKEND.md, Which commands become tools, and the `draft` exception.
-fn eligibility(cmd: &Command, allow_drafts: bool) -> Result<ToolKind, Vec<WithholdReason>> {
+fn eligibility(cmd: &Command, allow_drafts: bool) -> Result<RunKind, Vec<WithholdReason>> {
     let mut reasons = Vec::new();
     if cmd.name == SELF_COMMAND {
         reasons.push(WithholdReason::McpServe);
@@ -520,7 +513,7 @@ fn eligibility(cmd: &Command, allow_drafts: bool) -> Result<ToolKind, Vec<Withho
     let common = common_rules(cmd);
     reasons.extend(common.iter().cloned());
     if reasons.is_empty() {
-        return Ok(ToolKind::ReadOnly);
+        return Ok(RunKind::ReadOnly);
     }
 
     // `draft` is exempt from rule 1 and from the `writes` tag, nothing else.
@@ -531,7 +524,7 @@ fn eligibility(cmd: &Command, allow_drafts: bool) -> Result<ToolKind, Vec<Withho
             .iter()
             .all(|t| *t == Tag::Writes || !cmd.has_tag(*t));
     match (draft_ok, allow_drafts) {
-        (true, true) => Ok(ToolKind::Draft),
+        (true, true) => Ok(RunKind::Draft),
         (true, false) => Err(vec![WithholdReason::DraftNeedsAllowDrafts]),
         (false, _) => Err(reasons),
     }
@@ -578,11 +571,7 @@ fn withheld_args(cmd: &Command, format_flag: &str) -> Vec<WithheldArg> {
         .collect()
 }
 
-fn make_tool(
-    cmd: &Command,
-    kind: ToolKind,
-    format_flag: &str,
-) -> Result<Tool, Vec<WithholdReason>> {
+fn make_tool(cmd: &Command, kind: RunKind, format_flag: &str) -> Result<Tool, Vec<WithholdReason>> {
     let name = tool_name(&cmd.name);
     if name.len() > MAX_TOOL_NAME {
         return Err(vec![WithholdReason::NameTooLong]);
@@ -790,7 +779,7 @@ mod tests {
         assert_eq!(t.title, "Campaign check");
         assert_eq!(t.description, "Check a campaign file.");
         assert_eq!(t.command, "campaign-check");
-        assert_eq!(t.kind, ToolKind::ReadOnly);
+        assert_eq!(t.kind, RunKind::ReadOnly);
         assert_eq!(
             t.input_schema,
             json!({
@@ -812,7 +801,7 @@ mod tests {
             report.get("campaign-check").unwrap().verdict,
             Verdict::Offered {
                 tool: "campaign_check".into(),
-                kind: ToolKind::ReadOnly,
+                kind: RunKind::ReadOnly,
                 withheld: vec![
                     WithheldArg {
                         argument: "--online".into(),
@@ -1092,7 +1081,7 @@ mod tests {
 
         let (tools, _) = build(&c, true);
         let t = tools.get("draft").unwrap();
-        assert_eq!(t.kind, ToolKind::Draft);
+        assert_eq!(t.kind, RunKind::Draft);
         assert_eq!(
             t.annotations,
             Annotations {

@@ -24,7 +24,8 @@ use libfuzzer_sys::fuzz_target;
 use reachweaver_mcp::argv::Invocation;
 use reachweaver_mcp::catalog::{self, Catalog, Tag};
 use reachweaver_mcp::confine::Root;
-use reachweaver_mcp::tools::{self, Tool, ToolKind, MAX_TOOL_NAME};
+use reachweaver_mcp::sandbox::RunKind;
+use reachweaver_mcp::tools::{self, Tool, MAX_TOOL_NAME};
 use reachweaver_mcp::validate::{self, MAX_VALUE_BYTES};
 use serde_json::{json, Map, Number, Value};
 
@@ -404,10 +405,10 @@ fn check_tool(tool: &Tool, cat: &Catalog, allow_drafts: bool) {
         assert!(!cmd.has_tag(t), "{} has an excluding tag", cmd.name);
     }
     match tool.kind {
-        ToolKind::ReadOnly => {
+        RunKind::ReadOnly => {
             assert!(cmd.has_tag(Tag::ReadOnly) && !cmd.has_tag(Tag::Writes));
         }
-        ToolKind::Draft => {
+        RunKind::Draft => {
             assert!(allow_drafts && cmd.name == "draft" && cmd.has_tag(Tag::Writes));
         }
     }

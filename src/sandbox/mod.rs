@@ -137,10 +137,13 @@ pub(crate) use tmpdir::{
     make_private_tmpdir, random_u64, remove_tree, sweep_stale_tmpdirs, TmpGuard,
 };
 
-/// What kind of run: a read-only tool (and the catalog), or the `draft` tool.
+/// What a tool may change, and so what its run is granted: one type for the
+/// tool's annotations and the sandbox's grants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RunKind {
+    /// Changes nothing the owner keeps: every read-only tool, and the catalog.
     ReadOnly,
+    /// The `draft` tool: may write inside the database's folder only.
     Draft,
 }
 

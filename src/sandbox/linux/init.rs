@@ -214,7 +214,7 @@ pub(super) struct Prepared<'a> {
 
 /// Step 7's layers, in their order: rlimits, Landlock, capabilities (and
 /// `no_new_privs`), seccomp.
-pub(super) fn confine(p: &Policy, prep: &Prepared<'_>) -> Result<(), Failure> {
+pub(super) fn apply_layers(p: &Policy, prep: &Prepared<'_>) -> Result<(), Failure> {
     if p.layers.rlimits {
         rlimits::apply(&p.rlimits).map_err(Failure::of("rlimits"))?;
     }
@@ -339,7 +339,7 @@ pub(super) fn run_as_init(
     sock: RawFd,
     tell: Tell,
 ) -> Result<Infallible, Failure> {
-    confine(p, prep)?;
+    apply_layers(p, prep)?;
 
     // SAFETY: single-threaded process; the child only executes.
     let child = unsafe { libc::fork() };

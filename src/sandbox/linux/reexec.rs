@@ -6,7 +6,7 @@ use std::convert::Infallible;
 use std::os::fd::RawFd;
 
 use super::init::{
-    confine, init_namespace, minimal_root_and_limits, run_as_init, ExecArgs, Prepared, Tell,
+    apply_layers, init_namespace, minimal_root_and_limits, run_as_init, ExecArgs, Prepared, Tell,
 };
 use super::wire::status::PROCESS;
 use super::wire::{
@@ -148,7 +148,7 @@ fn subreaper(p: &Policy, prep: &Prepared<'_>) -> Result<Infallible, Failure> {
                 libc::_exit(1);
             }
         }
-        let failure = match confine(p, prep) {
+        let failure = match apply_layers(p, prep) {
             Ok(()) => prep.exec.exec(),
             Err(f) => f,
         };

@@ -233,7 +233,7 @@ impl ZygoteState {
                 let kind = req.kind();
                 // Anything but our own six descriptors has nothing to answer on.
                 if let Ok(fds) = <[OwnedFd; PASSED]>::try_from(req.fds) {
-                    self.dispatch(kind, &req.policy, fds);
+                    self.hand_over(kind, &req.policy, fds);
                 }
             } else if control & (libc::POLLHUP | libc::POLLERR) != 0 {
                 return;
@@ -293,7 +293,7 @@ impl ZygoteState {
 
     /// Hand one request to a ready spare, tell the server its pid, and
     /// fork the next spare while the run goes on.
-    fn dispatch(&mut self, kind: Result<RunKind, String>, policy: &[u8], fds: [OwnedFd; PASSED]) {
+    fn hand_over(&mut self, kind: Result<RunKind, String>, policy: &[u8], fds: [OwnedFd; PASSED]) {
         let status = fds[PASSED_STATUS].as_raw_fd();
         let kind = match kind {
             Ok(k) => k,

@@ -34,11 +34,12 @@ pub(super) struct Waits {
 // ---------------------------------------------------------------------------
 // Server side.
 
-/// The zygote of one sandbox, started on first use.
+/// Holds the zygote of one sandbox: empty until the first run, and
+/// replaced when its zygote died or was started for other layers.
 #[derive(Default)]
-pub struct Slot(Mutex<Option<Arc<Zygote>>>);
+pub struct ZygoteCell(Mutex<Option<Arc<Zygote>>>);
 
-impl Slot {
+impl ZygoteCell {
     /// The running zygote for these layers, started if there is none, it
     /// died, or it was started for other layers.
     fn get(
@@ -47,24 +48,24 @@ impl Slot {
         config: &Config,
         silence: Duration,
     ) -> Result<Arc<Zygote>, SandboxError> {
-        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(z) = slot.as_ref() {
+        let mut cell = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(z) = cell.as_ref() {
             if z.config == *config && z.alive() {
                 return Ok(Arc::clone(z));
             }
         }
-        *slot = None;
+        *cell = None;
         let z = Arc::new(Zygote::start(helper, config.clone(), silence)?);
-        *slot = Some(Arc::clone(&z));
+        *cell = Some(Arc::clone(&z));
         Ok(z)
     }
 
     /// Stop using this zygote: the next run starts a fresh one. It is
     /// killed (with any run it still holds) once the last holder lets go.
     fn forget(&self, dead: &Arc<Zygote>) {
-        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.as_ref().is_some_and(|z| Arc::ptr_eq(z, dead)) {
-            *slot = None;
+        let mut cell = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if cell.as_ref().is_some_and(|z| Arc::ptr_eq(z, dead)) {
+            *cell = None;
         }
     }
 }
@@ -284,7 +285,7 @@ impl Drop for Zygote {
 /// its temp folder, which `guard` removes unless the run takes it over.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn spawn(
-    slot: &Slot,
+    cell: &ZygoteCell,
     helper: &Path,
     config: &Config,
     waits: Waits,
@@ -324,11 +325,11 @@ pub(super) fn spawn(
     // A zygote that died since its last run is replaced once.
     let mut tries = 0;
     let zygote = loop {
-        let z = slot.get(helper, config, waits.silence)?;
+        let z = cell.get(helper, config, waits.silence)?;
         match z.request(&json, &fds) {
             Ok(()) => break z,
             Err(e) if tries == 0 && is_gone(&e) => {
-                slot.forget(&z);
+                cell.forget(&z);
                 tries += 1;
             }
             Err(e) => return Err(SandboxError::Io(e)),
@@ -342,7 +343,7 @@ pub(super) fn spawn(
     // stopped or silent would fail every later run the same way, so it is
     // replaced: this run fails, the next one gets a fresh zygote.
     if let Err(why) = wait_for_zygote(&status_r, zygote.pid, waits) {
-        slot.forget(&zygote);
+        cell.forget(&zygote);
         return Err(SandboxError::LayerFailed(format!(
             "{why}; it was replaced for the next run"
         )));

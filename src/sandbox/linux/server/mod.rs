@@ -39,7 +39,7 @@ pub struct State {
     /// the call timeout is known, on a detection already shared.
     silence_ms: AtomicU64,
     /// Forks the runs; started on the first one.
-    zygotes: handle::Slot,
+    zygote: handle::ZygoteCell,
     /// Where runs' cgroups are made, when the machine gives them.
     cgroups: Option<cgroup::Parent>,
     facts: promises::Facts,
@@ -130,7 +130,7 @@ impl State {
             runtime,
             mode: opts.mode,
             without: Vec::new(),
-            zygotes: handle::Slot::default(),
+            zygote: handle::ZygoteCell::default(),
             cgroups,
             facts,
             trial: Ok(()),
@@ -361,7 +361,7 @@ impl State {
                     stopped: STOPPED_LIMIT.min(silence),
                 };
                 handle::spawn(
-                    &self.zygotes,
+                    &self.zygote,
                     helper,
                     config,
                     waits,
