@@ -140,6 +140,14 @@ apple_check() {
 for target in x86_64-apple-darwin aarch64-apple-darwin; do
     check "macOS code compiles and lints ($target)" apple_check "$target"
 done
+# The server's source layout: no import circle between its modules, no file
+# over 1,000 lines before its unit tests. Standard library only, so the
+# system python3 runs them before the client venv exists.
+check "no import circle between the server's modules (ci/check_import_cycles.py)" \
+    python3 ci/check_import_cycles.py src
+check "file size check self-test (1,001 lines fail, 1,000 pass)" python3 ci/check_file_sizes.py --self-test
+check "no source file over 1,000 lines before its unit tests (ci/check_file_sizes.py)" \
+    python3 ci/check_file_sizes.py src
 
 # ---------------------------------------------------------------------------
 say "2. build and Rust tests"

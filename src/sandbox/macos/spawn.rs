@@ -1,5 +1,5 @@
 //! Starting a run under sandbox-exec (macOS only; the argv comes from the
-//! pure builder in `macos.rs`, the exec chain from `discover` at start).
+//! pure builder in `profile.rs`, the exec chain from `discover` at start).
 
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;

@@ -2,7 +2,11 @@
 //! discovery finds on a Mac (so they are made and checked on any system),
 //! and discovery itself on a fake layout of symlinks.
 
+use std::path::Path;
+
+use super::discover::too_wide;
 use super::*;
+use crate::sandbox::policy::Policy;
 use crate::sandbox::policy::{build, BuildInput, Layers};
 use crate::sandbox::{RunKind, SandboxOptions};
 
