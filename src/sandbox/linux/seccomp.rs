@@ -911,6 +911,9 @@ pub mod in_child {
 
     const VAR: &str = "REACHWEAVER_TEST_CHILD";
 
+    /// How long a copy may take before it counts as hung.
+    const HANG: std::time::Duration = std::time::Duration::from_secs(60);
+
     /// The argument `run` gave, in the copy; `None` in the test runner.
     pub fn arg() -> Option<String> {
         std::env::var(VAR).ok()
@@ -952,11 +955,34 @@ pub mod in_child {
     pub fn run(module: &str, function: &str, arg: &str) -> Vec<String> {
         let module = module.split_once("::").map_or(module, |(_, m)| m);
         let name = format!("{module}::{function}");
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
             .args([name.as_str(), "--exact", "--test-threads=1", "--nocapture"])
             .env(VAR, arg)
-            .output()
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .unwrap();
+        let pid = child.id() as libc::pid_t;
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done.send(child.wait_with_output()));
+        // A filter that refuses what the harness itself needs (a futex
+        // wake, a thread's exit) leaves the copy waiting forever; it is
+        // stopped, and the test fails, after far longer than a copy takes
+        // (well under a second).
+        let out = match finished.recv_timeout(HANG) {
+            Ok(out) => out.unwrap(),
+            Err(_) => {
+                // SAFETY: the copy is not reaped until the thread above
+                // waits on it, so the pid is still the copy's.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                let out = finished.recv().unwrap().unwrap();
+                panic!(
+                    "the copy did not finish in {HANG:?}: {}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        };
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{stdout}{stderr}");
