@@ -38,7 +38,7 @@
 #                     filter, such as `sandbox::linux::` for the seccomp and
 #                     Landlock files): much faster, and fewer tests can only
 #                     catch fewer mutants, so its score is a lower bound
-#   CARGO_TARGET_DIR  when set (with one job), every build uses it, so the
+#   CARGO_TARGET_DIR  an absolute path: with one job, every build uses it, so the
 #                     dependencies are built once across runs
 #
 # Mutants that no test can tell apart from the original (equivalent ones)
