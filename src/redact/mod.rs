@@ -59,7 +59,7 @@ pub const MIN_SERVER_SECRET_LEN: usize = 8;
 /// start-up names such variables instead ([`Redactor::too_short`]).
 pub const MIN_PASSED_SECRET_LEN: usize = 4;
 
-/// Nothing a shape or a `key: value` rule finds fits in fewer bytes (most
+/// Texts shorter than this skip the shape and `key: value` rules, even `pass=ab` (most
 /// object keys are shorter, so they skip all the work).
 const MIN_SHAPE_LEN: usize = 8;
 

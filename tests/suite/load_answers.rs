@@ -418,7 +418,12 @@ fn a_low_descriptor_limit_lowers_the_concurrency(era: Era) {
         ids.push(json!(i));
     }
     let answers = answers_for(&mut s, &ids, || {});
-    let stderr = s.stderr_text();
+    // The whole log, once the server has exited: a call's log line comes
+    // after its answer, and the absence of `backend_failed` means nothing
+    // on a log still being written.
+    let (status, _) = s.finish();
+    let stderr = s.stderr_after_exit();
+    assert!(status.success(), "{stderr}");
     for a in &answers {
         assert_eq!(a["result"]["isError"], false, "{a}\n{stderr}");
     }
@@ -487,9 +492,16 @@ fn i9_descriptors_running_out_are_the_servers_shortage_not_the_backends() {
             .unwrap()
     });
     let soft = soft.unwrap();
-    // No descriptor beyond those open now.
-    let open = crate::support::faults::fd_count(pid);
-    set_soft_nofile(pid, &open.to_string());
+    // The first call is over, descriptors closed, once its log line is out
+    // (written after the answer).
+    s.stderr_when("the first call's log line", |t| {
+        t.contains("call tool=nap ")
+    });
+    // No descriptor beyond those open now: the kernel hands out the lowest
+    // free number, so the limit is that number (a count would leave the
+    // gaps below the highest descriptor free).
+    let lowest_free = crate::support::faults::lowest_free_fd(pid);
+    set_soft_nofile(pid, &lowest_free.to_string());
     let short = s.request(call(
         Era::Modern,
         json!("short"),

@@ -194,7 +194,7 @@ fn redaction_catalog_text_in_tools_list_and_results_over_mcp() {
     assert!(content.contains("Accept: application/json"), "{content}");
     s.close_stdin();
     s.finish();
-    let log = s.stderr_text();
+    let log = s.stderr_after_exit();
     assert_hidden("log", &log, &["abcDEF0123456789ghiJKLmno", "hunter2pw"]);
     assert!(log.contains("call tool=leak exit=0"), "{log}");
 }

@@ -331,8 +331,9 @@ fn check_campaign(cmd: Command) -> (Value, String) {
         json!({"name": "campaign_check", "arguments": {"campaign": "campaigns/spring-launch.yaml"}}),
     ));
     let (status, _) = s.finish();
-    assert!(status.success(), "{status:?}\n{}", s.stderr_text());
-    (r, s.stderr_text())
+    let log = s.stderr_after_exit();
+    assert!(status.success(), "{status:?}\n{log}");
+    (r, log)
 }
 
 fn layers_of(result: &Value) -> Vec<String> {
@@ -406,14 +407,15 @@ fn draft_session(beside_db: bool) -> (Vec<String>, String) {
     s.initialize("2025-06-18");
     let list = s.request(req(json!(2), "tools/list", json!({})));
     let (status, _) = s.finish();
-    assert!(status.success(), "{}", s.stderr_text());
+    let log = s.stderr_after_exit();
+    assert!(status.success(), "{log}");
     let names = list["result"]["tools"]
         .as_array()
         .unwrap()
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_string())
         .collect();
-    (names, s.stderr_text())
+    (names, log)
 }
 
 #[test]

@@ -288,12 +288,11 @@ fn a_hard_link_made_after_start_is_refused_in_every_revision() {
         );
         s.close_stdin();
         let (status, _) = s.finish();
-        assert!(status.success(), "legacy={legacy}: {}", s.stderr_text());
+        let log = s.stderr_after_exit();
+        assert!(status.success(), "legacy={legacy}: {log}");
         assert!(
-            s.stderr_text()
-                .contains("call tool=sheet_check exit=2 error=path_protected "),
-            "{}",
-            s.stderr_text()
+            log.contains("call tool=sheet_check exit=2 error=path_protected "),
+            "{log}"
         );
     }
 }

@@ -264,6 +264,17 @@ pub fn fd_count(pid: u32) -> usize {
         .count()
 }
 
+/// The descriptor number the kernel would hand `pid` next: the lowest one
+/// not open.
+pub fn lowest_free_fd(pid: u32) -> usize {
+    let open: std::collections::BTreeSet<usize> = fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the server's fd folder")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    (0..).find(|n| !open.contains(n)).unwrap()
+}
+
 pub fn thread_count(pid: u32) -> usize {
     status_field(pid, "Threads")
         .and_then(|t| t.parse().ok())

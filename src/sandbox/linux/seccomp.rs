@@ -897,6 +897,108 @@ pub mod bpf_eval {
 }
 
 #[cfg(test)]
+pub mod in_child {
+    //! Runs one test of this binary again, alone in a process of its own:
+    //! a seccomp filter or a Landlock ruleset can't be lifted once applied,
+    //! so a test that applies one must not do it in the test runner.
+    //!
+    //! The test checks `arg()`: when it is set, it is the copy, confines
+    //! itself and `report`s what it saw; otherwise it sets up, calls `run`
+    //! and compares the reports with what it expects.
+
+    use std::fmt::Display;
+    use std::io;
+
+    const VAR: &str = "REACHWEAVER_TEST_CHILD";
+
+    /// How long a copy may take before it counts as hung.
+    const HANG: std::time::Duration = std::time::Duration::from_secs(60);
+
+    /// The argument `run` gave, in the copy; `None` in the test runner.
+    pub fn arg() -> Option<String> {
+        std::env::var(VAR).ok()
+    }
+
+    /// One observation of the copy. On stderr, which the test harness
+    /// leaves alone (it writes its progress on stdout, on the same line).
+    pub fn report(line: impl Display) {
+        eprintln!("report: {line}");
+    }
+
+    /// An outcome as the reports spell it: `ok` or the errno's name.
+    pub fn outcome<T>(r: io::Result<T>) -> String {
+        match r {
+            Ok(_) => "ok".into(),
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EACCES) => "EACCES".into(),
+                Some(libc::EPERM) => "EPERM".into(),
+                Some(libc::ENOSYS) => "ENOSYS".into(),
+                Some(libc::EINVAL) => "EINVAL".into(),
+                Some(n) => format!("errno {n}"),
+                None => e.to_string(),
+            },
+        }
+    }
+
+    /// A raw call's result (-1 and errno on failure) as an outcome.
+    pub fn raw(rc: i64) -> String {
+        outcome(if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(rc)
+        })
+    }
+
+    /// Runs the test `function` of `module` (its `module_path!()`) alone in
+    /// a copy of this binary with `arg`, and returns the copy's reports.
+    /// The copy must pass and run exactly that one test.
+    pub fn run(module: &str, function: &str, arg: &str) -> Vec<String> {
+        let module = module.split_once("::").map_or(module, |(_, m)| m);
+        let name = format!("{module}::{function}");
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([name.as_str(), "--exact", "--test-threads=1", "--nocapture"])
+            .env(VAR, arg)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as libc::pid_t;
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done.send(child.wait_with_output()));
+        // A filter that refuses what the harness itself needs (a futex
+        // wake, a thread's exit) leaves the copy waiting forever; it is
+        // stopped, and the test fails, after far longer than a copy takes
+        // (well under a second).
+        let out = match finished.recv_timeout(HANG) {
+            Ok(out) => out.unwrap(),
+            Err(_) => {
+                // SAFETY: the copy is not reaped until the thread above
+                // waits on it, so the pid is still the copy's.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                let out = finished.recv().unwrap().unwrap();
+                panic!(
+                    "the copy did not finish in {HANG:?}: {}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        };
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stdout}{stderr}");
+        assert!(
+            stdout.contains(" 1 passed;"),
+            "the copy ran no test: {stdout}{stderr}"
+        );
+        stderr
+            .lines()
+            .filter_map(|l| l.strip_prefix("report: "))
+            .map(String::from)
+            .collect()
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::bpf_eval::{data, run};
     use super::*;
@@ -1473,6 +1575,207 @@ mod tests {
             e.to_string()
                 .ends_with("instructions, more than the kernel takes"),
             "{e}"
+        );
+    }
+
+    /// A table whose program is exactly the kernel's limit long: entries
+    /// that always allow (two instructions each) around one `getppid`
+    /// entry of five (its number, one test, the case's return and the
+    /// default), as many as make up `BPF_MAXINSNS` after the prefix and the
+    /// final return. `getppid` with a first argument of 1 is refused.
+    fn table_of_the_kernels_limit(arch: u32) -> Vec<Entry> {
+        let rest = BPF_MAXINSNS - build_prefix(arch).len() - 1;
+        // The one odd entry makes up an odd remainder; an even one takes a
+        // second, so the count works whatever the prefix's length.
+        let odd = if rest % 2 == 1 { 1 } else { 2 };
+        let mut table: Vec<Entry> = (0..)
+            .filter(|&nr| nr != libc::SYS_getppid && nr != libc::SYS_getsid)
+            .take((rest - 5 * odd) / 2)
+            .map(|nr| Entry {
+                nr,
+                verdict: Verdict::Always(Answer::Allow),
+            })
+            .collect();
+        for nr in [libc::SYS_getppid, libc::SYS_getsid].into_iter().take(odd) {
+            by_args(
+                &mut table,
+                nr,
+                vec![case(vec![arg_is(0, 1)], Answer::Errno(libc::EPERM))],
+                Answer::Allow,
+            );
+        }
+        table
+    }
+
+    #[test]
+    fn a_program_of_exactly_the_kernels_limit_is_assembled_and_one_more_is_not() {
+        let arch = audit_arch().unwrap();
+        let mut table = table_of_the_kernels_limit(arch);
+        let program = assemble(arch, &table).unwrap();
+        assert_eq!(program.len(), BPF_MAXINSNS);
+        table.push(Entry {
+            nr: 5000,
+            verdict: Verdict::Always(Answer::Allow),
+        });
+        let e = assemble(arch, &table).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{} instructions, more than the kernel takes",
+                BPF_MAXINSNS + 2
+            )
+        );
+    }
+
+    fn shown(r: Result<(), String>) -> String {
+        r.err().unwrap_or_else(|| "ok".into())
+    }
+
+    /// What the filtered test below checks: a call of each kind the
+    /// table answers, made for real. `dir` is a folder to create files in.
+    fn calls_report(dir: &std::path::Path) {
+        use super::in_child::{raw, report};
+        use std::os::unix::ffi::OsStrExt;
+        // SAFETY: getpid and getppid take no pointer.
+        report(format!("getpid {}", raw(unsafe { libc::getpid() }.into())));
+        // SAFETY: socket takes no pointer; a descriptor it opens is closed.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        report(format!("socket inet {}", raw(fd.into())));
+        let mut pair = [-1; 2];
+        // SAFETY: `pair` has room for the two descriptors.
+        let rc = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                0,
+                pair.as_mut_ptr(),
+            )
+        };
+        report(format!("socketpair unix stream {}", raw(rc.into())));
+        // SAFETY: a valid C string; a descriptor it opens is closed.
+        let memfd =
+            unsafe { libc::syscall(libc::SYS_memfd_create, c"probe".as_ptr(), libc::MFD_CLOEXEC) };
+        report(format!("memfd_create {}", raw(memfd)));
+        let mut opened = vec![fd, pair[0], pair[1], memfd as i32];
+        for (name, mode) in [("data", 0o644), ("program", 0o755)] {
+            let mut path = dir.join(name).as_os_str().as_bytes().to_vec();
+            path.push(0);
+            // SAFETY: a NUL-terminated path.
+            let f = unsafe {
+                libc::open(
+                    path.as_ptr().cast(),
+                    libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                    mode as libc::c_uint,
+                )
+            };
+            report(format!("create {mode:o} {}", raw(f.into())));
+            opened.push(f);
+        }
+        for fd in opened.into_iter().filter(|&fd| fd >= 0) {
+            // SAFETY: closing descriptors this function opened.
+            unsafe { libc::close(fd) };
+        }
+    }
+
+    #[test]
+    fn apply_makes_the_kernel_answer_as_the_table_says() {
+        if let Some(arg) = super::in_child::arg() {
+            let (mode, dir) = arg.split_once(' ').unwrap();
+            if mode == "filter" {
+                let program = build_program().unwrap();
+                super::in_child::report(format!("apply {}", shown(apply(&program))));
+            }
+            calls_report(std::path::Path::new(dir));
+            return;
+        }
+        let name = "apply_makes_the_kernel_answer_as_the_table_says";
+        // The same calls without the filter all succeed, so each refusal
+        // below is the filter's.
+        let dir = tempfile::tempdir().unwrap();
+        let control = super::in_child::run(
+            module_path!(),
+            name,
+            &format!("control {}", dir.path().display()),
+        );
+        assert_eq!(
+            control,
+            [
+                "getpid ok",
+                "socket inet ok",
+                "socketpair unix stream ok",
+                "memfd_create ok",
+                "create 644 ok",
+                "create 755 ok",
+            ]
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let filtered = super::in_child::run(
+            module_path!(),
+            name,
+            &format!("filter {}", dir.path().display()),
+        );
+        assert_eq!(
+            filtered,
+            [
+                "apply ok",
+                "getpid ok",
+                "socket inet EPERM",
+                "socketpair unix stream ok",
+                "memfd_create ENOSYS",
+                "create 644 ok",
+                "create 755 EPERM",
+            ]
+        );
+        assert!(dir.path().join("data").exists());
+        assert!(!dir.path().join("program").exists());
+    }
+
+    /// `BPF_MAXINSNS` is the kernel's: it loads a program of exactly that
+    /// many instructions, and refuses one more.
+    #[test]
+    fn the_kernel_loads_a_program_of_exactly_the_limit() {
+        if super::in_child::arg().is_some() {
+            use super::in_child::{raw, report};
+            let arch = audit_arch().unwrap();
+            let fits = assemble(arch, &table_of_the_kernels_limit(arch)).unwrap();
+            let mut over = fits.clone();
+            over.insert(0, stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR));
+            let refused = apply(&over).unwrap_err();
+            report(format!(
+                "{} instructions refused: {}",
+                over.len(),
+                refused.contains("os error 22")
+            ));
+            report(format!(
+                "{} instructions {}",
+                fits.len(),
+                shown(apply(&fits))
+            ));
+            // SAFETY: getppid takes no pointer; the argument is ignored by
+            // the kernel and read by the filter.
+            report(format!(
+                "getppid(1) {}",
+                raw(unsafe { libc::syscall(libc::SYS_getppid, 1) })
+            ));
+            report(format!(
+                "getppid(0) {}",
+                raw(unsafe { libc::syscall(libc::SYS_getppid, 0) })
+            ));
+            return;
+        }
+        let reports = super::in_child::run(
+            module_path!(),
+            "the_kernel_loads_a_program_of_exactly_the_limit",
+            "limit",
+        );
+        assert_eq!(
+            reports,
+            [
+                "4097 instructions refused: true",
+                "4096 instructions ok",
+                "getppid(1) EPERM",
+                "getppid(0) ok",
+            ]
         );
     }
 }
