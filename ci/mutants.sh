@@ -56,6 +56,8 @@ FILES=(
     src/protect.rs
     src/validate.rs
     src/redact/mod.rs
+    src/redact/anchors.rs
+    src/redact/spans.rs
     src/redact/names.rs
     src/redact/shapes.rs
     src/argv.rs
