@@ -481,7 +481,7 @@ pub fn check_pins(pins: &[(PathBuf, Pin)]) -> Result<(), String> {
         let now = std::fs::symlink_metadata(p).map(|m| (m.dev(), m.ino()));
         if now.ok() != Some((pin.dev, pin.ino)) {
             return Err(format!(
-                "{} is no longer the file it was when the server started; restart the server if the change is wanted",
+                "{} changed after this call checked it; the next call looks again and uses what is there then",
                 p.display()
             ));
         }
@@ -797,7 +797,7 @@ mod tests {
         std::fs::rename(&db, dir.path().join("old.db")).unwrap();
         std::fs::write(&db, b"x").unwrap();
         let e = check_pins(&pins).unwrap_err();
-        assert!(e.contains("no longer the file"), "{e}");
+        assert!(e.contains("changed after this call checked it"), "{e}");
         // A fixed file that is a link is refused at start.
         std::fs::remove_file(&db).unwrap();
         std::os::unix::fs::symlink("/", &db).unwrap();

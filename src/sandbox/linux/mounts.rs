@@ -278,7 +278,7 @@ fn check_pin(path: &Path, st: &libc::stat, pin: Option<Pin>) -> Result<(), Strin
     if let Some(pin) = pin {
         if st.st_dev != pin.dev || st.st_ino != pin.ino {
             return Err(format!(
-                "{} is no longer the file it was when the server started; restart the server if the change is wanted",
+                "{} changed after this call checked it; the next call looks again and uses what is there then",
                 path.display()
             ));
         }
