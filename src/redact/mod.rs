@@ -2060,6 +2060,11 @@ mod tests {
             // scheme alone is the value, and a scheme is no secret.
             ("auth=Bearer;abc123", "auth=Bearer;abc123"),
             ("auth=Bearer ,abc123", "auth=Bearer ,abc123"),
+            // `bot` is a scheme that some secrets also are: alone, it goes,
+            // and the blank after it stays.
+            ("auth=Bot;abc123", "auth=[REDACTED];abc123"),
+            ("auth=Bot ,abc123", "auth=[REDACTED] ,abc123"),
+            ("auth=Bot abc123", "auth=[REDACTED]"),
             ("auth=Bearer\tabc123 next", "auth=[REDACTED] next"),
         ] {
             assert_eq!(scrub(text), want, "{text}");
