@@ -250,6 +250,9 @@ mod tests {
             ("|", 1, 0, (1, 0)),
             ("|\n", 1, 0, (1, 0)),
             ("| x\n  a", 1, 0, (1, 0)),
+            // The key's own line goes on after `from`: no block, however
+            // deep the rest of that line.
+            ("|   x", 1, 0, (1, 0)),
         ] {
             assert_eq!(block_end(text, from, indent), want, "{text:?} from {from}");
         }
