@@ -440,6 +440,18 @@ mod tests {
     }
 
     #[test]
+    fn a_literal_is_searched_by_its_short_key_or_first_three_bytes() {
+        assert_eq!(key_of("ghp_"), "ghp");
+        assert_eq!(key_of("sk_live_"), "sk");
+        assert_eq!(key_of("-u"), "-u");
+        assert_eq!(key_of("--user"), "--");
+        assert_eq!(key_of("ACCA"), "AC");
+        assert_eq!(key_of("://"), "://");
+        // Shorter than three bytes and no short key: the whole literal.
+        assert_eq!(key_of("x:"), "x:");
+    }
+
+    #[test]
     fn the_keys_fit_two_teddy_searches() {
         // Over 64 keys, Teddy is not built and the automaton, several times
         // slower, serves instead; the short keys' search is Teddy's slimmest.

@@ -1986,4 +1986,266 @@ mod tests {
             assert_eq!(counted(text), (text.to_string(), 0), "{text}");
         }
     }
+
+    #[test]
+    fn a_weak_key_hides_only_a_generated_value_of_eight_bytes_or_more() {
+        assert_eq!(MIN_SHAPE_LEN, 8);
+        for (value, hidden) in [
+            ("aB3dE6gH", true),
+            // Seven bytes: too short to look generated.
+            ("aB3dE6g", false),
+            ("aB3dE6gH9", true),
+            // White space: words, not a generated value.
+            ("aB3d E6gH", false),
+            // Eight bytes and more, but no digit and no inner capital.
+            ("abcdefghij", false),
+            ("Morning keynote", false),
+        ] {
+            let want = if hidden {
+                json!(REDACTED)
+            } else {
+                json!(value)
+            };
+            assert_eq!(
+                plain().redact_value(json!({"session": value})),
+                json!({"session": want}),
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_rules_read_no_text_shorter_than_eight_bytes() {
+        // A four-character passed secret lets shorter texts in, for that
+        // value only: the rules still start at eight bytes.
+        let r = Redactor::with_passed(
+            [("PIN_TOKEN".to_string(), "4821".to_string())],
+            &["PIN_TOKEN".to_string()],
+        );
+        assert_eq!(r.min_len, 4);
+        assert_eq!("pass=ab".len(), MIN_SHAPE_LEN - 1);
+        let mut n = 0;
+        assert_eq!(r.redact_text("pass=ab", &mut n), "pass=ab");
+        assert_eq!(n, 0);
+        assert_eq!(
+            r.redact_text("pass=abc", &mut n),
+            format!("pass={REDACTED}")
+        );
+        assert_eq!(n, 1);
+        assert_eq!(r.redact_text("pin 4821", &mut n), format!("pin {REDACTED}"));
+        assert_eq!(n, 2);
+        // The plain redactor returns a seven-byte text before any rule.
+        assert_eq!(counted("pass=ab"), ("pass=ab".to_string(), 0));
+    }
+
+    #[test]
+    fn an_xml_secret_element_is_hidden_up_to_4096_bytes() {
+        for (len, hidden) in [(4095, true), (4096, true), (4097, false)] {
+            let secret = "s".repeat(len);
+            let text = format!("<password>{secret}</password>");
+            let want = if hidden {
+                format!("<password>{REDACTED}</password>")
+            } else {
+                text.clone()
+            };
+            assert_eq!(scrub(&text), want, "{len} bytes");
+        }
+    }
+
+    #[test]
+    fn an_auth_scheme_takes_the_next_word_only_after_a_gap() {
+        for (text, want) in [
+            ("auth=Bearer abc123", "auth=[REDACTED]"),
+            // No gap after the scheme, or a gap and then no word: the
+            // scheme alone is the value, and a scheme is no secret.
+            ("auth=Bearer;abc123", "auth=Bearer;abc123"),
+            ("auth=Bearer ,abc123", "auth=Bearer ,abc123"),
+            // `bot` is a scheme that some secrets also are: alone, it goes,
+            // and the blank after it stays.
+            ("auth=Bot;abc123", "auth=[REDACTED];abc123"),
+            ("auth=Bot ,abc123", "auth=[REDACTED] ,abc123"),
+            ("auth=Bot abc123", "auth=[REDACTED]"),
+            ("auth=Bearer\tabc123 next", "auth=[REDACTED] next"),
+        ] {
+            assert_eq!(scrub(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_value_named_by_a_field_just_inside_the_window() {
+        // The naming window starts 256 bytes before the `value` key. Here
+        // it starts inside a three-byte character, KELVIN SIGN, which the
+        // case-insensitive `key` matches as `K`: moving the start forward
+        // to the next character leaves `ey=password`, which names nothing.
+        let value_at = 3 + "ey=password".len() + 2 + 240 + 1;
+        assert_eq!(value_at - NAMING_WINDOW, 1);
+        let text = format!("\u{212A}ey=password, {} value=hunter22", "x".repeat(240));
+        assert_eq!(text.find("value"), Some(value_at));
+        assert_eq!(scrub(&text), text);
+        // One byte nearer and the whole field is read: the value is hidden.
+        let text = format!("\u{212A}ey=password, {} value=hunter22", "x".repeat(239));
+        assert_eq!(
+            scrub(&text),
+            format!("\u{212A}ey=password, {} value={REDACTED}", "x".repeat(239))
+        );
+        // The same with an ASCII key, wholly inside the window.
+        let text = format!("key=password, {} value=hunter22", "x".repeat(240));
+        assert_eq!(
+            scrub(&text),
+            format!("key=password, {} value={REDACTED}", "x".repeat(240))
+        );
+    }
+
+    #[test]
+    fn redact_value_returns_the_redacted_document() {
+        assert_eq!(
+            plain().redact_value(json!({"password": "hunter22", "user": "dana"})),
+            json!({"password": REDACTED, "user": "dana"})
+        );
+    }
+
+    #[test]
+    fn a_table_hides_the_cells_under_a_secret_heading_but_not_the_heading() {
+        let table = json!([
+            ["name", "password"],
+            ["db", "hunter22"],
+            ["cache", "s3cret99"]
+        ]);
+        assert_eq!(
+            plain().redact(table),
+            (
+                json!([["name", "password"], ["db", REDACTED], ["cache", REDACTED]]),
+                2
+            )
+        );
+        // Under a secret key everything goes, headings included.
+        assert_eq!(
+            plain().redact_value(json!({"password": [["name"], ["x"]]})),
+            json!({"password": [[REDACTED], [REDACTED]]})
+        );
+        // A table inside a table without secret headings is still a table.
+        assert_eq!(
+            plain().redact_value(json!([["h"], [["password"], ["hunter22"]]])),
+            json!([["h"], [["password"], [REDACTED]]])
+        );
+        // Not every row an array: no table, nothing hidden.
+        let mixed = json!([["password"], "note", ["hunter22"]]);
+        assert_eq!(plain().redact(mixed.clone()), (mixed, 0));
+        // Headings alone: nothing under them.
+        let head = json!([["password"]]);
+        assert_eq!(plain().redact(head.clone()), (head, 0));
+    }
+
+    #[test]
+    fn a_pem_block_split_over_strings_goes_only_when_it_is_a_private_key() {
+        let cert = json!([
+            "-----BEGIN CERTIFICATE-----",
+            "MIIBszCCAVmgAwIBAgIU",
+            "-----END CERTIFICATE-----",
+            "after"
+        ]);
+        assert_eq!(plain().redact(cert.clone()), (cert, 0));
+        assert_eq!(
+            plain().redact_value(json!([
+                "-----BEGIN PRIVATE KEY-----",
+                "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+                "-----END PRIVATE KEY-----",
+                "after"
+            ])),
+            json!([REDACTED, REDACTED, REDACTED, "after"])
+        );
+        // A whole key in one string opens no block: the next string stays.
+        let (v, _) = plain().redact(json!(["-----BEGIN PRIVATE KEY----- MIIEvQIBADANBgkqhkiG9w0BAQEFAASC -----END PRIVATE KEY-----", "after"]));
+        assert_eq!(v[1], json!("after"));
+    }
+
+    #[test]
+    fn a_terraform_password_inside_an_array_with_marks_is_hidden() {
+        // The certificate line makes the array's elements marked one by
+        // one; the resource's `result` must still be hidden.
+        let v = json!({"type": "random_password", "values": ["-----BEGIN CERTIFICATE-----", {"result": "hunter22"}]});
+        assert_eq!(
+            plain().redact_value(v),
+            json!({"type": "random_password", "values": ["-----BEGIN CERTIFICATE-----", {"result": REDACTED}]})
+        );
+        // Outside such a resource, `result` is an ordinary key.
+        let v = json!({"values": ["-----BEGIN CERTIFICATE-----", {"result": "hunter22"}]});
+        assert_eq!(plain().redact(v.clone()), (v, 0));
+    }
+
+    #[test]
+    fn a_secret_beside_an_id_needs_a_whole_id_and_a_whole_secret() {
+        let aws_secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+        let sid = "AC0123456789abcdef0123456789abcdef";
+        let token = "0123456789abcdef0123456789abcdef";
+        // The ids, each a string of its own.
+        for (id, secret) in [("AKIAIOSFODNN7EXAMPLE", aws_secret), (sid, token)] {
+            let (v, _) = plain().redact(json!([id, secret]));
+            assert_eq!(v[1], json!(REDACTED), "{id}");
+            let (v, _) = plain().redact(json!({"id": id, "other": secret}));
+            assert_eq!(v["other"], json!(REDACTED), "{id}");
+        }
+        // Not an id: the right length with the wrong letters, or an id
+        // inside a longer string.
+        for not_id in [
+            "abcdefghijklmnopqrst",
+            "Abcdefghijklmnopqrst",
+            "AKIAIOSFODNN7EXAMPLE and more",
+            "abcdefghijklmnopqrstuvwxyz01234567",
+            "ACzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz",
+            "sid AC0123456789abcdef0123456789abcdef",
+        ] {
+            for secret in [aws_secret, token] {
+                let (v, _) = plain().redact(json!([not_id, secret]));
+                assert_eq!(v[1], json!(secret), "{not_id} {secret}");
+                let (v, _) = plain().redact(json!({"id": not_id, "other": secret}));
+                assert_eq!(v["other"], json!(secret), "{not_id} {secret}");
+            }
+        }
+        // Not a secret beside an id: the wrong length or letters.
+        let forty_plain = "this-is-a-plain-forty-byte-description!!";
+        assert_eq!(forty_plain.len(), 40);
+        for (id, not_secret) in [
+            ("AKIAIOSFODNN7EXAMPLE", forty_plain),
+            (
+                "AKIAIOSFODNN7EXAMPLE",
+                "wjalrxutnfemi/k7mdeng/bpxrficyexamplekey",
+            ),
+            (sid, "deadbeef"),
+            (sid, "ZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZ"),
+            (sid, "0123456789ABCDEF0123456789ABCDEF"),
+            (sid, "0123456789abcdef0123456789abcdef0"),
+        ] {
+            let (v, _) = plain().redact(json!([id, not_secret]));
+            assert_eq!(v[1], json!(not_secret), "{id} {not_secret}");
+        }
+    }
+
+    #[test]
+    fn a_yaml_block_ends_at_a_line_indented_as_its_key() {
+        for (text, want) in [
+            (
+                "  password: |\n    hunter22\n    more\n  user: dana",
+                "  password: |\n    [REDACTED]\n  user: dana",
+            ),
+            (
+                "password: |\n  hunter22\nuser: dana",
+                "password: |\n  [REDACTED]\nuser: dana",
+            ),
+            (
+                "- password: hunter22 and more\n- user: dana",
+                "- password: [REDACTED]\n- user: dana",
+            ),
+            (
+                "  - password: hunter22 and more",
+                "  - password: [REDACTED]",
+            ),
+            (
+                "the password: hunter22 and more",
+                "the password: [REDACTED] and more",
+            ),
+        ] {
+            assert_eq!(scrub(text), want, "{text}");
+        }
+    }
 }

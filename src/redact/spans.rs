@@ -117,3 +117,144 @@ pub(super) fn block_end(text: &str, from: usize, indent: usize) -> (usize, usize
     }
     (end, lines)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text of the span `value_span` gives.
+    fn value(text: &str, start: usize, one_word: bool, quoted_key: bool) -> &str {
+        let (a, b) = value_span(text, start, one_word, quoted_key);
+        &text[a..b]
+    }
+
+    #[test]
+    fn a_line_starts_after_indentation_and_list_dashes_only() {
+        for (text, at, want) in [
+            ("key: v", 0, true),
+            ("  key: v", 2, true),
+            ("\tkey: v", 1, true),
+            ("- key: v", 2, true),
+            ("  -\tkey: v", 4, true),
+            ("x\nkey: v", 2, true),
+            ("x\n  - key: v", 6, true),
+            ("a key: v", 2, false),
+            ("x- key: v", 3, false),
+            ("x\ra key: v", 4, false),
+            ("x\n a key", 5, false),
+        ] {
+            assert_eq!(starts_line(text, at), want, "{text:?} at {at}");
+        }
+    }
+
+    #[test]
+    fn a_quoted_value_ends_at_its_closing_quote_or_the_line() {
+        for (text, want) in [
+            ("\"abc\" rest", "abc"),
+            ("'abc' rest", "abc"),
+            // A backslash escapes a double quote, not a single one.
+            ("\"a\\\"b\" rest", "a\\\"b"),
+            ("'a\\'b' rest", "a\\"),
+            // An escaped backslash escapes nothing more.
+            ("\"a\\\\\"b", "a\\\\"),
+            ("\"abc\ndef\"", "abc"),
+            ("\"abc\rdef\"", "abc"),
+            ("\"abc", "abc"),
+            // JSON inside a JSON string.
+            ("\\\"abc\\\" rest", "abc"),
+            ("\\\"abc\ndef", "abc"),
+            ("\\\"abc\rdef", "abc"),
+            ("\\\"abc", "abc"),
+        ] {
+            assert_eq!(value(text, 0, true, false), want, "{text:?}");
+        }
+        // The span is at the text's own offsets.
+        assert_eq!(value_span("k=\"abc\" x", 2, true, false), (3, 6));
+        assert_eq!(value_span("k=\\\"abc\\\"", 2, true, false), (4, 7));
+    }
+
+    #[test]
+    fn an_unquoted_value_ends_where_its_form_ends() {
+        // After a quoted key (JSON text): a comma, a brace, a bracket or the line.
+        for text in [
+            "abc def, x",
+            "abc def} x",
+            "abc def] x",
+            "abc def\nx",
+            "abc def\rx",
+        ] {
+            assert_eq!(value(text, 0, false, true), "abc def", "{text:?}");
+        }
+        // One word: white space, `&`, `;` or a quote ends it.
+        for text in [
+            "abc def", "abc&def", "abc;def", "abc\"def", "abc'def", "abc\tdef", "abc\ndef",
+        ] {
+            assert_eq!(value(text, 0, true, false), "abc", "{text:?}");
+        }
+        // The rest of the line, less trailing blanks.
+        assert_eq!(value("abc def  \nnext", 0, false, false), "abc def");
+        assert_eq!(value("abc def\r\nnext", 0, false, false), "abc def");
+        assert_eq!(value("abc def", 0, false, false), "abc def");
+        assert_eq!(value_span("k=abc def", 2, true, false), (2, 5));
+        assert_eq!(value_span("k=abc def", 2, false, false), (2, 9));
+    }
+
+    #[test]
+    fn a_header_value_is_the_line_or_up_to_the_quote_before_its_key() {
+        let text = "Cookie: a=1; b=2  \nnext";
+        assert_eq!(header_value_span(text, 0, 8), (8, 16));
+        let text = "Cookie: a=1; b=2\rnext";
+        assert_eq!(header_value_span(text, 0, 8), (8, 16));
+        let text = "-H 'Cookie: a=1; b=2' -v";
+        assert_eq!(header_value_span(text, 4, 12), (12, 20));
+        let text = "-H \"Cookie: a=1\" -v";
+        assert_eq!(header_value_span(text, 4, 12), (12, 15));
+        // A quote that does not close on the line: the rest of the line.
+        let text = "'Cookie: a=1 b\n'";
+        assert_eq!(header_value_span(text, 1, 9), (9, 14));
+        // No quote before the key: a quote in the value is kept.
+        let text = "Cookie: a='1' b";
+        assert_eq!(header_value_span(text, 0, 8), (8, 15));
+    }
+
+    #[test]
+    fn the_indent_is_the_spaces_that_open_the_line() {
+        for (text, at, want) in [
+            ("key: |", 0, 0),
+            ("    key: |", 4, 4),
+            ("a\n  key: |", 4, 2),
+            ("a:\n  b:\n      key: |", 14, 6),
+            ("a\n\tkey: |", 3, 0),
+            ("  a\nkey: |", 4, 0),
+        ] {
+            assert_eq!(line_indent(text, at), want, "{text:?} at {at}");
+        }
+    }
+
+    #[test]
+    fn a_block_is_the_lines_deeper_than_its_key() {
+        // (text, from, indent, (end, lines))
+        for (text, from, indent, want) in [
+            ("|\n  a\n  b\nc", 1, 0, (9, 2)),
+            // Blank lines inside are part of it, those after it are not.
+            ("|\n  a\n\n  b\nc", 1, 0, (10, 2)),
+            ("|\n  a\n  \n\nc", 1, 0, (5, 1)),
+            // A line indented exactly as the key ends it; one space more does not.
+            ("|\n  a\n b", 1, 1, (5, 1)),
+            ("|\n  a\n  b", 1, 1, (9, 2)),
+            ("|\n a", 1, 1, (1, 0)),
+            ("|\n a", 1, 0, (4, 1)),
+            // To the end of the text.
+            ("|\n  a", 1, 0, (5, 1)),
+            // Nothing after the key's line.
+            ("|", 1, 0, (1, 0)),
+            ("|\n", 1, 0, (1, 0)),
+            ("| x\n  a", 1, 0, (1, 0)),
+            // The key's own line goes on after `from`: no block, however
+            // deep the rest of that line.
+            ("|   x", 1, 0, (1, 0)),
+        ] {
+            assert_eq!(block_end(text, from, indent), want, "{text:?} from {from}");
+        }
+    }
+}
