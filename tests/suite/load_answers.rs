@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::faults::{status_field, thread_count};
+use crate::support::faults::{
+    children_of, cmdline_args, live_children_of, status_field, thread_count,
+};
 use crate::support::mcp::{env, modern, req, Server};
 use crate::support::sandbox::{is_root, World};
 use crate::support::{fixture, install_executable, server_bin};
@@ -623,18 +625,10 @@ fn i2_the_end_of_input_answers_the_legacy_queue_and_exits_zero() {
 /// The sandbox zygotes the server `pid` started (its children running
 /// `__sandbox-helper @zygote`).
 fn zygotes_of(pid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(child) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let is_zygote = std::fs::read(e.path().join("cmdline"))
-            .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == b"@zygote"));
-        if is_zygote && status_field(child, "PPid").as_deref() == Some(&pid.to_string()) {
-            found.push(child);
-        }
-    }
-    found
+    children_of(pid)
+        .into_iter()
+        .filter(|&c| cmdline_args(c).iter().any(|a| a == b"@zygote"))
+        .collect()
 }
 
 /// A zygote that was stopped (SIGSTOP) is replaced: the next call is
@@ -673,21 +667,6 @@ fn a_stopped_sandbox_zygote_is_replaced_and_the_next_call_is_served() {
         "the stopped zygote is still there: {now:?}"
     );
     assert_eq!(now.len(), 1, "{now:?}");
-}
-
-/// The live (not yet exited) children of `pid`.
-fn live_children_of(pid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(child) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let live = status_field(child, "State").is_some_and(|st| !st.starts_with('Z'));
-        if live && status_field(child, "PPid").as_deref() == Some(&pid.to_string()) {
-            found.push(child);
-        }
-    }
-    found
 }
 
 /// A run whose sandbox stays silent (the zygote's next init is stopped, so

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::faults::{pids_with, status_field, wait_for, zombie_children};
+use crate::support::faults::{children_of, pids_with, wait_for, zombie_children};
 use crate::support::mcp::{envelope_of, modern, Server};
 use crate::support::sandbox::{output_within, text};
 use crate::support::{fixture, server_bin};
@@ -43,19 +43,14 @@ fn call(id: Value, tool: &str, args: Value) -> Value {
 
 /// The sandbox helpers (`reachweaver-mcp-sandbox …`) that are children of `pid`.
 fn helpers_of(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        if status_field(p, "PPid").as_deref() == Some(&pid.to_string())
-            && cmdline.starts_with(b"reachweaver-mcp-sandbox\0__sandbox-helper\0@zygote")
-        {
-            out.push(p);
-        }
-    }
-    out
+    children_of(pid)
+        .into_iter()
+        .filter(|&c| {
+            std::fs::read(format!("/proc/{c}/cmdline"))
+                .unwrap_or_default()
+                .starts_with(b"reachweaver-mcp-sandbox\0__sandbox-helper\0@zygote")
+        })
+        .collect()
 }
 
 fn alive(pid: u32) -> bool {

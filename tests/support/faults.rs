@@ -172,26 +172,16 @@ pub fn marker(what: &str) -> String {
 
 /// Live processes whose command line contains `marker`.
 pub fn pids_with(marker: &str) -> Vec<u32> {
-    let mut out = Vec::new();
-    let Ok(dir) = fs::read_dir("/proc") else {
-        panic!("/proc is not readable; these tests need it");
-    };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(cmdline) = fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        if cmdline
-            .windows(marker.len())
-            .any(|w| w == marker.as_bytes())
-            && !is_zombie(pid)
-        {
-            out.push(pid);
-        }
-    }
-    out
+    all_pids()
+        .into_iter()
+        .filter(|&pid| {
+            fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                cmdline
+                    .windows(marker.len())
+                    .any(|w| w == marker.as_bytes())
+            }) && !is_zombie(pid)
+        })
+        .collect()
 }
 
 fn is_zombie(pid: u32) -> bool {
@@ -246,16 +236,47 @@ pub fn assert_gone(marker: &str) {
 
 /// Children of `pid` that are zombies.
 pub fn zombie_children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in fs::read_dir("/proc").expect("/proc").flatten() {
-        let Some(child) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if status_field(child, "PPid").as_deref() == Some(&pid.to_string()) && is_zombie(child) {
-            out.push(child);
-        }
-    }
-    out
+    children_of(pid)
+        .into_iter()
+        .filter(|&c| is_zombie(c))
+        .collect()
+}
+
+/// Children of `pid` that have not exited.
+pub fn live_children_of(pid: u32) -> Vec<u32> {
+    children_of(pid)
+        .into_iter()
+        .filter(|&c| status_field(c, "State").is_some_and(|st| !st.starts_with('Z')))
+        .collect()
+}
+
+/// Every child of `pid`, zombies included: the processes whose `PPid` is it.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let parent = pid.to_string();
+    all_pids()
+        .into_iter()
+        .filter(|&c| status_field(c, "PPid").as_deref() == Some(parent.as_str()))
+        .collect()
+}
+
+/// The command line of `pid`, its arguments split at their NUL bytes
+/// (empty when the process is gone).
+pub fn cmdline_args(pid: u32) -> Vec<Vec<u8>> {
+    fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|&b| b == 0)
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// Every process id /proc lists now.
+pub fn all_pids() -> Vec<u32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        panic!("/proc is not readable; these tests need it");
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+        .collect()
 }
 
 pub fn fd_count(pid: u32) -> usize {

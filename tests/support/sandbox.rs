@@ -139,18 +139,15 @@ pub fn text(b: &[u8]) -> String {
 
 /// Pids of processes whose command line contains `marker` as one argument.
 pub fn pids_with_marker(marker: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            if cmd.split(|&b| b == 0).any(|a| a == marker.as_bytes()) {
-                pids.push(pid);
-            }
-        }
-    }
-    pids
+    super::faults::all_pids()
+        .into_iter()
+        .filter(|&pid| {
+            super::faults::cmdline_args(pid)
+                .iter()
+                .any(|a| a == marker.as_bytes())
+        })
+        .filter_map(|pid| i32::try_from(pid).ok())
+        .collect()
 }
 
 pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
