@@ -17,20 +17,9 @@ repo=$(pwd)
 work="$repo/target/bench"
 
 # --baseline-ref is ours; everything else goes to the driver.
-baseline_ref=""
-args=()
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --baseline-ref)
-            baseline_ref="${2:?--baseline-ref needs a git ref}"
-            shift 2
-            ;;
-        *)
-            args+=("$1")
-            shift
-            ;;
-    esac
-done
+# shellcheck source=ci/lib.sh
+source ci/lib.sh
+take_baseline_ref "$@"
 
 missing=()
 command -v cc >/dev/null || missing+=("cc (build-essential)")
@@ -47,16 +36,8 @@ cargo build --release --workspace --quiet
 cargo bench --bench mcp_bench --no-run --quiet
 
 if [ -n "$baseline_ref" ]; then
-    # The baseline is built from the committed tree of REF, in a target
-    # folder of its own (kept between runs, so a second run is quick).
-    echo "== building $baseline_ref (release) for comparison" >&2
-    base_src="$repo/target/bench-baseline/src"
-    rm -rf "$base_src"
-    mkdir -p "$base_src"
-    git archive "$baseline_ref" | tar -x -C "$base_src"
-    CARGO_TARGET_DIR="$repo/target/bench-baseline/target" \
-        cargo build --release --quiet --manifest-path "$base_src/Cargo.toml" -p reachweaver-mcp
-    args+=(--compare-server "$baseline_ref=$repo/target/bench-baseline/target/release/reachweaver-mcp")
+    base_bin=$(build_baseline "$baseline_ref")
+    args+=(--compare-server "$baseline_ref=$base_bin")
 fi
 
 rm -rf "$work"

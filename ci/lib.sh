@@ -38,3 +38,36 @@ install_node() {
     (cd "$NODEDIR" && npm ci --no-audit --no-fund --cache "$CLIENTS/npm-cache") || return 1
     echo "$want" >"$stamp"
 }
+
+# The benchmark scripts' `--baseline-ref REF`: sets baseline_ref, and args
+# to every other argument in order (they go to the script's driver).
+take_baseline_ref() {
+    baseline_ref=""
+    args=()
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --baseline-ref)
+                baseline_ref="${2:?--baseline-ref needs a git ref}"
+                shift 2
+                ;;
+            *)
+                args+=("$1")
+                shift
+                ;;
+        esac
+    done
+}
+
+# Builds the server (release) from the committed tree of REF in a target
+# folder of its own, kept between runs and shared by the benchmark scripts
+# so a second run is quick; prints the binary's path.
+build_baseline() {
+    local ref="$1" base="$ROOT/target/bench-baseline"
+    echo "== building $ref (release) for comparison" >&2
+    rm -rf "$base/src"
+    mkdir -p "$base/src"
+    git -C "$ROOT" archive "$ref" | tar -x -C "$base/src" || return 1
+    CARGO_TARGET_DIR="$base/target" \
+        cargo build --release --quiet --manifest-path "$base/src/Cargo.toml" -p reachweaver-mcp >&2 || return 1
+    echo "$base/target/release/reachweaver-mcp"
+}

@@ -13,36 +13,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
-baseline_ref=""
-args=()
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --baseline-ref)
-            baseline_ref="${2:?--baseline-ref needs a git ref}"
-            shift 2
-            ;;
-        *)
-            args+=("$1")
-            shift
-            ;;
-    esac
-done
+# --baseline-ref is ours; everything else goes to the driver.
+# shellcheck source=ci/lib.sh
+source ci/lib.sh
+take_baseline_ref "$@"
 
 echo "== building (release)" >&2
 cargo build --release -p reachweaver-mcp --quiet
 servers=(--server "this=$repo/target/release/reachweaver-mcp")
 
 if [ -n "$baseline_ref" ]; then
-    # Built from the committed tree of REF in a target folder of its own
-    # (the one ci/bench.sh uses, so either script reuses the other's build).
-    echo "== building $baseline_ref (release) for comparison" >&2
-    base_src="$repo/target/bench-baseline/src"
-    rm -rf "$base_src"
-    mkdir -p "$base_src"
-    git archive "$baseline_ref" | tar -x -C "$base_src"
-    CARGO_TARGET_DIR="$repo/target/bench-baseline/target" \
-        cargo build --release --quiet --manifest-path "$base_src/Cargo.toml" -p reachweaver-mcp
-    servers=(--server "$baseline_ref=$repo/target/bench-baseline/target/release/reachweaver-mcp" "${servers[@]}")
+    base_bin=$(build_baseline "$baseline_ref")
+    servers=(--server "$baseline_ref=$base_bin" "${servers[@]}")
 fi
 
 mkdir -p target/bench
