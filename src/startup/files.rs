@@ -233,7 +233,7 @@ pub(crate) struct Files {
     detected: Sandbox,
     /// Each watched path with how the line names it.
     watched: Vec<(&'static str, PathBuf)>,
-    serving: Mutex<Arc<Serving>>,
+    serving: Mutex<Serving>,
 }
 
 impl Files {
@@ -246,10 +246,10 @@ impl Files {
             inputs,
             detected,
             watched,
-            serving: Mutex::new(Arc::new(Serving {
+            serving: Mutex::new(Serving {
                 ids,
                 now: Ok(first),
-            })),
+            }),
         }
     }
 
@@ -263,7 +263,7 @@ impl Files {
             // however many calls see it at once.
             let now = resolve_sparing(&self.inputs, &self.detected).map(Arc::new);
             crate::log::line(change_line(&self.watched, &serving.ids, &ids, &now));
-            *serving = Arc::new(Serving { ids, now });
+            *serving = Serving { ids, now };
         }
         serving.now.clone()
     }
