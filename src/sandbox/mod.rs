@@ -148,7 +148,7 @@ pub enum RunKind {
 }
 
 /// Everything the sandbox needs to know, fixed at start.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SandboxOptions {
     pub mode: SandboxMode,
     /// The canonical backend executable.

@@ -550,6 +550,58 @@ pub fn is_loader_or_interpreter_hook(name: &str) -> bool {
 /// redaction of results must never disagree.
 pub use crate::redact::is_secret_name;
 
+/// What confines a run, as opposed to what it runs: every field of a
+/// [`Policy`] but the program, its argv and environment, the working folder
+/// and the server's pid. A read-only run's init applies all of it before
+/// its request arrives, then runs only a request whose policy has the
+/// same confinement.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Confinement<'a> {
+    read_exec: &'a [PathBuf],
+    read: &'a [PathBuf],
+    read_write: &'a [PathBuf],
+    tmpdir: &'a Path,
+    write_files: &'a [PathBuf],
+    mounts: Option<&'a MountPlan>,
+    kind: RunKind,
+    layers: Layers,
+    rlimits: Rlimits,
+}
+
+impl Policy {
+    pub fn confinement(&self) -> Confinement<'_> {
+        // Named field by field, so a field added to the policy must be
+        // placed on one side or the other here before this compiles.
+        let Policy {
+            program: _,
+            argv: _,
+            env: _,
+            cwd: _,
+            parent_pid: _,
+            read_exec,
+            read,
+            read_write,
+            tmpdir,
+            write_files,
+            mounts,
+            kind,
+            layers,
+            rlimits,
+        } = self;
+        Confinement {
+            read_exec,
+            read,
+            read_write,
+            tmpdir,
+            write_files,
+            mounts: mounts.as_ref(),
+            kind: *kind,
+            layers: *layers,
+            rlimits: *rlimits,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -988,6 +1040,45 @@ mod tests {
             "REACHWEAVER_TOKEN_PATH",
         ] {
             assert!(!is_secret_name(s), "{s} should not be secret");
+        }
+    }
+
+    #[test]
+    fn the_confinement_is_every_field_but_what_the_run_executes() {
+        let base = build_for(RunKind::ReadOnly);
+        // What a request brings may differ: the confinement is the same.
+        let mut other = base.clone();
+        other.program = PathBuf::from("/usr/bin/true");
+        other.argv = vec!["/usr/bin/true".into(), "x".into()];
+        other.env.push(("EDITOR".into(), "vi".into()));
+        other.cwd = PathBuf::from("/elsewhere");
+        other.parent_pid += 1;
+        assert_eq!(other.confinement(), base.confinement());
+        // Each field that confines tells two policies apart on its own.
+        type Change = fn(&mut Policy);
+        let changes: Vec<(&str, Change)> = vec![
+            ("read_exec", (|p| p.read_exec.push("/x".into()))),
+            ("read", (|p| p.read.push("/x".into()))),
+            ("read_write", (|p| p.read_write.push("/x".into()))),
+            ("tmpdir", (|p| p.tmpdir = "/x".into())),
+            ("write_files", (|p| p.write_files.push("/x".into()))),
+            (
+                "mounts",
+                (|p| {
+                    p.mounts = match p.mounts.take() {
+                        Some(_) => None,
+                        None => Some(mount_plan(&opts(), &[], RunKind::ReadOnly)),
+                    }
+                }),
+            ),
+            ("kind", (|p| p.kind = RunKind::Draft)),
+            ("layers", (|p| p.layers.seccomp = !p.layers.seccomp)),
+            ("rlimits", (|p| p.rlimits.open_files += 1)),
+        ];
+        for (field, change) in changes {
+            let mut changed = base.clone();
+            change(&mut changed);
+            assert_ne!(changed.confinement(), base.confinement(), "{field}");
         }
     }
 }

@@ -19,6 +19,8 @@ mod protocol_framing;
 mod redaction_leaks;
 #[cfg(target_os = "linux")]
 mod sandbox_apparmor;
+#[cfg(target_os = "linux")]
+mod sandbox_armed;
 mod sandbox_lifetime;
 mod sandbox_limits;
 mod sandbox_matrix;

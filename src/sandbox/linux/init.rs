@@ -1,8 +1,12 @@
 //! The run's init: pid 1 of the run's PID namespace. Forked ahead by the
 //! zygote as a spare (own id maps, `pid_max`, the minimal root, namespace
-//! counters), it applies the run's own layers once the request is known
-//! (rlimits, Landlock, capabilities, seccomp, in that order), forks the
-//! backend, reaps everything, and reports the backend's status.
+//! counters), a read-only run's init also applies every other layer
+//! (rlimits, Landlock, capabilities, seccomp, in that order) before its
+//! request arrives: none of them depends on the call. It then takes the
+//! request, checks that it asks for exactly the confinement already in
+//! force, forks the backend, reaps everything, and reports the backend's
+//! status. A `draft` run's init applies those layers once its request is
+//! there, as the re-executed helper does.
 
 use std::convert::Infallible;
 use std::ffi::CString;
@@ -32,7 +36,7 @@ pub(super) struct Init {
 }
 
 impl Init {
-    /// The spare: set up what doesn't depend on the run, say so, wait for
+    /// The spare: set up what doesn't depend on the call, say so, wait for
     /// the request, then become the run's init. `zygote` is the zygote's
     /// own pidfd.
     pub(super) fn spare(&self, socket: OwnedFd, zygote: RawFd, kind: RunKind) -> ! {
@@ -79,9 +83,10 @@ impl Init {
         unsafe { libc::_exit(127) }
     }
 
-    /// What a spare sets up before its run is known: own session, die with
-    /// the zygote, own id maps, the UTS namespace's names, and as the
-    /// namespace's init its `pid_max` and namespace counters.
+    /// What a spare sets up before its call is known: own session, die
+    /// with the zygote, own id maps, the UTS namespace's names, as the
+    /// namespace's init its `pid_max`, the minimal root and the namespace
+    /// counters, and for a read-only run every layer after those.
     pub(super) fn spare_setup(&self, kind: RunKind) -> Result<(), Failure> {
         // SAFETY: integer-only process calls and a poll on our own descriptor.
         unsafe {
@@ -120,11 +125,27 @@ impl Init {
             namespaces::name_uts().map_err(Failure::of("utsns"))?;
         }
         init_namespace(&self.config.layers)?;
-        minimal_root_and_limits(&self.config.layers, self.config.plan(kind))
+        minimal_root_and_limits(&self.config.layers, self.config.plan(kind))?;
+        let Some(armed) = self.config.armed(kind) else {
+            return Ok(());
+        };
+        if armed.layers != self.config.layers || armed.mounts.as_ref() != self.config.plan(kind) {
+            return Err(Failure::layer(
+                PROCESS,
+                "the policy to arm with is not the one its zygote was started for",
+            ));
+        }
+        apply_layers(armed, self.program_for(&armed.layers), self.last_cap)
     }
 
-    /// The request is here: descriptors in place, then the run's own
-    /// layers (rlimits, Landlock, capabilities, seccomp) and the backend.
+    /// The seccomp program, when these layers have seccomp.
+    fn program_for(&self, layers: &Layers) -> Option<&seccompiler::BpfProgram> {
+        self.program.as_ref().filter(|_| layers.seccomp)
+    }
+
+    /// The request is here: descriptors in place, the run's cgroup, the
+    /// checks that the request asks for what this init was set up for,
+    /// then (unless applied ahead) the run's own layers, and the backend.
     pub(super) fn become_init(
         &self,
         policy: &[u8],
@@ -172,15 +193,25 @@ impl Init {
                 "the run's file system view is not the one its spare built",
             ));
         }
+        let armed = self.config.armed(kind);
+        if armed.is_some_and(|a| a.confinement() != p.confinement()) {
+            return Err(Failure::layer(
+                PROCESS,
+                "the run's confinement is not the one its spare applied",
+            ));
+        }
         let prepared = Prepared {
             exec: ExecArgs::new(&p)?,
-            program: self.program.as_ref().filter(|_| p.layers.seccomp),
+            program: self.program_for(&p.layers),
             last_cap: self.last_cap,
         };
         std::env::set_current_dir(&p.cwd).map_err(|e| {
             Failure::layer(PROCESS, format!("working folder {}: {e}", p.cwd.display()))
         })?;
-        run_as_init(&p, &prepared, RUN_CHANNEL_FD, Tell::Channel)
+        if armed.is_none() {
+            apply_layers(&p, prepared.program, prepared.last_cap)?;
+        }
+        run_as_init(&prepared, RUN_CHANNEL_FD, Tell::Channel)
     }
 }
 
@@ -212,9 +243,14 @@ pub(super) struct Prepared<'a> {
     pub(super) last_cap: u32,
 }
 
-/// Step 7's layers, in their order: rlimits, Landlock, capabilities (and
-/// `no_new_privs`), seccomp.
-pub(super) fn apply_layers(p: &Policy, prep: &Prepared<'_>) -> Result<(), Failure> {
+/// The layers of step 6 (a read-only run's, before its request) or step 7
+/// (a `draft` run's, and the re-executed helper's), in their order:
+/// rlimits, Landlock, capabilities (and `no_new_privs`), seccomp.
+pub(super) fn apply_layers(
+    p: &Policy,
+    program: Option<&seccompiler::BpfProgram>,
+    last_cap: u32,
+) -> Result<(), Failure> {
     if p.layers.rlimits {
         rlimits::apply(&p.rlimits).map_err(Failure::of("rlimits"))?;
     }
@@ -223,10 +259,10 @@ pub(super) fn apply_layers(p: &Policy, prep: &Prepared<'_>) -> Result<(), Failur
             .map_err(Failure::of("landlock"))?;
     }
     if p.layers.caps {
-        caps::apply(prep.last_cap, p.layers.caps_bounding).map_err(Failure::of("caps"))?;
+        caps::apply(last_cap, p.layers.caps_bounding).map_err(Failure::of("caps"))?;
     }
     caps::set_no_new_privs().map_err(Failure::of("caps"))?;
-    if let Some(program) = prep.program {
+    if let Some(program) = program {
         seccomp::apply(program).map_err(Failure::of("seccomp"))?;
     }
     Ok(())
@@ -330,17 +366,14 @@ pub(super) fn minimal_root_and_limits(
     Ok(())
 }
 
-/// Init of the PID namespace, once `init_namespace` is done: finish
-/// confinement, start the backend, reap everything, report the backend's
-/// raw wait status on `sock` as `tell` says, exit.
+/// Init of the PID namespace, once every layer is in force: start the
+/// backend, reap everything, report the backend's raw wait status on
+/// `sock` as `tell` says, exit.
 pub(super) fn run_as_init(
-    p: &Policy,
     prep: &Prepared<'_>,
     sock: RawFd,
     tell: Tell,
 ) -> Result<Infallible, Failure> {
-    apply_layers(p, prep)?;
-
     // SAFETY: single-threaded process; the child only executes.
     let child = unsafe { libc::fork() };
     if child < 0 {

@@ -148,7 +148,7 @@ fn subreaper(p: &Policy, prep: &Prepared<'_>) -> Result<Infallible, Failure> {
                 libc::_exit(1);
             }
         }
-        let failure = match apply_layers(p, prep) {
+        let failure = match apply_layers(p, prep.program, prep.last_cap) {
             Ok(()) => prep.exec.exec(),
             Err(f) => f,
         };
@@ -372,7 +372,8 @@ pub(super) fn init_main(
     minimal_root_and_limits(&p.layers, p.mounts.as_ref())?;
     std::env::set_current_dir(&p.cwd)
         .map_err(|e| Failure::layer(PROCESS, format!("working folder {}: {e}", p.cwd.display())))?;
-    run_as_init(p, prep, sock, Tell::Helper)
+    apply_layers(p, prep.program, prep.last_cap)?;
+    run_as_init(prep, sock, Tell::Helper)
 }
 
 #[cfg(test)]

@@ -1059,6 +1059,63 @@ mod tests {
         }
     }
 
+    /// A read-only run's init is under this filter before its request
+    /// comes: taking the request (the descriptors come with `recvmsg`),
+    /// moving them into place, entering the run's cgroup, changing folder,
+    /// forking and executing the backend, waiting, emptying its namespace
+    /// and reporting all happen afterwards, so each of those calls, with
+    /// the arguments the init gives, must pass.
+    #[test]
+    fn an_armed_inits_own_work_is_allowed() {
+        let fork_flags =
+            (libc::CLONE_CHILD_SETTID | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD) as u64;
+        let mut calls: Vec<(i64, [u64; 6])> = vec![
+            (
+                libc::SYS_recvmsg,
+                [
+                    3,
+                    0,
+                    (libc::MSG_CMSG_CLOEXEC | libc::MSG_WAITALL) as u64,
+                    0,
+                    0,
+                    0,
+                ],
+            ),
+            (libc::SYS_read, [3, 0, 4, 0, 0, 0]),
+            (
+                libc::SYS_fcntl,
+                [3, libc::F_DUPFD_CLOEXEC as u64, 6, 0, 0, 0],
+            ),
+            (libc::SYS_fcntl, [3, libc::F_SETFD as u64, 1, 0, 0, 0]),
+            (libc::SYS_dup3, [9, 0, 0, 0, 0, 0]),
+            (nr::CLOSE_RANGE, [6, u32::MAX as u64, 0, 0, 0, 0]),
+            (libc::SYS_close, [5, 0, 0, 0, 0, 0]),
+            (libc::SYS_write, [5, 0, 1, 0, 0, 0]),
+            (libc::SYS_chdir, [0; 6]),
+            (libc::SYS_clone, [fork_flags, 0, 0, 0, 0, 0]),
+            (libc::SYS_execve, [0; 6]),
+            (libc::SYS_wait4, [u64::MAX, 0, 0, 0, 0, 0]),
+            (libc::SYS_waitid, [0; 6]),
+            (libc::SYS_kill, [u64::MAX, libc::SIGKILL as u64, 0, 0, 0, 0]),
+            (libc::SYS_kill, [u64::MAX, 0, 0, 0, 0, 0]),
+            (libc::SYS_rt_sigprocmask, [0; 6]),
+            (
+                libc::SYS_rt_sigaction,
+                [libc::SIGPIPE as u64, 0, 0, 0, 0, 0],
+            ),
+            (libc::SYS_mmap, [0; 6]),
+            (libc::SYS_munmap, [0; 6]),
+            (libc::SYS_brk, [0; 6]),
+            (libc::SYS_getpid, [0; 6]),
+            (libc::SYS_exit_group, [0; 6]),
+        ];
+        #[cfg(target_arch = "x86_64")]
+        calls.push((libc::SYS_dup2, [9, 0, 0, 0, 0, 0]));
+        for (nr, args) in calls {
+            assert_eq!(decide(nr, args), ALLOW, "syscall {nr} {args:?}");
+        }
+    }
+
     #[test]
     fn unlisted_and_future_calls_answer_enosys() {
         for nr in [

@@ -4,15 +4,17 @@
 //! Why: re-executing the server binary for every run costs an `execve`, a
 //! dynamic load, a runtime start and a new network namespace, which was
 //! most of what a sandboxed run cost beyond the backend itself. The zygote
-//! pays for those once. It also forks each run's init before the run is
-//! asked for, so the init's namespaces, id maps, `pid_max` and namespace
-//! counters are ready when the request comes; only the layers that depend
-//! on the run (resource limits, Landlock, capabilities, seccomp, in that
-//! order) are applied once the policy is known.
+//! pays for those once. It also forks each read-only run's init before the
+//! run is asked for, and that init confines itself completely while it
+//! waits: namespaces, id maps, `pid_max`, minimal root, namespace counters,
+//! then resource limits, Landlock, capabilities and seccomp, from the
+//! read-only policy the zygote was started with (none of it depends on the
+//! call). The call then only hands over argv, environment and descriptors.
+//! A spare serves one run and no other.
 //!
-//! Spares for read-only runs are forked ahead and already stand in their
-//! minimal root; a `draft` run (rare, and with another root: the database's
-//! folder writable) gets a spare forked when it is asked for. The server's
+//! A `draft` run (rare, and with another root: the database's folder
+//! writable) gets a spare forked when it is asked for, which applies the
+//! layers after its root once the request is there. The server's
 //! side is `server/`, the spare's and init's code `init.rs` (its own type,
 //! [`Init`], built once per zygote).
 //!
@@ -61,10 +63,9 @@ pub(super) struct Forked {
     pub(super) released: bool,
 }
 
-/// The next run's init, forked ahead of its request: its namespaces, id
-/// maps, `pid_max` and namespace counters are set while the server is
-/// busy elsewhere. It applies every other layer only once it has the run's
-/// policy, in the same order as ever.
+/// The next run's init, forked ahead of its request: for a read-only run
+/// every layer is in force (in the same order as ever) while the server is
+/// busy elsewhere.
 pub(super) struct Spare {
     pub(super) pid: libc::pid_t,
     pub(super) pidfd: OwnedFd,

@@ -11,6 +11,7 @@ mod handle;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::cgroup;
@@ -40,6 +41,10 @@ pub struct State {
     silence_ms: AtomicU64,
     /// Forks the runs; started on the first one.
     zygote: handle::ZygoteCell,
+    /// The zygote's configuration, built for the grants and layers of the
+    /// last run: every run of a sandbox has the same, so it is built once
+    /// per sandbox (and again when its grants or layers change).
+    prepared: Mutex<Option<Prepared>>,
     /// Where runs' cgroups are made, when the machine gives them.
     cgroups: Option<cgroup::Parent>,
     facts: promises::Facts,
@@ -47,6 +52,13 @@ pub struct State {
     trial: Result<(), String>,
     /// Layers switched off because the trial run failed with them (best-effort).
     given_up: Vec<&'static str>,
+}
+
+/// A zygote configuration and what it was built from.
+struct Prepared {
+    opts: SandboxOptions,
+    layers: Layers,
+    config: Option<Arc<Config>>,
 }
 
 /// Whether the database is the only entry of its folder (SQLite's
@@ -67,8 +79,8 @@ fn db_alone(db: &Path) -> bool {
 }
 
 /// The zygote's configuration for these layers and a sandbox's grants
-/// (both kinds of run's minimal roots), or `None` where runs need the
-/// re-executed helper.
+/// (both kinds of run's minimal roots, and the policy read-only spares arm
+/// themselves with), or `None` where runs need the re-executed helper.
 fn zygote_config(layers: &Layers, opts: &SandboxOptions, runtime: &[PathBuf]) -> Option<Config> {
     usable(layers).then(|| {
         let plan = |kind| {
@@ -76,7 +88,23 @@ fn zygote_config(layers: &Layers, opts: &SandboxOptions, runtime: &[PathBuf]) ->
                 .mountns
                 .then(|| policy::mount_plan(opts, runtime, kind))
         };
-        Config::new(layers, plan(RunKind::ReadOnly), plan(RunKind::Draft))
+        // Only with a minimal root is the temp folder the same for every
+        // run; without one it is named per run on the host, and the run's
+        // own layers wait for its request.
+        let armed = layers.mountns.then(|| {
+            policy::build(&policy::BuildInput {
+                opts,
+                kind: RunKind::ReadOnly,
+                runtime,
+                env: &[],
+                layers: *layers,
+                tmpdir: Path::new(""),
+                argv: &[],
+                cwd: &opts.root,
+                parent_pid: std::process::id(),
+            })
+        });
+        Config::new(layers, plan(RunKind::ReadOnly), plan(RunKind::Draft), armed)
     })
 }
 
@@ -131,6 +159,7 @@ impl State {
             mode: opts.mode,
             without: Vec::new(),
             zygote: handle::ZygoteCell::default(),
+            prepared: Mutex::new(None),
             cgroups,
             facts,
             trial: Ok(()),
@@ -266,6 +295,24 @@ impl State {
         self.silence_ms.store(ms, Ordering::Relaxed);
     }
 
+    /// The zygote's configuration for this sandbox's grants and these
+    /// layers: the one built before when they are the same.
+    fn config_for(&self, opts: &SandboxOptions, layers: &Layers) -> Option<Arc<Config>> {
+        let mut prepared = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = prepared.as_ref() {
+            if p.layers == *layers && p.opts == *opts {
+                return p.config.clone();
+            }
+        }
+        let config = zygote_config(layers, opts, &self.runtime).map(Arc::new);
+        *prepared = Some(Prepared {
+            opts: opts.clone(),
+            layers: *layers,
+            config: config.clone(),
+        });
+        config
+    }
+
     fn silence(&self) -> Duration {
         Duration::from_millis(self.silence_ms.load(Ordering::Relaxed))
     }
@@ -352,8 +399,8 @@ impl State {
             }
         };
         let silence = self.silence();
-        let config = zygote_config(&layers, opts, &self.runtime);
-        let mut child = match &config {
+        let config = self.config_for(opts, &layers);
+        let mut child = match config.as_deref() {
             Some(config) => {
                 let procs = run_cgroup.as_mut().and_then(cgroup::RunCgroup::take_procs);
                 let waits = handle::Waits {

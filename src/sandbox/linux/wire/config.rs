@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::policy::{Layers, MountPlan};
+use crate::sandbox::policy::{Layers, MountPlan, Policy};
 use crate::sandbox::RunKind;
 
 /// The helper argument that starts a zygote instead of one run.
@@ -23,14 +23,21 @@ pub(crate) fn usable(layers: &Layers) -> bool {
     layers.userns && layers.pidns
 }
 
-/// What the zygote is started with: the layers of every run it forks, and
-/// the minimal root of each kind of run, which its spares build ahead.
+/// What the zygote is started with: the layers of every run it forks, the
+/// minimal root of each kind of run, which its spares build ahead, and the
+/// policy a read-only spare arms itself with before its request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Config {
     pub(crate) parent_pid: u32,
     pub(crate) layers: Layers,
     pub(crate) read_only: Option<MountPlan>,
     pub(crate) draft: Option<MountPlan>,
+    /// A read-only run's policy without its argv and environment: every
+    /// read-only run of the sandbox has its confinement (see
+    /// [`Policy::confinement`]), so a spare applies it ahead and runs only
+    /// a request that asks for exactly that. `None` where the run's temp
+    /// folder is on the host, named per run (no mount namespace).
+    pub(crate) armed: Option<Policy>,
 }
 
 impl Config {
@@ -38,12 +45,22 @@ impl Config {
         layers: &Layers,
         read_only: Option<MountPlan>,
         draft: Option<MountPlan>,
+        armed: Option<Policy>,
     ) -> Config {
         Config {
             parent_pid: std::process::id(),
             layers: *layers,
             read_only,
             draft,
+            armed,
+        }
+    }
+
+    /// The policy a spare of this kind arms itself with before its request.
+    pub(crate) fn armed(&self, kind: RunKind) -> Option<&Policy> {
+        match kind {
+            RunKind::ReadOnly => self.armed.as_ref(),
+            RunKind::Draft => None,
         }
     }
 
@@ -79,9 +96,53 @@ mod tests {
 
     #[test]
     fn the_config_round_trips_and_names_each_kinds_plan() {
-        let c = Config::new(&Layers::default(), None, None);
+        let c = Config::new(&Layers::default(), None, None, None);
         let back: Config = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
         assert_eq!(back, c);
         assert!(c.plan(RunKind::ReadOnly).is_none() && c.plan(RunKind::Draft).is_none());
+    }
+
+    #[test]
+    fn only_read_only_spares_are_armed_ahead() {
+        let layers = Layers::default();
+        let plan = |root: &str| MountPlan {
+            binds: vec![],
+            devices: vec![root.into()],
+            tmp: crate::sandbox::policy::TmpFs {
+                mount: "/tmp".into(),
+                dir: "/tmp/run".into(),
+                size_bytes: 1,
+                inodes: 1,
+            },
+            draft: None,
+            proc: true,
+            masks: vec![],
+        };
+        let armed = Policy {
+            program: "/bin/b".into(),
+            argv: vec![],
+            env: vec![],
+            cwd: "/".into(),
+            read_exec: vec![],
+            read: vec![],
+            read_write: vec!["/tmp/run".into()],
+            tmpdir: "/tmp/run".into(),
+            write_files: vec![],
+            mounts: Some(plan("/dev/null")),
+            kind: RunKind::ReadOnly,
+            layers,
+            rlimits: Default::default(),
+            parent_pid: 1,
+        };
+        let c = Config::new(
+            &layers,
+            Some(plan("/dev/null")),
+            Some(plan("/dev/zero")),
+            Some(armed.clone()),
+        );
+        assert_eq!(c.armed(RunKind::ReadOnly), Some(&armed));
+        assert_eq!(c.armed(RunKind::Draft), None);
+        let back: Config = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
     }
 }
