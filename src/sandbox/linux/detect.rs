@@ -113,61 +113,54 @@ impl Detected {
         }
     }
 
-    /// Every layer, available or not, for `sandbox status`.
+    /// Every layer, available or not, for `sandbox status`, in the order of
+    /// the one layer list (which the attestation uses too).
     pub fn report(&self) -> Vec<LayerStatus> {
-        let r = |name: &'static str, res: &Result<(), String>, ok: &str| LayerStatus {
-            name,
+        let r = |layer: Layer, res: &Result<(), String>, ok: &str| LayerStatus {
+            name: layer.name(),
             available: res.is_ok(),
             detail: match res {
                 Ok(()) => ok.to_string(),
                 Err(e) => e.clone(),
             },
         };
+        // What a layer holds is said once, in the layer list.
+        let held = |layer: Layer, res: &Result<(), String>| r(layer, res, layer.holds());
         let abi = self.landlock_abi;
-        let ll = |name: &'static str, min: i32, what: &str| LayerStatus {
-            name,
+        let ll = |layer: Layer, min: i32| LayerStatus {
+            name: layer.name(),
             available: abi >= min,
             detail: if abi >= min {
-                format!("{what} (Landlock ABI {abi})")
+                format!("{} (Landlock ABI {abi})", layer.holds())
             } else if abi == 0 {
                 "Landlock is not enabled in this kernel".to_string()
             } else {
                 format!("needs Landlock ABI {min}, kernel has {abi}")
             },
         };
-        // What a layer holds is said once, in the layer list.
-        let held = |name: &'static str, res: &Result<(), String>| {
-            let holds = crate::sandbox::layers::info(name).map_or("", |i| i.holds);
-            r(name, res, holds)
-        };
-        let mut out = vec![
-            held("userns", &self.userns),
-            held("netns", &self.netns),
-            held("ipcns", &self.ipcns),
-            held("utsns", &self.utsns),
-            held("pidns", &self.pidns),
-            held("pid_max", &self.pid_max),
-            held("mountns", &self.mountns),
-            held("cgroup", &self.cgroup),
-            ll("landlock", 1, "file system rules"),
-            ll("landlock_tcp", 4, "TCP bind and connect denied"),
-            ll(
-                "landlock_scope",
-                6,
-                "abstract unix sockets and signals scoped to the run",
-            ),
-            held("seccomp", &self.seccomp),
-            r("caps", &Ok(()), &self.caps_detail()),
-            held("rlimits", &Ok(())),
-        ];
-        // The order of the one layer list, which the attestation uses too.
-        out.sort_by_key(|l| {
-            crate::sandbox::layers::LAYERS
-                .iter()
-                .position(|i| i.name == l.name)
-                .unwrap_or(usize::MAX)
-        });
-        out
+        Layer::ALL
+            .iter()
+            .filter_map(|&layer| {
+                Some(match layer {
+                    Layer::Userns => held(layer, &self.userns),
+                    Layer::Netns => held(layer, &self.netns),
+                    Layer::Ipcns => held(layer, &self.ipcns),
+                    Layer::Utsns => held(layer, &self.utsns),
+                    Layer::Pidns => held(layer, &self.pidns),
+                    Layer::PidMax => held(layer, &self.pid_max),
+                    Layer::Mountns => held(layer, &self.mountns),
+                    Layer::Cgroup => held(layer, &self.cgroup),
+                    Layer::Rlimits => held(layer, &Ok(())),
+                    Layer::Landlock => ll(layer, 1),
+                    Layer::LandlockTcp => ll(layer, 4),
+                    Layer::LandlockScope => ll(layer, 6),
+                    Layer::Caps => r(layer, &Ok(()), &self.caps_detail()),
+                    Layer::Seccomp => held(layer, &self.seccomp),
+                    // macOS only.
+                    Layer::SandboxExec => return None,
+                })
+            })
+            .collect()
     }
 
     /// The layers a run would use: everything available, minus what was
