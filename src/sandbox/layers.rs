@@ -1,23 +1,30 @@
 //! The one list of sandbox layers: [`Layer`]. Everything that names a layer
 //! derives from it: `sandbox status`, the start-up line, the per-call
 //! attestation (`_meta["io.reachweaver/sandbox"]` and the log line's
-//! `sandbox=` code), `Layers::names`, the `--without` values, the probe's
-//! holders and the table in `sandbox/LAYERS.md` (checked by a test here).
+//! `sandbox=` code), `policy::Layers::names`, the `--without` values, the
+//! probe's holders, and the layer table in `sandbox/LAYERS.md` (a test here
+//! checks that it lists exactly these names and letters).
 //!
 //! Adding a layer takes:
-//! - a member of [`Layer`], in the order a run applies it; the compiler
-//!   then stops at every exhaustive `match` that must say something about
-//!   it: its name, letter and what it holds here, whether `--without` can
-//!   switch it off (then also its place in [`WITHOUT`] and its help text),
-//!   `policy::Layers::has`, the row of `sandbox status` in
-//!   `linux/detect.rs`, and the probe's `Holder::active`;
-//! - where it has an on/off switch of its own, a field of
-//!   `policy::Layers`, set by `linux/detect.rs` from what the kernel offers;
-//! - the file that applies it in the run (`src/sandbox/linux/`), and its
-//!   call from the run's init;
-//! - its row in `sandbox/LAYERS.md`'s layer table (same name, same letter),
-//!   and, for the promises it holds, the "Who holds what" rows and the
-//!   probe attempts (`probe/specs.rs`) that show it holding them.
+//! 1. a member of [`Layer`] in `layer_list!`, at the place a run applies
+//!    it. The build then fails until each exhaustive `match` says what it
+//!    is: here its name, letter, what it holds and whether `--without` can
+//!    switch it off (if so, also its place in [`WITHOUT`]);
+//!    `policy::Layers::has`; its `sandbox status` row
+//!    (`Detected::report`) and its word on the start-up line (`word`),
+//!    both in `linux/detect.rs`.
+//! 2. If it has an on/off switch of its own: a field of `policy::Layers`
+//!    (`#[serde(default)]`), set in `Detected::layers` from what the
+//!    kernel offers and what `--without` switched off.
+//! 3. The file that applies it (`src/sandbox/linux/<name>.rs`) and its call
+//!    in `linux/init.rs`, failing the run as `Failure::of("<name>")`.
+//! 4. Its row in `sandbox/LAYERS.md`'s layer table (same name and letter),
+//!    its name in the `--without` list there if it can be switched off, and
+//!    the "Who holds what" rows of the promises it holds, with probe
+//!    attempts (`probe/specs.rs`) naming it as a holder; where it holds a
+//!    promise, `promises.rs`.
+//! 5. Its name in the list `tests/suite/sandbox_status.rs` expects from
+//!    `sandbox status --json`.
 
 use clap::builder::PossibleValue;
 
