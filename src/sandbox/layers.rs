@@ -16,7 +16,8 @@
 //!    both in `linux/detect.rs`.
 //! 2. If it has an on/off switch of its own: a field of `policy::Layers`
 //!    (`#[serde(default)]`), set in `Detected::layers` from what the
-//!    kernel offers and what `--without` switched off.
+//!    kernel offers and what `--without` switched off (the build stops
+//!    there, and at the every-layer policy in this file's tests).
 //! 3. The file that applies it (`src/sandbox/linux/<name>.rs`) and its call
 //!    in `linux/init.rs`, failing the run as `Failure::of("<name>")`.
 //! 4. Its row in `sandbox/LAYERS.md`'s layer table (same name and letter),
@@ -312,6 +313,44 @@ mod tests {
         let every: Vec<&str> = Layer::ALL.iter().map(|l| l.name()).collect();
         let letters: String = Layer::ALL.iter().map(|l| l.code()).collect();
         assert_eq!(codes(&every), letters);
+    }
+
+    #[test]
+    fn a_policy_names_its_layers_in_list_order() {
+        use crate::sandbox::policy::Layers;
+        assert!(Layers::default().names().is_empty());
+        let every = Layers {
+            userns: true,
+            netns: true,
+            ipcns: true,
+            utsns: true,
+            pidns: true,
+            pid_max: Some(512),
+            ns_limits: true,
+            landlock_abi: Some(6),
+            landlock_net: true,
+            landlock_scope: true,
+            seccomp: true,
+            caps: true,
+            caps_bounding: true,
+            rlimits: true,
+            mountns: true,
+            cgroup: true,
+        };
+        let linux: Vec<&str> = Layer::ALL
+            .iter()
+            .filter(|l| **l != Layer::SandboxExec)
+            .map(|l| l.name())
+            .collect();
+        assert_eq!(every.names(), linux);
+        let some = Layers {
+            pid_max: Some(512),
+            landlock_abi: Some(1),
+            seccomp: true,
+            ..Layers::default()
+        };
+        assert_eq!(some.names(), ["pid_max", "landlock", "seccomp"]);
+        assert!(some.has(Layer::Landlock) && !some.has(Layer::LandlockTcp));
     }
 
     /// The rows of `sandbox/LAYERS.md`'s layer table: name and letter.
