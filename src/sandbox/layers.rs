@@ -17,7 +17,9 @@
 //! 2. If it has an on/off switch of its own: a field of `policy::Layers`
 //!    (`#[serde(default)]`), set in `Detected::layers` from what the
 //!    kernel offers and what `--without` switched off (the build stops
-//!    there, and at the every-layer policy in this file's tests).
+//!    there, and at the every-layer policy in this file's tests). Whether
+//!    `--sandbox best-effort` may give it up when the trial run fails is
+//!    the list in `linux/server/mod.rs`'s `give_up_failing_layers`.
 //! 3. The file that applies it (`src/sandbox/linux/<name>.rs`) and its call
 //!    in `linux/init.rs`, failing the run as `Failure::of("<name>")`.
 //! 4. Its row in `sandbox/LAYERS.md`'s layer table (same name and letter),
