@@ -1,107 +1,247 @@
-//! The one list of sandbox layers. `sandbox status`, the start-up line,
-//! the per-call attestation (`_meta["io.reachweaver/sandbox"]` and the log
-//! line's `sandbox=` code) and the documentation's table all name layers
-//! from here, so a new layer is one entry here and one file that applies it.
+//! The one list of sandbox layers: [`Layer`]. Everything that names a layer
+//! derives from it: `sandbox status`, the start-up line, the per-call
+//! attestation (`_meta["io.reachweaver/sandbox"]` and the log line's
+//! `sandbox=` code), `policy::Layers::names`, the `--without` values, the
+//! probe's holders, and the layer table in `sandbox/LAYERS.md` (a test here
+//! checks that it lists exactly these names and letters).
+//!
+//! Adding a layer takes:
+//! 1. a member of [`Layer`] in `layer_list!`, at the place a run applies
+//!    it. The build then fails until each exhaustive `match` says what it
+//!    is: here its name, letter, what it holds and whether `--without` can
+//!    switch it off (if so, also its place in [`WITHOUT`] and in the
+//!    values the `--without` test here pins);
+//!    `policy::Layers::has`; its `sandbox status` row
+//!    (`Detected::report`) and its word on the start-up line (`word`),
+//!    both in `linux/detect.rs`.
+//! 2. If it has an on/off switch of its own: a field of `policy::Layers`
+//!    (`#[serde(default)]`), set in `Detected::layers` from what the
+//!    kernel offers and what `--without` switched off (the build stops
+//!    there, and at the every-layer policy in this file's tests). Whether
+//!    `--sandbox best-effort` may give it up when the trial run fails is
+//!    the list in `linux/server/mod.rs`'s `give_up_failing_layers`.
+//! 3. The file that applies it (`src/sandbox/linux/<name>.rs`) and its call
+//!    in `linux/init.rs`, failing the run as `Failure::of("<name>")`.
+//! 4. Its row in `sandbox/LAYERS.md`'s layer table (same name and letter),
+//!    its name in the `--without` list there if it can be switched off, and
+//!    the "Who holds what" rows of the promises it holds, with probe
+//!    attempts (`probe/specs.rs`) naming it as a holder; where it holds a
+//!    promise, `promises.rs`.
+//! 5. Its name in the list `tests/suite/sandbox_status.rs` expects from
+//!    `sandbox status --json`.
 
-/// One layer: its name (as `sandbox status --json` and the attestation
-/// spell it), the letter the call log line uses, and what it holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LayerInfo {
-    pub name: &'static str,
-    pub code: char,
-    pub holds: &'static str,
+use clap::builder::PossibleValue;
+
+/// Declares [`Layer`] and [`Layer::ALL`] from one list, so `ALL` can't
+/// miss a member.
+macro_rules! layer_list {
+    ($($(#[$doc:meta])* $member:ident,)*) => {
+        /// One sandbox layer.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Layer {
+            $($(#[$doc])* $member,)*
+        }
+
+        impl Layer {
+            /// Every layer, in the order a run applies them.
+            pub const ALL: &'static [Layer] = &[$(Layer::$member,)*];
+        }
+    };
 }
 
-/// Every layer, in the order a run applies them.
-pub const LAYERS: &[LayerInfo] = &[
-    LayerInfo {
-        name: "userns",
-        code: 'U',
-        holds: "a user namespace: no root, no capability over the host",
-    },
-    LayerInfo {
-        name: "netns",
-        code: 'N',
-        holds: "an empty network namespace: nothing routes anywhere",
-    },
-    LayerInfo {
-        name: "ipcns",
-        code: 'I',
-        holds: "a private IPC namespace",
-    },
-    LayerInfo {
-        name: "utsns",
-        code: 'H',
-        holds: "a UTS namespace: the run sees a fixed host and domain name, not the machine's",
-    },
-    LayerInfo {
-        name: "pidns",
-        code: 'P',
-        holds: "a PID namespace: no other process is visible, the run's tree dies with it",
-    },
-    LayerInfo {
-        name: "pid_max",
-        code: 'p',
-        holds: "the process count bounded inside the PID namespace",
-    },
-    LayerInfo {
-        name: "mountns",
-        code: 'M',
-        holds: "a minimal root: only granted paths, minimal /dev, the run's own proc, capped noexec /tmp",
-    },
-    LayerInfo {
-        name: "cgroup",
-        code: 'G',
-        holds: "a cgroup v2 per run bounding its memory (swap included) and process count as a whole",
-    },
-    LayerInfo {
-        name: "rlimits",
-        code: 'R',
-        holds: "no core files; address space, file size, descriptors and processes bounded",
-    },
-    LayerInfo {
-        name: "landlock",
-        code: 'L',
-        holds: "file system rules",
-    },
-    LayerInfo {
-        name: "landlock_tcp",
-        code: 'T',
-        holds: "TCP bind and connect denied",
-    },
-    LayerInfo {
-        name: "landlock_scope",
-        code: 'S',
-        holds: "abstract unix sockets and signals scoped to the run",
-    },
-    LayerInfo {
-        name: "caps",
-        code: 'K',
-        holds: "every capability dropped, securebits locked, no_new_privs",
-    },
-    LayerInfo {
-        name: "seccomp",
-        code: 'C',
-        holds: "a system call allow-list",
-    },
-    LayerInfo {
-        name: "sandbox_exec",
-        code: 'X',
-        holds: "a deny-by-default Seatbelt profile (macOS)",
-    },
+layer_list! {
+    Userns,
+    Netns,
+    Ipcns,
+    Utsns,
+    Pidns,
+    PidMax,
+    Mountns,
+    Cgroup,
+    Rlimits,
+    Landlock,
+    /// Landlock's TCP rules (ABI 4).
+    LandlockTcp,
+    /// Landlock's scoping of abstract sockets and signals (ABI 6).
+    LandlockScope,
+    Caps,
+    Seccomp,
+    /// The macOS sandbox: a Seatbelt profile.
+    SandboxExec,
+}
+
+/// The layers `--without` can switch off, in the order its help and its
+/// errors list them; exactly the members whose [`Layer::switch_off_help`]
+/// is `Some` (checked when this compiles).
+pub const WITHOUT: &[Layer] = &[
+    Layer::Landlock,
+    Layer::Seccomp,
+    Layer::Netns,
+    Layer::Caps,
+    Layer::Mountns,
+    Layer::Pidns,
+    Layer::LandlockTcp,
+    Layer::LandlockScope,
+    Layer::Utsns,
 ];
 
-/// The entry of a layer name.
-pub fn info(name: &str) -> Option<&'static LayerInfo> {
-    LAYERS.iter().find(|l| l.name == name)
+const _: () = {
+    let mut i = 0;
+    while i < Layer::ALL.len() {
+        let l = Layer::ALL[i];
+        let mut listed = 0;
+        let mut j = 0;
+        while j < WITHOUT.len() {
+            if WITHOUT[j] as u8 == l as u8 {
+                listed += 1;
+            }
+            j += 1;
+        }
+        assert!(
+            listed == if l.switch_off_help().is_some() { 1 } else { 0 },
+            "WITHOUT must list each layer --without can switch off, once"
+        );
+        i += 1;
+    }
+};
+
+impl Layer {
+    /// As `sandbox status --json`, the attestation and `--without` spell it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Layer::Userns => "userns",
+            Layer::Netns => "netns",
+            Layer::Ipcns => "ipcns",
+            Layer::Utsns => "utsns",
+            Layer::Pidns => "pidns",
+            Layer::PidMax => "pid_max",
+            Layer::Mountns => "mountns",
+            Layer::Cgroup => "cgroup",
+            Layer::Rlimits => "rlimits",
+            Layer::Landlock => "landlock",
+            Layer::LandlockTcp => "landlock_tcp",
+            Layer::LandlockScope => "landlock_scope",
+            Layer::Caps => "caps",
+            Layer::Seccomp => "seccomp",
+            Layer::SandboxExec => "sandbox_exec",
+        }
+    }
+
+    /// The letter the call log line writes for it.
+    pub const fn code(self) -> char {
+        match self {
+            Layer::Userns => 'U',
+            Layer::Netns => 'N',
+            Layer::Ipcns => 'I',
+            Layer::Utsns => 'H',
+            Layer::Pidns => 'P',
+            Layer::PidMax => 'p',
+            Layer::Mountns => 'M',
+            Layer::Cgroup => 'G',
+            Layer::Rlimits => 'R',
+            Layer::Landlock => 'L',
+            Layer::LandlockTcp => 'T',
+            Layer::LandlockScope => 'S',
+            Layer::Caps => 'K',
+            Layer::Seccomp => 'C',
+            Layer::SandboxExec => 'X',
+        }
+    }
+
+    /// What it holds, as `sandbox status` says it.
+    pub const fn holds(self) -> &'static str {
+        match self {
+            Layer::Userns => "a user namespace: no root, no capability over the host",
+            Layer::Netns => "an empty network namespace: nothing routes anywhere",
+            Layer::Ipcns => "a private IPC namespace",
+            Layer::Utsns => {
+                "a UTS namespace: the run sees a fixed host and domain name, not the machine's"
+            }
+            Layer::Pidns => {
+                "a PID namespace: no other process is visible, the run's tree dies with it"
+            }
+            Layer::PidMax => "the process count bounded inside the PID namespace",
+            Layer::Mountns => {
+                "a minimal root: only granted paths, minimal /dev, the run's own proc, capped \
+                 noexec /tmp"
+            }
+            Layer::Cgroup => {
+                "a cgroup v2 per run bounding its memory (swap included) and process count as a \
+                 whole"
+            }
+            Layer::Rlimits => {
+                "no core files; address space, file size, descriptors and processes bounded"
+            }
+            Layer::Landlock => "file system rules",
+            Layer::LandlockTcp => "TCP bind and connect denied",
+            Layer::LandlockScope => "abstract unix sockets and signals scoped to the run",
+            Layer::Caps => "every capability dropped, securebits locked, no_new_privs",
+            Layer::Seccomp => "a system call allow-list",
+            Layer::SandboxExec => "a deny-by-default Seatbelt profile (macOS)",
+        }
+    }
+
+    /// Whether the owner (or the probe's layer matrix) can switch it off
+    /// with `--without`: `Some` with what `--without`'s help says of it
+    /// (empty: its name says it), `None` when it can't be.
+    pub const fn switch_off_help(self) -> Option<&'static str> {
+        match self {
+            Layer::Landlock | Layer::Seccomp | Layer::Netns | Layer::Caps | Layer::Mountns => {
+                Some("")
+            }
+            Layer::Pidns => Some(
+                "The run's own PID namespace (and with it the zygote shape, the minimal root and \
+                 the cgroup): runs then use the re-executed helper, the shape machines without \
+                 PID namespaces get",
+            ),
+            Layer::LandlockTcp => {
+                Some("Landlock's TCP rules alone (a kernel with Landlock ABI 1 to 3 has none)")
+            }
+            Layer::LandlockScope => Some(
+                "Landlock's scoping of abstract sockets and signals alone (ABI 1 to 5 has none)",
+            ),
+            Layer::Utsns => Some("The run's own UTS namespace (its host and domain name)"),
+            Layer::Userns
+            | Layer::Ipcns
+            | Layer::PidMax
+            | Layer::Cgroup
+            | Layer::Rlimits
+            | Layer::SandboxExec => None,
+        }
+    }
+
+    /// Whether `--without` can switch it off.
+    pub const fn can_be_switched_off(self) -> bool {
+        self.switch_off_help().is_some()
+    }
+
+    /// The layer of a name.
+    pub fn from_name(name: &str) -> Option<Layer> {
+        Layer::ALL.iter().copied().find(|l| l.name() == name)
+    }
+}
+
+/// `--without`'s values: the layers that can be switched off.
+impl clap::ValueEnum for Layer {
+    fn value_variants<'a>() -> &'a [Self] {
+        WITHOUT
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let value = PossibleValue::new(self.name());
+        match self.switch_off_help()? {
+            "" => Some(value),
+            help => Some(value.help(help)),
+        }
+    }
 }
 
 /// The short code of a set of layer names, in list order (`UNIHPpMRLTSKC`).
 pub fn codes(names: &[&str]) -> String {
-    LAYERS
+    Layer::ALL
         .iter()
-        .filter(|l| names.contains(&l.name))
-        .map(|l| l.code)
+        .filter(|l| names.contains(&l.name()))
+        .map(|l| l.code())
         .collect()
 }
 
@@ -118,12 +258,11 @@ impl Attestation {
     /// From the applied layer names and the policy text sent to the helper.
     pub fn new(layers: &[&'static str], policy: &[u8]) -> Attestation {
         use sha2::{Digest, Sha256};
-        let mut ordered: Vec<&'static str> = LAYERS
+        let ordered: Vec<&'static str> = Layer::ALL
             .iter()
-            .map(|l| l.name)
+            .map(|l| l.name())
             .filter(|n| layers.contains(n))
             .collect();
-        ordered.dedup();
         let digest = Sha256::digest(policy);
         let policy_sha256 = digest.iter().map(|b| format!("{b:02x}")).collect();
         Attestation {
@@ -149,12 +288,14 @@ mod tests {
 
     #[test]
     fn names_and_codes_are_unique() {
-        for (i, a) in LAYERS.iter().enumerate() {
-            for b in &LAYERS[i + 1..] {
-                assert_ne!(a.name, b.name);
-                assert_ne!(a.code, b.code, "{} and {}", a.name, b.name);
+        for (i, a) in Layer::ALL.iter().enumerate() {
+            for b in &Layer::ALL[i + 1..] {
+                assert_ne!(a.name(), b.name());
+                assert_ne!(a.code(), b.code(), "{a:?} and {b:?}");
             }
+            assert_eq!(Layer::from_name(a.name()), Some(*a));
         }
+        assert_eq!(Layer::from_name("bogus"), None);
     }
 
     #[test]
@@ -171,44 +312,119 @@ mod tests {
             a.to_json(),
             serde_json::json!({"layers": ["userns", "landlock", "seccomp"], "policy_sha256": a.policy_sha256})
         );
+        let every: Vec<&str> = Layer::ALL.iter().map(|l| l.name()).collect();
+        let letters: String = Layer::ALL.iter().map(|l| l.code()).collect();
+        assert_eq!(codes(&every), letters);
     }
 
     #[test]
-    fn the_documented_table_lists_every_layer_with_its_letter() {
-        let doc = include_str!("../../sandbox/LAYERS.md");
-        for l in LAYERS {
-            let row = format!("| `{}` | {} |", l.name, l.code);
-            assert!(doc.contains(&row), "sandbox/LAYERS.md lacks the row {row}");
-        }
+    fn a_policy_names_its_layers_in_list_order() {
+        use crate::sandbox::policy::Layers;
+        assert!(Layers::default().names().is_empty());
+        let every = Layers {
+            userns: true,
+            netns: true,
+            ipcns: true,
+            utsns: true,
+            pidns: true,
+            pid_max: Some(512),
+            ns_limits: true,
+            landlock_abi: Some(6),
+            landlock_net: true,
+            landlock_scope: true,
+            seccomp: true,
+            caps: true,
+            caps_bounding: true,
+            rlimits: true,
+            mountns: true,
+            cgroup: true,
+        };
+        let linux: Vec<&str> = Layer::ALL
+            .iter()
+            .filter(|l| **l != Layer::SandboxExec)
+            .map(|l| l.name())
+            .collect();
+        assert_eq!(every.names(), linux);
+        let some = Layers {
+            pid_max: Some(512),
+            landlock_abi: Some(1),
+            seccomp: true,
+            ..Layers::default()
+        };
+        assert_eq!(some.names(), ["pid_max", "landlock", "seccomp"]);
+        assert!(some.has(Layer::Landlock) && !some.has(Layer::LandlockTcp));
+    }
+
+    /// The rows of `sandbox/LAYERS.md`'s layer table: name and letter.
+    fn documented_rows(doc: &str) -> Vec<(String, String)> {
+        doc.lines()
+            .skip_while(|l| !l.starts_with("| layer | letter | holds |"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                (cells[1].trim_matches('`').to_string(), cells[2].to_string())
+            })
+            .collect()
     }
 
     #[test]
-    fn every_layer_that_can_be_switched_off_is_listed() {
+    fn the_documented_table_lists_exactly_the_layers_with_their_letters() {
+        let rows = documented_rows(include_str!("../../sandbox/LAYERS.md"));
+        let want: Vec<(String, String)> = Layer::ALL
+            .iter()
+            .map(|l| (l.name().to_string(), l.code().to_string()))
+            .collect();
+        assert_eq!(rows, want, "sandbox/LAYERS.md's layer table");
+    }
+
+    #[test]
+    fn without_offers_exactly_the_layers_that_can_be_switched_off() {
         use clap::ValueEnum;
-        for l in crate::sandbox::Layer::value_variants() {
-            assert!(info(l.name()).is_some(), "{l:?}");
+        let values: Vec<String> = Layer::value_variants()
+            .iter()
+            .filter_map(|l| l.to_possible_value())
+            .map(|v| v.get_name().to_string())
+            .collect();
+        assert_eq!(
+            values,
+            [
+                "landlock",
+                "seccomp",
+                "netns",
+                "caps",
+                "mountns",
+                "pidns",
+                "landlock_tcp",
+                "landlock_scope",
+                "utsns"
+            ]
+        );
+        let off: Vec<Layer> = Layer::ALL
+            .iter()
+            .copied()
+            .filter(|l| l.can_be_switched_off())
+            .collect();
+        assert_eq!(off.len(), WITHOUT.len());
+        for l in Layer::ALL {
+            assert_eq!(l.to_possible_value().is_some(), l.can_be_switched_off());
         }
-    }
-
-    #[test]
-    fn every_status_name_of_the_linux_sandbox_is_listed() {
-        for n in [
-            "userns",
-            "netns",
-            "ipcns",
-            "utsns",
-            "pidns",
-            "pid_max",
-            "mountns",
-            "cgroup",
-            "landlock",
-            "landlock_tcp",
-            "landlock_scope",
-            "seccomp",
-            "caps",
-            "rlimits",
-        ] {
-            assert!(info(n).is_some(), "{n}");
+        // The values parse back to their layer; the others are refused.
+        for l in WITHOUT {
+            assert_eq!(Layer::from_str(l.name(), false), Ok(*l));
         }
+        assert!(Layer::from_str("userns", false).is_err());
+        // And sandbox/LAYERS.md lists the same values.
+        let doc = include_str!("../../sandbox/LAYERS.md");
+        let at = doc
+            .find("`sandbox probe --without LAYER` switches one layer off for testing")
+            .expect("sandbox/LAYERS.md says what --without switches off");
+        let listed = &doc[at..];
+        let listed = &listed[listed.find('(').unwrap_or(0)..listed.find(')').unwrap_or(0)];
+        let mut documented: Vec<&str> = listed.split('`').skip(1).step_by(2).collect();
+        documented.sort_unstable();
+        let mut want: Vec<&str> = WITHOUT.iter().map(|l| l.name()).collect();
+        want.sort_unstable();
+        assert_eq!(documented, want);
     }
 }

@@ -36,6 +36,7 @@ pub mod guard;
 // Built on every platform so its golden tests run everywhere; only macOS
 // starts processes with it.
 pub mod layers;
+pub use layers::Layer;
 #[cfg_attr(not(target_os = "macos"), allow(dead_code))]
 pub mod macos;
 pub mod policy;
@@ -184,45 +185,6 @@ impl SandboxOptions {
     /// Whether `p` is the home folder rather than one of the fixed files.
     pub fn home_like(&self, p: &Path) -> bool {
         self.home.as_deref() == Some(p)
-    }
-}
-
-/// A layer the owner (or the probe's layer matrix) can switch off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Layer {
-    Landlock,
-    Seccomp,
-    Netns,
-    Caps,
-    Mountns,
-    /// The run's own PID namespace (and with it the zygote shape, the
-    /// minimal root and the cgroup): runs then use the re-executed helper,
-    /// the shape machines without PID namespaces get.
-    Pidns,
-    /// Landlock's TCP rules alone (a kernel with Landlock ABI 1 to 3 has none).
-    #[value(name = "landlock_tcp")]
-    LandlockTcp,
-    /// Landlock's scoping of abstract sockets and signals alone (ABI 1 to 5
-    /// has none).
-    #[value(name = "landlock_scope")]
-    LandlockScope,
-    /// The run's own UTS namespace (its host and domain name).
-    Utsns,
-}
-
-impl Layer {
-    pub fn name(self) -> &'static str {
-        match self {
-            Layer::Landlock => "landlock",
-            Layer::Seccomp => "seccomp",
-            Layer::Netns => "netns",
-            Layer::Caps => "caps",
-            Layer::Mountns => "mountns",
-            Layer::Pidns => "pidns",
-            Layer::LandlockTcp => "landlock_tcp",
-            Layer::LandlockScope => "landlock_scope",
-            Layer::Utsns => "utsns",
-        }
     }
 }
 

@@ -87,30 +87,36 @@ pub struct Layers {
 }
 
 impl Layers {
-    /// The names of the layers switched on, as the layer list spells them.
-    pub fn names(&self) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        for (on, name) in [
-            (self.userns, "userns"),
-            (self.netns, "netns"),
-            (self.ipcns, "ipcns"),
-            (self.utsns, "utsns"),
-            (self.pidns, "pidns"),
-            (self.pid_max.is_some(), "pid_max"),
-            (self.mountns, "mountns"),
-            (self.cgroup, "cgroup"),
-            (self.rlimits, "rlimits"),
-            (self.landlock_abi.is_some(), "landlock"),
-            (self.landlock_net, "landlock_tcp"),
-            (self.landlock_scope, "landlock_scope"),
-            (self.caps, "caps"),
-            (self.seccomp, "seccomp"),
-        ] {
-            if on {
-                out.push(name);
-            }
+    /// Whether a run applies this layer.
+    pub fn has(&self, layer: super::Layer) -> bool {
+        use super::Layer;
+        match layer {
+            Layer::Userns => self.userns,
+            Layer::Netns => self.netns,
+            Layer::Ipcns => self.ipcns,
+            Layer::Utsns => self.utsns,
+            Layer::Pidns => self.pidns,
+            Layer::PidMax => self.pid_max.is_some(),
+            Layer::Mountns => self.mountns,
+            Layer::Cgroup => self.cgroup,
+            Layer::Rlimits => self.rlimits,
+            Layer::Landlock => self.landlock_abi.is_some(),
+            Layer::LandlockTcp => self.landlock_net,
+            Layer::LandlockScope => self.landlock_scope,
+            Layer::Caps => self.caps,
+            Layer::Seccomp => self.seccomp,
+            // The macOS sandbox applies no policy of this kind.
+            Layer::SandboxExec => false,
         }
-        out
+    }
+
+    /// The names of the layers switched on, in the layer list's order.
+    pub fn names(&self) -> Vec<&'static str> {
+        super::Layer::ALL
+            .iter()
+            .filter(|l| self.has(**l))
+            .map(|l| l.name())
+            .collect()
     }
 }
 

@@ -7,6 +7,7 @@
 //! layer set decided at start.
 
 use super::policy::Layers;
+use super::Layer;
 
 /// How a promise is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -51,15 +52,20 @@ pub struct Facts {
     pub db_alone: bool,
 }
 
-fn on(list: &mut Vec<&'static str>, cond: bool, name: &'static str) {
+/// Names `layer` in `list` when `cond` holds.
+fn on(list: &mut Vec<&'static str>, cond: bool, layer: Layer) {
     if cond {
-        list.push(name);
+        list.push(layer.name());
     }
+}
+
+/// Names `layer` in `list` when the run applies it.
+fn with(list: &mut Vec<&'static str>, l: &Layers, layer: Layer) {
+    on(list, l.has(layer), layer);
 }
 
 /// Every promise, in the order the README lists them. Pure.
 pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
-    let landlock = l.landlock_abi.is_some();
     let mut out = Vec::new();
     let mut push = |id, text, tier, held_by: Vec<&'static str>, needs| {
         out.push(PromiseStatus {
@@ -75,10 +81,10 @@ pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
     // route: either holds the whole promise. Landlock's TCP rules hold TCP
     // only, so they are named but never enough alone.
     let mut net = Vec::new();
-    on(&mut net, l.netns, "netns");
-    on(&mut net, l.seccomp, "seccomp");
+    with(&mut net, l, Layer::Netns);
+    with(&mut net, l, Layer::Seccomp);
     if !net.is_empty() {
-        on(&mut net, l.landlock_net, "landlock_tcp");
+        with(&mut net, l, Layer::LandlockTcp);
     }
     push(
         "no_network",
@@ -89,8 +95,8 @@ pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
     );
 
     let mut fs = Vec::new();
-    on(&mut fs, l.mountns, "mountns");
-    on(&mut fs, landlock, "landlock");
+    with(&mut fs, l, Layer::Mountns);
+    with(&mut fs, l, Layer::Landlock);
     push(
         "reads_confined",
         "reads limited to the root, the home's fixed files, the database and the runtime",
@@ -108,7 +114,7 @@ pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
 
     // no_new_privs is set in every run whatever the layers.
     let mut privs = vec!["no_new_privs"];
-    on(&mut privs, l.caps, "caps");
+    with(&mut privs, l, Layer::Caps);
     push(
         "no_privileges",
         "no capability and no new privileges",
@@ -123,14 +129,18 @@ pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
         "nothing_outlives",
         "nothing outlives its call",
         Tier::Always,
-        vec![if l.pidns { "pidns" } else { "subreaper" }],
+        vec![if l.has(Layer::Pidns) {
+            Layer::Pidns.name()
+        } else {
+            "subreaper"
+        }],
         "",
     );
 
     let mut procs = Vec::new();
-    on(&mut procs, l.pid_max.is_some(), "pid_max");
-    on(&mut procs, l.cgroup, "cgroup");
-    on(&mut procs, l.rlimits && !f.root, "rlimits");
+    with(&mut procs, l, Layer::PidMax);
+    with(&mut procs, l, Layer::Cgroup);
+    on(&mut procs, l.has(Layer::Rlimits) && !f.root, Layer::Rlimits);
     push(
         "processes_bounded",
         "a run's processes bounded",
@@ -140,20 +150,21 @@ pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
          pid_max (Linux 6.14) or a delegated cgroup v2; or run the server as an ordinary user",
     );
 
-    let mount = |m: bool| if m { vec!["mountns"] } else { Vec::new() };
+    let mut mount = Vec::new();
+    with(&mut mount, l, Layer::Mountns);
     push(
         "tmpdir_bounded",
         "TMPDIR bounded (64 MiB, 4,096 files) and gone with the run",
         Tier::WhereAvailable,
-        mount(l.mountns),
+        mount.clone(),
         "the mount layer (user and PID namespaces)",
     );
     push(
         "host_hidden",
         "the host not observable (its name; stat, readlink, xattrs of paths outside the grant)",
         Tier::WhereAvailable,
-        if l.mountns && l.utsns {
-            vec!["mountns", "utsns"]
+        if l.has(Layer::Mountns) && l.has(Layer::Utsns) {
+            vec![Layer::Mountns.name(), Layer::Utsns.name()]
         } else {
             Vec::new()
         },
@@ -163,13 +174,17 @@ pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
         "protected_hidden",
         "protected files under the root and home hidden inside runs",
         Tier::WhereAvailable,
-        mount(l.mountns),
+        mount,
         "the mount layer (user and PID namespaces); arguments naming them are refused everywhere",
     );
 
     let mut draft = Vec::new();
-    on(&mut draft, l.mountns, "mountns");
-    on(&mut draft, !l.mountns && landlock && f.db_alone, "landlock");
+    with(&mut draft, l, Layer::Mountns);
+    on(
+        &mut draft,
+        !l.has(Layer::Mountns) && l.has(Layer::Landlock) && f.db_alone,
+        Layer::Landlock,
+    );
     push(
         "draft_confined",
         "a draft writes only the database and its companions",

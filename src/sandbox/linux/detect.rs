@@ -113,61 +113,54 @@ impl Detected {
         }
     }
 
-    /// Every layer, available or not, for `sandbox status`.
+    /// Every layer, available or not, for `sandbox status`, in the order of
+    /// the one layer list (which the attestation uses too).
     pub fn report(&self) -> Vec<LayerStatus> {
-        let r = |name: &'static str, res: &Result<(), String>, ok: &str| LayerStatus {
-            name,
+        let r = |layer: Layer, res: &Result<(), String>, ok: &str| LayerStatus {
+            name: layer.name(),
             available: res.is_ok(),
             detail: match res {
                 Ok(()) => ok.to_string(),
                 Err(e) => e.clone(),
             },
         };
+        // What a layer holds is said once, in the layer list.
+        let held = |layer: Layer, res: &Result<(), String>| r(layer, res, layer.holds());
         let abi = self.landlock_abi;
-        let ll = |name: &'static str, min: i32, what: &str| LayerStatus {
-            name,
+        let ll = |layer: Layer, min: i32| LayerStatus {
+            name: layer.name(),
             available: abi >= min,
             detail: if abi >= min {
-                format!("{what} (Landlock ABI {abi})")
+                format!("{} (Landlock ABI {abi})", layer.holds())
             } else if abi == 0 {
                 "Landlock is not enabled in this kernel".to_string()
             } else {
                 format!("needs Landlock ABI {min}, kernel has {abi}")
             },
         };
-        // What a layer holds is said once, in the layer list.
-        let held = |name: &'static str, res: &Result<(), String>| {
-            let holds = crate::sandbox::layers::info(name).map_or("", |i| i.holds);
-            r(name, res, holds)
-        };
-        let mut out = vec![
-            held("userns", &self.userns),
-            held("netns", &self.netns),
-            held("ipcns", &self.ipcns),
-            held("utsns", &self.utsns),
-            held("pidns", &self.pidns),
-            held("pid_max", &self.pid_max),
-            held("mountns", &self.mountns),
-            held("cgroup", &self.cgroup),
-            ll("landlock", 1, "file system rules"),
-            ll("landlock_tcp", 4, "TCP bind and connect denied"),
-            ll(
-                "landlock_scope",
-                6,
-                "abstract unix sockets and signals scoped to the run",
-            ),
-            held("seccomp", &self.seccomp),
-            r("caps", &Ok(()), &self.caps_detail()),
-            held("rlimits", &Ok(())),
-        ];
-        // The order of the one layer list, which the attestation uses too.
-        out.sort_by_key(|l| {
-            crate::sandbox::layers::LAYERS
-                .iter()
-                .position(|i| i.name == l.name)
-                .unwrap_or(usize::MAX)
-        });
-        out
+        Layer::ALL
+            .iter()
+            .filter_map(|&layer| {
+                Some(match layer {
+                    Layer::Userns => held(layer, &self.userns),
+                    Layer::Netns => held(layer, &self.netns),
+                    Layer::Ipcns => held(layer, &self.ipcns),
+                    Layer::Utsns => held(layer, &self.utsns),
+                    Layer::Pidns => held(layer, &self.pidns),
+                    Layer::PidMax => held(layer, &self.pid_max),
+                    Layer::Mountns => held(layer, &self.mountns),
+                    Layer::Cgroup => held(layer, &self.cgroup),
+                    Layer::Rlimits => held(layer, &Ok(())),
+                    Layer::Landlock => ll(layer, 1),
+                    Layer::LandlockTcp => ll(layer, 4),
+                    Layer::LandlockScope => ll(layer, 6),
+                    Layer::Caps => r(layer, &Ok(()), &self.caps_detail()),
+                    Layer::Seccomp => held(layer, &self.seccomp),
+                    // macOS only.
+                    Layer::SandboxExec => return None,
+                })
+            })
+            .collect()
     }
 
     /// The layers a run would use: everything available, minus what was
@@ -201,50 +194,86 @@ impl Detected {
     }
 }
 
-/// The start-up line's description of the layers in force.
-pub fn layers_line(d: &Detected, layers: &Layers, mode: SandboxMode, without: &[Layer]) -> String {
-    let mut ns: Vec<String> = Vec::new();
-    let pidns = match layers.pid_max {
-        Some(max) => format!("pidns(pid_max {max})"),
-        None => "pidns".to_string(),
-    };
-    for (on, name) in [
-        (layers.userns, "userns"),
-        (layers.netns, "netns"),
-        (layers.ipcns, "ipcns"),
-        (layers.utsns, "utsns"),
-        (layers.pidns, pidns.as_str()),
-        (layers.mountns, "mountns"),
-        (layers.cgroup, "cgroup"),
-    ] {
-        if on {
-            ns.push(name.to_string());
-        }
+/// Where the start-up line writes a layer in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Word {
+    /// Its name, joined by `+` to the other namespaces', in list order.
+    Namespace,
+    /// Inside the PID namespace's word: `pidns(pid_max 512)`.
+    InPidns,
+    /// Inside `landlock(abiN: ...)`, as this word, in list order.
+    Landlock(&'static str),
+    /// Its name on its own after those, at this place.
+    Alone(u8),
+    /// Not a layer of this platform.
+    Elsewhere,
+}
+
+fn word(layer: Layer) -> Word {
+    match layer {
+        Layer::Userns
+        | Layer::Netns
+        | Layer::Ipcns
+        | Layer::Utsns
+        | Layer::Pidns
+        | Layer::Mountns
+        | Layer::Cgroup => Word::Namespace,
+        Layer::PidMax => Word::InPidns,
+        Layer::Landlock => Word::Landlock("fs"),
+        Layer::LandlockTcp => Word::Landlock("tcp"),
+        Layer::LandlockScope => Word::Landlock("scope"),
+        Layer::Seccomp => Word::Alone(0),
+        Layer::Caps => Word::Alone(1),
+        Layer::Rlimits => Word::Alone(2),
+        Layer::SandboxExec => Word::Elsewhere,
     }
+}
+
+/// The layers in force as the start-up line writes them
+/// (`userns+netns+pidns(pid_max 512) landlock(abi6: fs tcp scope) seccomp`).
+fn in_force(layers: &Layers) -> String {
+    let on: Vec<Layer> = Layer::ALL
+        .iter()
+        .copied()
+        .filter(|l| layers.has(*l))
+        .collect();
     let mut parts: Vec<String> = Vec::new();
+    let ns: Vec<String> = on
+        .iter()
+        .filter(|l| word(**l) == Word::Namespace)
+        .map(|l| match (l, layers.pid_max) {
+            (Layer::Pidns, Some(max)) => format!("pidns(pid_max {max})"),
+            _ => l.name().to_string(),
+        })
+        .collect();
     if !ns.is_empty() {
         parts.push(ns.join("+"));
     }
     if let Some(abi) = layers.landlock_abi {
-        let mut what = vec!["fs"];
-        if layers.landlock_net {
-            what.push("tcp");
-        }
-        if layers.landlock_scope {
-            what.push("scope");
-        }
+        let what: Vec<&str> = on
+            .iter()
+            .filter_map(|l| match word(*l) {
+                Word::Landlock(w) => Some(w),
+                _ => None,
+            })
+            .collect();
         parts.push(format!("landlock(abi{abi}: {})", what.join(" ")));
     }
-    if layers.seccomp {
-        parts.push("seccomp".into());
-    }
-    if layers.caps {
-        parts.push("caps".into());
-    }
-    if layers.rlimits {
-        parts.push("rlimits".into());
-    }
-    let mut line = parts.join(" ");
+    let mut alone: Vec<(u8, &str)> = on
+        .iter()
+        .filter_map(|l| match word(*l) {
+            Word::Alone(place) => Some((place, l.name())),
+            _ => None,
+        })
+        .collect();
+    alone.sort_unstable();
+    parts.extend(alone.into_iter().map(|(_, name)| name.to_string()));
+    parts.join(" ")
+}
+
+/// The start-up line's description of the layers in force.
+pub fn layers_line(d: &Detected, layers: &Layers, mode: SandboxMode, without: &[Layer]) -> String {
+    let mut line = in_force(layers);
     let mut dropped: Vec<String> = Vec::new();
     if mode == SandboxMode::BestEffort || !without.is_empty() {
         for s in d.report() {
@@ -535,5 +564,17 @@ mod tests {
         let line = layers_line(&d, &d.layers(&[]), SandboxMode::BestEffort, &[]);
         assert!(line.contains("missing: netns (EPERM)"), "{line}");
         assert!(line.contains("landlock_scope"), "{line}");
+        // Without a PID namespace its limit is not written; Landlock's
+        // words follow what it holds.
+        let sparse = Layers {
+            netns: true,
+            pid_max: Some(PID_MAX),
+            landlock_abi: Some(4),
+            landlock_net: true,
+            rlimits: true,
+            ..Layers::default()
+        };
+        assert_eq!(in_force(&sparse), "netns landlock(abi4: fs tcp) rlimits");
+        assert_eq!(in_force(&Layers::default()), "");
     }
 }

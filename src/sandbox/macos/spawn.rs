@@ -216,8 +216,10 @@ impl State {
         };
         let mut child = cmd.spawn().map_err(SandboxError::Io)?;
         // What confined the run: the profile and argv sandbox-exec received.
-        let attestation =
-            crate::sandbox::layers::Attestation::new(&["sandbox_exec"], full.join("\0").as_bytes());
+        let attestation = crate::sandbox::layers::Attestation::new(
+            &[Layer::SandboxExec.name()],
+            full.join("\0").as_bytes(),
+        );
         Ok(SandboxedChild {
             attestation: Some(attestation),
             after: sweep.map(|s| {

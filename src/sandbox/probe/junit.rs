@@ -170,7 +170,7 @@ mod tests {
             expected_matches: false,
             control: "ok".into(),
             control_ok: true,
-            holders: vec![Holder::Seccomp],
+            holders: vec![Holder::Layer(crate::sandbox::Layer::Seccomp)],
             predicted: Prediction::Blocked,
         }
     }

@@ -7,33 +7,22 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::sandbox::policy::Layers;
-use crate::sandbox::RunKind;
+use crate::sandbox::{Layer, RunKind};
 
-/// A layer (or mechanism) that stops an attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// A layer, a part of one, or a mechanism that stops an attempt.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Holder {
-    Seccomp,
-    Landlock,
-    LandlockTcp,
-    LandlockScope,
+    /// A whole layer, in force when the run applies it.
+    Layer(Layer),
     /// Landlock's pathname unix-socket right (ABI 9).
     LandlockUnix,
-    Netns,
-    Caps,
-    /// The run's user namespace: uid 0 is unmapped, the run is not root
-    /// there, and the host's mount namespace isn't its own.
-    Userns,
     /// The namespace counters set to 0.
     NsLimits,
     /// The run's PID namespace with `vm.memfd_noexec` = 2, which only a
     /// server running as root can set (the file belongs to the host's root).
     MemfdNoexec,
-    Pidns,
-    PidMax,
     /// RLIMIT_NPROC (the kernel exempts real root).
     Nproc,
-    Rlimits,
     /// What the helper does whatever the layers: the built environment,
     /// no_new_privs, the kill path.
     Helper,
@@ -44,52 +33,85 @@ pub(super) enum Holder {
     /// needs CAP_SETUID. A root server's run without a user namespace is
     /// uid 0 already (with no capability), which this can't change.
     CapsUnprivileged,
-    /// The run's own mount namespace with a minimal root: only the granted
-    /// paths exist, read-only except the draft run's database folder; no
-    /// host mount and no `/proc` of the host is visible.
-    Mountns,
     /// The run's TMPDIR is its own tmpfs, capped in size and inodes, gone
     /// with the run's mount namespace.
     Tmpfs,
     /// The run's TMPDIR is mounted noexec: nothing there can be executed
     /// or mapped executable, not even through the dynamic loader.
     Noexec,
-    /// The run's UTS namespace with its fixed host and domain name.
-    Utsns,
 }
 
 impl Holder {
-    /// The entry of the one layer list this holder is part of; `None` for
-    /// what the server does whatever the layers.
-    pub(super) fn layer(self) -> Option<&'static str> {
+    /// The layer this holder is (part of); `None` for what the server does
+    /// whatever the layers.
+    pub(super) fn layer(self) -> Option<Layer> {
         Some(match self {
-            Holder::Seccomp => "seccomp",
-            Holder::Landlock | Holder::LandlockUnix => "landlock",
-            Holder::LandlockTcp => "landlock_tcp",
-            Holder::LandlockScope => "landlock_scope",
-            Holder::Netns => "netns",
-            Holder::Caps | Holder::CapsUnprivileged => "caps",
-            Holder::Userns | Holder::NsLimits => "userns",
-            Holder::Pidns | Holder::MemfdNoexec => "pidns",
-            Holder::PidMax => "pid_max",
-            Holder::Nproc | Holder::Rlimits => "rlimits",
-            Holder::Mountns | Holder::Tmpfs | Holder::Noexec => "mountns",
-            Holder::Utsns => "utsns",
+            Holder::Layer(l) => l,
+            Holder::LandlockUnix => Layer::Landlock,
+            Holder::NsLimits => Layer::Userns,
+            Holder::MemfdNoexec => Layer::Pidns,
+            Holder::Nproc => Layer::Rlimits,
+            Holder::CapsUnprivileged => Layer::Caps,
+            Holder::Tmpfs | Holder::Noexec => Layer::Mountns,
             Holder::Helper | Holder::Subreaper => return None,
         })
     }
 
-    pub(super) fn active(self, l: &Layers, uid: u32) -> bool {
+    /// As the JSON report spells it: a whole layer by its name.
+    pub(super) fn name(self) -> &'static str {
         match self {
-            Holder::Helper => true,
+            Holder::Layer(l) => l.name(),
+            Holder::LandlockUnix => "landlock_unix",
+            Holder::NsLimits => "ns_limits",
+            Holder::MemfdNoexec => "memfd_noexec",
+            Holder::Nproc => "nproc",
+            Holder::Helper => "helper",
+            Holder::Subreaper => "subreaper",
+            Holder::CapsUnprivileged => "caps_unprivileged",
+            Holder::Tmpfs => "tmpfs",
+            Holder::Noexec => "noexec",
+        }
+    }
+
+    /// Whether it holds in a run with these layers, run by this uid.
+    pub(super) fn active(self, l: &Layers, uid: u32) -> bool {
+        // A layer, or a part of one, holds only with that layer on.
+        if self.layer().is_some_and(|layer| !l.has(layer)) {
+            return false;
+        }
+        match self {
+            Holder::Layer(_) | Holder::Tmpfs | Holder::Noexec | Holder::Helper => true,
             // Parts of a layer that are there only with more of it.
             Holder::LandlockUnix => l.landlock_abi.is_some_and(|a| a >= 9),
             Holder::NsLimits => l.ns_limits,
-            Holder::Nproc => l.rlimits && uid != 0,
-            Holder::MemfdNoexec => l.pidns && uid == 0,
+            Holder::Nproc | Holder::CapsUnprivileged => uid != 0,
+            Holder::MemfdNoexec => uid == 0,
             Holder::Subreaper => !l.pidns,
-            Holder::CapsUnprivileged => l.caps && uid != 0,
-            other => other.layer().is_some_and(|name| l.names().contains(&name)),
+        }
+    }
+}
+
+impl Serialize for Holder {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// A whole layer reads as the layer itself (`Seccomp`, not
+/// `Layer(Seccomp)`), as the JUnit report's "held by" writes it.
+impl std::fmt::Debug for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Holder::Layer(l) => write!(f, "{l:?}"),
+            Holder::LandlockUnix => f.write_str("LandlockUnix"),
+            Holder::NsLimits => f.write_str("NsLimits"),
+            Holder::MemfdNoexec => f.write_str("MemfdNoexec"),
+            Holder::Nproc => f.write_str("Nproc"),
+            Holder::Helper => f.write_str("Helper"),
+            Holder::Subreaper => f.write_str("Subreaper"),
+            Holder::CapsUnprivileged => f.write_str("CapsUnprivileged"),
+            Holder::Tmpfs => f.write_str("Tmpfs"),
+            Holder::Noexec => f.write_str("Noexec"),
         }
     }
 }
@@ -389,41 +411,93 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_holder_is_part_of_a_listed_layer() {
-        use Holder::*;
-        for h in [
-            Seccomp,
-            Landlock,
-            LandlockTcp,
-            LandlockScope,
-            LandlockUnix,
-            Netns,
-            Caps,
-            Userns,
-            NsLimits,
-            MemfdNoexec,
-            Pidns,
-            PidMax,
-            Nproc,
-            Rlimits,
-            Mountns,
-            Tmpfs,
-            Noexec,
-            Utsns,
-        ] {
-            let name = h.layer().unwrap_or_else(|| panic!("{h:?} names no layer"));
-            assert!(
-                crate::sandbox::layers::info(name).is_some(),
-                "{h:?}: {name}"
+    fn every_holder_is_a_layer_or_part_of_one_and_keeps_its_report_words() {
+        use Holder::{
+            CapsUnprivileged, Helper, LandlockUnix, MemfdNoexec, Noexec, Nproc, NsLimits,
+            Subreaper, Tmpfs,
+        };
+        // (holder, its layer, JSON word, JUnit word)
+        let parts = [
+            (
+                LandlockUnix,
+                Some(Layer::Landlock),
+                "landlock_unix",
+                "landlockunix",
+            ),
+            (NsLimits, Some(Layer::Userns), "ns_limits", "nslimits"),
+            (
+                MemfdNoexec,
+                Some(Layer::Pidns),
+                "memfd_noexec",
+                "memfdnoexec",
+            ),
+            (Nproc, Some(Layer::Rlimits), "nproc", "nproc"),
+            (
+                CapsUnprivileged,
+                Some(Layer::Caps),
+                "caps_unprivileged",
+                "capsunprivileged",
+            ),
+            (Tmpfs, Some(Layer::Mountns), "tmpfs", "tmpfs"),
+            (Noexec, Some(Layer::Mountns), "noexec", "noexec"),
+            (Helper, None, "helper", "helper"),
+            (Subreaper, None, "subreaper", "subreaper"),
+        ];
+        let words = |h: Holder| {
+            let json = serde_json::to_string(&h).expect("a holder serializes");
+            (json, format!("{h:?}").to_lowercase())
+        };
+        let all = Layers {
+            userns: true,
+            pidns: true,
+            ns_limits: true,
+            landlock_abi: Some(9),
+            rlimits: true,
+            caps: true,
+            mountns: true,
+            ..Layers::default()
+        };
+        for (h, layer, json, junit) in parts {
+            assert_eq!(h.layer(), layer, "{h:?}");
+            assert_eq!(words(h), (format!("\"{json}\""), junit.to_string()));
+            // A part holds for one uid or the other with its layer on, and
+            // for neither with it off.
+            let Some(layer) = layer else { continue };
+            assert!(h.active(&all, 0) || h.active(&all, 1000), "{h:?}");
+            let mut off = all;
+            match layer {
+                Layer::Landlock => off.landlock_abi = None,
+                Layer::Userns => off.userns = false,
+                Layer::Pidns => off.pidns = false,
+                Layer::Rlimits => off.rlimits = false,
+                Layer::Caps => off.caps = false,
+                Layer::Mountns => off.mountns = false,
+                other => panic!("{h:?} is part of {other:?}, which this test can't switch off"),
+            }
+            assert!(!h.active(&off, 0) && !h.active(&off, 1000), "{h:?}");
+        }
+        for l in Layer::ALL {
+            let h = Holder::Layer(*l);
+            assert_eq!(h.layer(), Some(*l));
+            assert_eq!(h.name(), l.name());
+            assert_eq!(
+                serde_json::to_string(&h).ok(),
+                Some(format!("\"{}\"", l.name()))
             );
         }
-        assert_eq!(Helper.layer(), None);
-        // Switched on exactly when its layer is.
+        assert_eq!(words(Holder::Layer(Layer::LandlockTcp)).1, "landlocktcp");
+        assert_eq!(words(Holder::Layer(Layer::PidMax)).1, "pidmax");
+        // A whole layer and its parts are switched on exactly when it is.
         let on = Layers {
             mountns: true,
             ..Layers::default()
         };
-        assert!(Noexec.active(&on, 0) && !Seccomp.active(&on, 0));
+        for uid in [0, 1000] {
+            assert!(Noexec.active(&on, uid) && Tmpfs.active(&on, uid));
+            assert!(Holder::Layer(Layer::Mountns).active(&on, uid));
+            assert!(!Holder::Layer(Layer::Seccomp).active(&on, uid));
+            assert!(!Noexec.active(&Layers::default(), uid));
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ use super::model::{spec, Holder, Spec, Trigger, Truth, Which};
 impl Fixture {
     /// The suite, in report order.
     pub(super) fn specs(&self, server_pid: u32, caps_bounding: bool) -> Vec<Spec> {
+        use crate::sandbox::Layer::*;
         use Holder::*;
         let s = Self::s;
         let mut v = vec![
@@ -51,7 +52,7 @@ impl Fixture {
                 "tcp-connect",
                 vec![self.tcp4.to_string()],
                 "EPERM",
-                &[Seccomp, LandlockTcp, Netns],
+                &[Layer(Seccomp), Layer(LandlockTcp), Layer(Netns)],
             )
             .truth(Truth::Listener(Which::Tcp4)),
             spec(
@@ -59,7 +60,7 @@ impl Fixture {
                 "tcp-connect",
                 vec![self.tcp6.to_string()],
                 "EPERM",
-                &[Seccomp, LandlockTcp, Netns],
+                &[Layer(Seccomp), Layer(LandlockTcp), Layer(Netns)],
             )
             .truth(Truth::Listener(Which::Tcp6)),
             spec(
@@ -67,7 +68,7 @@ impl Fixture {
                 "udp-send",
                 vec![self.udp.to_string()],
                 "EPERM",
-                &[Seccomp, Netns],
+                &[Layer(Seccomp), Layer(Netns)],
             )
             .truth(Truth::Listener(Which::Udp)),
             spec(
@@ -75,7 +76,7 @@ impl Fixture {
                 "mptcp-connect",
                 vec![self.tcp4.to_string()],
                 "EPERM",
-                &[Seccomp, Netns],
+                &[Layer(Seccomp), Layer(Netns)],
             )
             .truth(Truth::Listener(Which::Tcp4)),
             spec(
@@ -83,14 +84,14 @@ impl Fixture {
                 "dns-lookup",
                 vec!["localhost".into()],
                 "EAI_",
-                &[Landlock, Mountns],
+                &[Layer(Landlock), Layer(Mountns)],
             ),
             spec(
                 "socket-raw-icmp",
                 "socket",
                 vec!["raw".into()],
                 "EPERM",
-                &[Seccomp, Caps, Userns],
+                &[Layer(Seccomp), Layer(Caps), Layer(Userns)],
             )
             .in_userns(),
             spec(
@@ -98,7 +99,7 @@ impl Fixture {
                 "socket",
                 vec!["packet".into()],
                 "EPERM",
-                &[Seccomp, Caps, Userns],
+                &[Layer(Seccomp), Layer(Caps), Layer(Userns)],
             )
             .in_userns(),
             spec(
@@ -106,21 +107,21 @@ impl Fixture {
                 "socket",
                 vec!["netlink".into()],
                 "EPERM",
-                &[Seccomp],
+                &[Layer(Seccomp)],
             ),
             spec(
                 "socket-vsock",
                 "socket",
                 vec!["vsock".into()],
                 "EPERM",
-                &[Seccomp],
+                &[Layer(Seccomp)],
             ),
             spec(
                 "abstract-unix-connect",
                 "abstract-connect",
                 vec![self.abstract_name.clone()],
                 "EPERM",
-                &[Seccomp, LandlockScope, Netns],
+                &[Layer(Seccomp), Layer(LandlockScope), Layer(Netns)],
             )
             .truth(Truth::Listener(Which::Abstract)),
             spec(
@@ -128,7 +129,7 @@ impl Fixture {
                 "unix-connect",
                 vec![s(&self.host_sock)],
                 "EPERM",
-                &[Seccomp, LandlockUnix, Mountns],
+                &[Layer(Seccomp), LandlockUnix, Layer(Mountns)],
             )
             .truth(Truth::Listener(Which::Unix)),
             spec(
@@ -136,14 +137,14 @@ impl Fixture {
                 "socketpair",
                 vec!["dgram".into()],
                 "EPERM",
-                &[Seccomp],
+                &[Layer(Seccomp)],
             ),
             spec(
                 "socketpair-seqpacket",
                 "socketpair",
                 vec!["seqpacket".into()],
                 "EPERM",
-                &[Seccomp],
+                &[Layer(Seccomp)],
             ),
             // Kernel surface.
             spec(
@@ -151,30 +152,36 @@ impl Fixture {
                 "io-uring-setup",
                 vec![],
                 "EPERM",
-                &[Seccomp],
+                &[Layer(Seccomp)],
             ),
-            spec("x32-syscall", "x32-syscall", vec![], "SIGSYS", &[Seccomp]),
+            spec(
+                "x32-syscall",
+                "x32-syscall",
+                vec![],
+                "SIGSYS",
+                &[Layer(Seccomp)],
+            ),
             spec(
                 "unshare-userns",
                 "unshare-userns",
                 vec![],
                 "EPERM",
-                &[Seccomp, NsLimits],
+                &[Layer(Seccomp), NsLimits],
             ),
             spec(
                 "clone-newuser",
                 "clone-newuser",
                 vec![],
                 "EPERM",
-                &[Seccomp, NsLimits],
+                &[Layer(Seccomp), NsLimits],
             ),
-            spec("clone3", "clone3", vec![], "ENOSYS", &[Seccomp]),
+            spec("clone3", "clone3", vec![], "ENOSYS", &[Layer(Seccomp)]),
             spec(
                 "mount-tmpfs",
                 "mount-tmpfs",
                 vec![s(&self.root.join("mnt"))],
                 "EPERM",
-                &[Seccomp, Userns],
+                &[Layer(Seccomp), Layer(Userns)],
             )
             .in_userns(),
             // Reading outside the root.
@@ -183,42 +190,42 @@ impl Fixture {
                 "read",
                 vec![s(&self.outside.join("secret.txt"))],
                 "ENOENT|EACCES",
-                &[Landlock, Mountns],
+                &[Layer(Landlock), Layer(Mountns)],
             ),
             spec(
                 "list-outside-root",
                 "list",
                 vec![s(&self.outside)],
                 "ENOENT|EACCES",
-                &[Landlock, Mountns],
+                &[Layer(Landlock), Layer(Mountns)],
             ),
             spec(
                 "read-symlink-out-of-root",
                 "read",
                 vec![s(&self.root.join("link-out"))],
                 "ENOENT|EACCES",
-                &[Landlock, Mountns],
+                &[Layer(Landlock), Layer(Mountns)],
             ),
             spec(
                 "read-dotdot-out-of-root",
                 "read",
                 vec![s(&self.root.join("../outside/secret.txt"))],
                 "ENOENT|EACCES",
-                &[Landlock, Mountns],
+                &[Layer(Landlock), Layer(Mountns)],
             ),
             spec(
                 "exec-outside-runtime",
                 "exec",
                 vec![s(&self.outside.join("true"))],
                 "ENOENT|EACCES",
-                &[Landlock, Mountns],
+                &[Layer(Landlock), Layer(Mountns)],
             ),
             spec(
                 "write-database",
                 "write",
                 vec![s(&self.db)],
                 "EROFS|EACCES",
-                &[Landlock, Mountns],
+                &[Layer(Landlock), Layer(Mountns)],
             )
             .truth(Truth::Files),
             spec(
@@ -226,7 +233,7 @@ impl Fixture {
                 "create",
                 vec![s(&self.root.join("new.txt"))],
                 "EROFS|EACCES",
-                &[Landlock, Mountns],
+                &[Layer(Landlock), Layer(Mountns)],
             )
             .truth(Truth::Files)
             .draft(),
@@ -235,7 +242,7 @@ impl Fixture {
                 "create",
                 vec![s(&self.home.join("new.txt"))],
                 "EROFS|EACCES",
-                &[Landlock, Mountns],
+                &[Layer(Landlock), Layer(Mountns)],
             )
             .truth(Truth::Files)
             .draft(),
@@ -281,9 +288,9 @@ impl Fixture {
                             (false, true) => "EPERM|EROFS|EACCES",
                         },
                         if op == "mknod" {
-                            &[Seccomp, Landlock, Mountns]
+                            &[Layer(Seccomp), Layer(Landlock), Layer(Mountns)]
                         } else {
-                            &[Landlock, Mountns]
+                            &[Layer(Landlock), Layer(Mountns)]
                         },
                     )
                     .truth(Truth::Files),
@@ -300,7 +307,7 @@ impl Fixture {
                     attempt,
                     vec![host_file.clone()],
                     "EPERM|ENOENT",
-                    &[Seccomp, Mountns],
+                    &[Layer(Seccomp), Layer(Mountns)],
                 )
                 .truth(Truth::Files),
             );
@@ -314,37 +321,44 @@ impl Fixture {
                 "read",
                 vec![format!("/proc/{server_pid}/environ")],
                 "ENOENT|EACCES",
-                &[Landlock, Userns, Mountns],
+                &[Layer(Landlock), Layer(Userns), Layer(Mountns)],
             ),
             spec(
                 "read-server-cmdline",
                 "read",
                 vec![format!("/proc/{server_pid}/cmdline")],
                 "ENOENT|EACCES",
-                &[Landlock, Userns, Mountns],
+                &[Layer(Landlock), Layer(Userns), Layer(Mountns)],
             ),
             spec(
                 "kill-server",
                 "kill",
                 vec![server_pid.to_string()],
                 "ESRCH",
-                &[Pidns, LandlockScope],
+                &[Layer(Pidns), Layer(LandlockScope)],
             ),
             spec(
                 "ptrace-server",
                 "ptrace",
                 vec![server_pid.to_string()],
                 "EPERM",
-                &[Seccomp, Pidns, Landlock],
+                &[Layer(Seccomp), Layer(Pidns), Layer(Landlock)],
             ),
-            spec("tiocsti-terminal", "tiocsti", vec![], "EPERM", &[Seccomp]).truth(Truth::Tty),
+            spec(
+                "tiocsti-terminal",
+                "tiocsti",
+                vec![],
+                "EPERM",
+                &[Layer(Seccomp)],
+            )
+            .truth(Truth::Tty),
             // Privilege.
             spec(
                 "setuid-0",
                 "setuid-0",
                 vec![],
                 "EINVAL|EPERM",
-                &[Userns, CapsUnprivileged],
+                &[Layer(Userns), CapsUnprivileged],
             )
             .in_userns(),
             spec(
@@ -359,7 +373,7 @@ impl Fixture {
                 "seccomp-off",
                 vec![],
                 "Seccomp=2",
-                &[Seccomp],
+                &[Layer(Seccomp)],
             ),
             // Where the run can't hold CAP_SETPCAP (an ordinary user without
             // user namespaces) the bounding set stays and is not checked:
@@ -369,7 +383,7 @@ impl Fixture {
                 "caps-held",
                 vec![if caps_bounding { "all" } else { "sets" }.into()],
                 "CapEff=0 CapPrm=0 CapInh=0 CapBnd=0 CapAmb=0|CapEff=0 CapPrm=0 CapInh=0",
-                &[Caps],
+                &[Layer(Caps)],
             ),
             // Resources and lifetime.
             spec(
@@ -377,14 +391,14 @@ impl Fixture {
                 "fork-bomb",
                 vec!["600".into()],
                 "EAGAIN",
-                &[Nproc, PidMax],
+                &[Nproc, Layer(PidMax)],
             ),
             spec(
                 "memory-bomb",
                 "memory-bomb",
                 vec!["8".into()],
                 "ENOMEM",
-                &[Rlimits],
+                &[Layer(Rlimits)],
             ),
             spec(
                 "stdout-flood",
@@ -399,7 +413,7 @@ impl Fixture {
                 "daemon",
                 vec![],
                 "gone",
-                &[Pidns, Subreaper],
+                &[Layer(Pidns), Subreaper],
             )
             .truth(Truth::Daemon),
             spec(
@@ -409,7 +423,7 @@ impl Fixture {
                 "none",
                 // Each run's own TMPDIR (a tmpfs, or a host folder removed
                 // with it), IPC and PID namespaces and minimal root.
-                &[Mountns, Pidns, Helper],
+                &[Layer(Mountns), Layer(Pidns), Helper],
             )
             .truth(Truth::NextCall),
             spec(
@@ -419,7 +433,7 @@ impl Fixture {
                 "gone",
                 // The run's init dies with its parent (the parent-death
                 // signal every helper arms) and takes the namespace along.
-                &[Pidns, Helper],
+                &[Layer(Pidns), Helper],
             )
             .truth(Truth::OutliveParent),
             spec(
@@ -438,6 +452,7 @@ impl Fixture {
     /// can replace, the run's temp folder, host metadata, memory outside
     /// RLIMIT_AS, observation of the host, execution outside the runtime.
     pub(super) fn second_generation(&self, server_pid: u32) -> Vec<Spec> {
+        use crate::sandbox::Layer::*;
         use Holder::*;
         let s = Self::s;
         let db = s(&self.db);
@@ -472,7 +487,7 @@ impl Fixture {
                 "replace-with-symlink",
                 vec![db.clone(), "/".into()],
                 "EBUSY",
-                &[Mountns],
+                &[Layer(Mountns)],
             )
             .truth(Truth::Files)
             .draft(),
@@ -481,7 +496,7 @@ impl Fixture {
                 "symlink-rename-over",
                 vec![db.clone(), "/".into()],
                 "EACCES",
-                &[Landlock, Mountns],
+                &[Layer(Landlock), Layer(Mountns)],
             )
             .truth(Truth::Files)
             .draft(),
@@ -490,7 +505,7 @@ impl Fixture {
                 "symlink",
                 vec!["/".into(), s(&db_dir.join("escape"))],
                 "EACCES|nothing left",
-                &[Landlock, Helper],
+                &[Layer(Landlock), Helper],
             )
             .truth(Truth::FilesAfter)
             .draft(),
@@ -499,7 +514,7 @@ impl Fixture {
                 "mkdir",
                 vec![s(&db_dir.join("newdir"))],
                 "EACCES|nothing left",
-                &[Landlock, Helper],
+                &[Layer(Landlock), Helper],
             )
             .truth(Truth::FilesAfter)
             .draft(),
@@ -508,7 +523,7 @@ impl Fixture {
                 "mknod",
                 vec![s(&db_dir.join("fifo"))],
                 "EPERM|EACCES|nothing left",
-                &[Seccomp, Landlock, Helper],
+                &[Layer(Seccomp), Layer(Landlock), Helper],
             )
             .truth(Truth::FilesAfter)
             .draft(),
@@ -526,7 +541,7 @@ impl Fixture {
                 "rename",
                 vec![beside.clone(), format!("{beside}.bak")],
                 "EBUSY",
-                &[Mountns],
+                &[Layer(Mountns)],
             )
             .truth(Truth::Files)
             .draft(),
@@ -535,7 +550,7 @@ impl Fixture {
                 "replace",
                 vec![beside.clone()],
                 "EBUSY",
-                &[Mountns],
+                &[Layer(Mountns)],
             )
             .truth(Truth::Files)
             .draft(),
@@ -544,7 +559,7 @@ impl Fixture {
                 "write",
                 vec![beside.clone()],
                 "EROFS",
-                &[Mountns],
+                &[Layer(Mountns)],
             )
             .truth(Truth::Files)
             .draft(),
@@ -553,7 +568,7 @@ impl Fixture {
                 "create-exec",
                 vec![s(&db_dir.join("tool"))],
                 "EPERM|no executable left",
-                &[Seccomp, Helper],
+                &[Layer(Seccomp), Helper],
             )
             .truth(Truth::ExecBits(db_dir.join("tool")))
             .draft(),
@@ -562,7 +577,7 @@ impl Fixture {
                 "mknod-exec",
                 vec![format!("{db}-wal")],
                 "EPERM|no executable left",
-                &[Seccomp, Helper],
+                &[Layer(Seccomp), Helper],
             )
             .truth(Truth::ExecBits(PathBuf::from(format!("{db}-wal"))))
             .draft(),
@@ -582,7 +597,7 @@ impl Fixture {
                 "fallocate",
                 vec![db.clone(), "keep-size".into(), reserve_mib.to_string()],
                 "EOPNOTSUPP",
-                &[Seccomp],
+                &[Layer(Seccomp)],
             )
             .truth(Truth::Reserved(self.db.clone()))
             .draft(),
@@ -593,7 +608,7 @@ impl Fixture {
                 "EPERM|nothing left",
                 // The clean-up removes anything under a companion's name
                 // that is not a plain file.
-                &[Seccomp, Helper],
+                &[Layer(Seccomp), Helper],
             )
             .truth(Truth::FilesAfter)
             .draft(),
@@ -604,14 +619,14 @@ impl Fixture {
                 "read",
                 vec![planted.clone()],
                 "ENOENT|EACCES",
-                &[Landlock, Mountns],
+                &[Layer(Landlock), Layer(Mountns)],
             ),
             spec(
                 "stat-through-planted-symlink",
                 "stat",
                 vec![planted],
                 "ENOENT",
-                &[Mountns],
+                &[Layer(Mountns)],
             ),
             // The run's temp folder.
             spec(
@@ -644,7 +659,7 @@ impl Fixture {
                 "tmpdir-path",
                 vec![],
                 "no server pid",
-                &[Mountns, Helper],
+                &[Layer(Mountns), Helper],
             )
             .truth(Truth::NoServerPid(server_pid)),
             // Metadata of host files.
@@ -653,7 +668,7 @@ impl Fixture {
                 "file-setattr",
                 vec![s(&self.outside.join("victim.txt"))],
                 "ENOSYS",
-                &[Seccomp, Mountns],
+                &[Layer(Seccomp), Layer(Mountns)],
             )
             .truth(Truth::Files),
             spec(
@@ -661,7 +676,7 @@ impl Fixture {
                 "ioctl-flags",
                 vec!["setflags".into(), s(&self.root.join("victim.txt"))],
                 "ENOTTY",
-                &[Seccomp, Mountns],
+                &[Layer(Seccomp), Layer(Mountns)],
             )
             .truth(Truth::Files),
             spec(
@@ -669,7 +684,7 @@ impl Fixture {
                 "ioctl-flags",
                 vec!["fssetxattr".into(), s(&self.root.join("victim.txt"))],
                 "ENOTTY",
-                &[Seccomp, Mountns],
+                &[Layer(Seccomp), Layer(Mountns)],
             )
             .truth(Truth::Files),
             spec(
@@ -677,7 +692,7 @@ impl Fixture {
                 "ioctl-flags",
                 vec!["setversion".into(), s(&self.root.join("victim.txt"))],
                 "ENOTTY",
-                &[Seccomp, Mountns],
+                &[Layer(Seccomp), Layer(Mountns)],
             )
             .truth(Truth::Files),
             // Memory and code outside RLIMIT_AS and the runtime.
@@ -686,7 +701,7 @@ impl Fixture {
                 "memfd-fill",
                 vec!["1024".into()],
                 "ENOSYS",
-                &[Seccomp],
+                &[Layer(Seccomp)],
             ),
             spec(
                 "memfd-exec",
@@ -695,7 +710,7 @@ impl Fixture {
                 "ENOSYS|EACCES",
                 // Landlock's execute right is about files beneath a folder;
                 // a memfd is beneath none.
-                &[Seccomp, MemfdNoexec],
+                &[Layer(Seccomp), MemfdNoexec],
             ),
             // Observation outside the grant.
             spec(
@@ -703,7 +718,7 @@ impl Fixture {
                 "inotify-watch",
                 vec![tmp.clone(), tmp_marker.clone()],
                 "ENOSYS|no event",
-                &[Seccomp, Mountns],
+                &[Layer(Seccomp), Layer(Mountns)],
             )
             .truth(Truth::Watch(Trigger::Create(
                 self.tmp_base.join(&tmp_marker),
@@ -713,7 +728,7 @@ impl Fixture {
                 "inotify-watch",
                 vec!["/etc".into(), "passwd".into()],
                 "ENOSYS|no event",
-                &[Seccomp, Mountns],
+                &[Layer(Seccomp), Layer(Mountns)],
             )
             .truth(Truth::Watch(Trigger::Open("/etc/passwd".into()))),
             // Other runs: the root is the same inodes in every run, so a
@@ -724,7 +739,7 @@ impl Fixture {
                 "inotify-watch",
                 vec![s(&self.root), "victim.txt".into()],
                 "ENOSYS",
-                &[Seccomp],
+                &[Layer(Seccomp)],
             )
             .truth(Truth::Watch(Trigger::Open(self.root.join("victim.txt")))),
             spec(
@@ -732,7 +747,7 @@ impl Fixture {
                 "fanotify-watch",
                 vec![s(&self.outside)],
                 "ENOSYS|ENOENT",
-                &[Seccomp, Mountns],
+                &[Layer(Seccomp), Layer(Mountns)],
             ),
             spec(
                 "getxattr-outside-file",
@@ -742,49 +757,49 @@ impl Fixture {
                     "user.reachweaver-probe".into(),
                 ],
                 "ENOENT",
-                &[Mountns],
+                &[Layer(Mountns)],
             ),
             spec(
                 "stat-etc-hostname",
                 "stat",
                 vec!["/etc/hostname".into()],
                 "ENOENT",
-                &[Mountns],
+                &[Layer(Mountns)],
             ),
             spec(
                 "uname-nodename",
                 "uname-nodename",
                 vec![host_node, host_domain],
                 &run_names,
-                &[Utsns],
+                &[Layer(Utsns)],
             ),
             spec(
                 "stat-outside-file",
                 "stat",
                 vec![s(&self.outside.join("secret.txt"))],
                 "ENOENT",
-                &[Mountns],
+                &[Layer(Mountns)],
             ),
             spec(
                 "stat-server-home",
                 "stat",
                 vec![s(&server_home)],
                 "ENOENT",
-                &[Mountns],
+                &[Layer(Mountns)],
             ),
             spec(
                 "readlink-outside",
                 "readlink",
                 vec![s(&self.outside.join("alias"))],
                 "ENOENT",
-                &[Mountns],
+                &[Layer(Mountns)],
             ),
             spec(
                 "listmount-host-mounts",
                 "listmount",
                 vec![],
                 "ENOSYS",
-                &[Seccomp, Mountns],
+                &[Layer(Seccomp), Layer(Mountns)],
             )
             .truth(Truth::HostMounts),
             spec(
@@ -792,21 +807,21 @@ impl Fixture {
                 "statmount",
                 vec![host_mount.to_string()],
                 "ENOSYS",
-                &[Seccomp, Mountns],
+                &[Layer(Seccomp), Layer(Mountns)],
             ),
             spec(
                 "stat-proc-server",
                 "stat",
                 vec![format!("/proc/{server_pid}")],
                 "ENOENT",
-                &[Mountns],
+                &[Layer(Mountns)],
             ),
             spec(
                 "list-proc",
                 "list-pids",
                 vec!["/proc".into()],
                 "EACCES|ENOENT|only the run's own",
-                &[Landlock, Mountns],
+                &[Layer(Landlock), Layer(Mountns)],
             )
             .truth(Truth::ProcHidesServer(server_pid)),
             // Execution outside the runtime.
@@ -815,7 +830,7 @@ impl Fixture {
                 "exec-tmpdir",
                 vec![prog.clone()],
                 "EPERM|EACCES",
-                &[Seccomp, Landlock, Noexec],
+                &[Layer(Seccomp), Layer(Landlock), Noexec],
             ),
             spec(
                 "exec-via-loader-from-tmpdir",
@@ -837,7 +852,7 @@ impl Fixture {
                 "open-by-handle",
                 vec![s(&self.outside.join("secret.txt")), s(&self.root)],
                 "ENOSYS|EPERM|ENOENT",
-                &[Seccomp, Caps, Mountns],
+                &[Layer(Seccomp), Layer(Caps), Layer(Mountns)],
             ),
         ]
     }
