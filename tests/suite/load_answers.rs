@@ -669,7 +669,7 @@ fn a_stopped_sandbox_zygote_is_replaced_and_the_next_call_is_served() {
     assert_eq!(now.len(), 1, "{now:?}");
 }
 
-/// A run whose sandbox stays silent (the zygote's next init is stopped, so
+/// A run whose sandbox stays silent (the zygote's next inits are stopped, so
 /// the run's status pipe never speaks) fails with `sandbox_failed` within
 /// the call timeout, not after the sandbox's own 20 s bound; the zygote is
 /// replaced and the next call is served by a fresh one.
@@ -690,24 +690,31 @@ fn a_silent_sandbox_fails_the_call_within_its_timeout_and_the_next_is_served() {
     let zygote = zygotes_of(s.pid());
     assert_eq!(zygote.len(), 1, "{zygote:?}");
     // The first run's init is gone once its answer is read; what is left
-    // is the init forked ahead for the next run.
-    let mut spare = Vec::new();
+    // are the two inits forked ahead for the next runs. Both are stopped,
+    // so whichever the next run gets stays silent.
+    let mut spares = Vec::new();
     let found = crate::support::faults::wait_for(Duration::from_secs(10), || {
-        spare = live_children_of(zygote[0]);
-        spare.len() == 1
+        spares = live_children_of(zygote[0]);
+        spares.len() == 2
     });
-    assert!(found.is_some(), "no single spare init: {spare:?}");
-    // SAFETY: stopping a process our own server's zygote started.
-    unsafe { libc::kill(spare[0] as i32, libc::SIGSTOP) };
+    assert!(found.is_some(), "not two spare inits: {spares:?}");
+    for &spare in &spares {
+        // SAFETY: stopping a process our own server's zygote started.
+        unsafe { libc::kill(spare as i32, libc::SIGSTOP) };
+    }
     let stopped = crate::support::faults::wait_for(Duration::from_secs(10), || {
-        status_field(spare[0], "State").is_some_and(|st| st.starts_with('T'))
+        spares
+            .iter()
+            .all(|&p| status_field(p, "State").is_some_and(|st| st.starts_with('T')))
     });
     let t = Instant::now();
     let silent = s.request(nap("silent"));
     let waited = t.elapsed();
-    // SAFETY: as above; nothing stays stopped behind the test.
-    unsafe { libc::kill(spare[0] as i32, libc::SIGCONT) };
-    assert!(stopped.is_some(), "the spare never stopped");
+    for &spare in &spares {
+        // SAFETY: as above; nothing stays stopped behind the test.
+        unsafe { libc::kill(spare as i32, libc::SIGCONT) };
+    }
+    assert!(stopped.is_some(), "the spares never stopped");
     let error = &silent["result"]["structuredContent"]["output"]["error"];
     assert_eq!(error["code"], "sandbox_failed", "{silent}");
     let message = error["message"].as_str().unwrap_or_default();

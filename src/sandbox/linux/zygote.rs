@@ -35,7 +35,7 @@
 //! so the run's pid stays the run's for as long as the server holds it, as
 //! with a child of its own.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
@@ -80,8 +80,13 @@ pub(super) struct ZygoteState {
     /// arming its parent-death signal, that the zygote is still there.
     pub(super) self_pidfd: OwnedFd,
     pub(super) runs: HashMap<libc::pid_t, Forked>,
-    pub(super) spare: Option<Spare>,
+    /// Read-only spares, oldest first.
+    pub(super) spares: VecDeque<Spare>,
 }
+
+/// How many read-only spares the zygote keeps: one arming while another
+/// waits, so two calls in flight never wait for a spare to arm itself.
+pub(super) const SPARES: usize = 2;
 
 /// Entry point of `__sandbox-helper @zygote`. Returns when the server
 /// closes the control socket.
@@ -104,7 +109,7 @@ pub fn main() -> anyhow::Result<u8> {
     if !ready::announce(CONTROL_FD) {
         return Ok(1);
     }
-    state.spare = state.fork_spare(RunKind::ReadOnly).ok();
+    state.refill();
     state.serve();
     Ok(0)
 }
@@ -175,7 +180,7 @@ pub(super) fn setup(config: Config) -> Result<ZygoteState, Failure> {
         },
         self_pidfd,
         runs: HashMap::new(),
-        spare: None,
+        spares: VecDeque::with_capacity(SPARES),
     })
 }
 
@@ -346,7 +351,18 @@ impl ZygoteState {
             },
         );
         if kind == RunKind::ReadOnly {
-            self.spare = self.fork_spare(RunKind::ReadOnly).ok();
+            self.refill();
+        }
+    }
+
+    /// Fork read-only spares until there are [`SPARES`]; one that can't be
+    /// forked now is forked when a run asks for it.
+    fn refill(&mut self) {
+        while self.spares.len() < SPARES {
+            match self.fork_spare(RunKind::ReadOnly) {
+                Ok(s) => self.spares.push_back(s),
+                Err(_) => return,
+            }
         }
     }
 
@@ -357,7 +373,7 @@ impl ZygoteState {
     fn ready_spare(&mut self, kind: RunKind) -> Result<Spare, Failure> {
         for _ in 0..2 {
             let ready = match kind {
-                RunKind::ReadOnly => self.spare.take(),
+                RunKind::ReadOnly => self.spares.pop_front(),
                 RunKind::Draft => None,
             };
             let spare = match ready {
