@@ -66,10 +66,12 @@ pub(crate) trait Platform: Sized {
     fn detect(opts: &SandboxOptions) -> Result<Self, SandboxError>;
     /// The layers in force, for the start-up line.
     fn layers_line(&self) -> String;
-    /// What holds each promise here, for the start-up line.
-    fn promises_line(&self, drafts: bool) -> String;
-    /// Why `--allow-drafts` can't be honoured here (`None`: it can).
-    fn drafts_refused(&self) -> Option<String>;
+    /// What holds each promise here for a sandbox with these grants, for
+    /// the start-up line.
+    fn promises_line(&self, opts: &SandboxOptions, drafts: bool) -> String;
+    /// Why `--allow-drafts` can't be honoured here with these grants
+    /// (`None`: it can).
+    fn drafts_refused(&self, opts: &SandboxOptions) -> Option<String>;
     /// Bound the wait for a run's start by the call timeout (`None`: no
     /// call timeout), so a run the sandbox can't start fails within it.
     fn bound_waits(&self, call_timeout: Option<Duration>);
@@ -394,10 +396,6 @@ impl Sandbox {
         opts.pins.retain(|(p, _)| p != backend);
         opts.pins
             .extend(self.opts.pins.iter().filter(|(p, _)| p == backend).cloned());
-        #[cfg(target_os = "linux")]
-        if let Some(state) = std::sync::Arc::get_mut(&mut self.state.0) {
-            state.regrant(&opts);
-        }
         self.opts = opts;
         Ok(self)
     }
@@ -408,12 +406,12 @@ impl Sandbox {
 
     /// What holds each promise here, for the start-up line.
     pub fn promises_line(&self, drafts: bool) -> String {
-        Platform::promises_line(&*self.state, drafts)
+        Platform::promises_line(&*self.state, &self.opts, drafts)
     }
 
     /// Why `--allow-drafts` can't be honoured here (`None`: it can).
     pub fn drafts_refused(&self) -> Option<String> {
-        Platform::drafts_refused(&*self.state)
+        Platform::drafts_refused(&*self.state, &self.opts)
     }
 
     pub fn spawn(

@@ -23,11 +23,11 @@ impl crate::sandbox::Platform for State {
 
     /// The promises are assessed on Linux only, where they rest on several
     /// layers; here nothing holds them.
-    fn promises_line(&self, _drafts: bool) -> String {
+    fn promises_line(&self, _opts: &SandboxOptions, _drafts: bool) -> String {
         String::new()
     }
 
-    fn drafts_refused(&self) -> Option<String> {
+    fn drafts_refused(&self, _opts: &SandboxOptions) -> Option<String> {
         None
     }
 

@@ -359,11 +359,11 @@ impl crate::sandbox::Platform for State {
         State::layers_line(self)
     }
 
-    fn promises_line(&self, drafts: bool) -> String {
+    fn promises_line(&self, _opts: &SandboxOptions, drafts: bool) -> String {
         State::promises_line(self, drafts)
     }
 
-    fn drafts_refused(&self) -> Option<String> {
+    fn drafts_refused(&self, _opts: &SandboxOptions) -> Option<String> {
         State::drafts_refused(self)
     }
 

@@ -47,7 +47,6 @@ pub struct State {
     prepared: Mutex<Option<Prepared>>,
     /// Where runs' cgroups are made, when the machine gives them.
     cgroups: Option<cgroup::Parent>,
-    facts: promises::Facts,
     /// How the trial run at start ended.
     trial: Result<(), String>,
     /// Layers switched off because the trial run failed with them (best-effort).
@@ -147,10 +146,6 @@ impl State {
         } else {
             None
         };
-        let facts = promises::Facts {
-            root: detected.root,
-            db_alone: opts.db.as_deref().is_some_and(db_alone),
-        };
         let mut state = State {
             silence_ms: AtomicU64::new(STATUS_TIMEOUT.as_millis() as u64),
             layers,
@@ -161,7 +156,6 @@ impl State {
             zygote: handle::ZygoteCell::default(),
             prepared: Mutex::new(None),
             cgroups,
-            facts,
             trial: Ok(()),
             given_up: Vec::new(),
         };
@@ -178,7 +172,7 @@ impl State {
             state.give_up_failing_layers(opts);
         }
         if opts.mode == SandboxMode::Require {
-            let unheld = promises::unheld_always(&state.promises());
+            let unheld = promises::unheld_always(&state.promises(opts));
             if !unheld.is_empty() {
                 return Err(SandboxError::Unavailable(format!(
                     "this machine cannot hold what every run is promised: {} \
@@ -188,11 +182,6 @@ impl State {
             }
         }
         Ok(state)
-    }
-
-    /// Take again the facts that depend on the grants (the database's folder).
-    pub fn regrant(&mut self, opts: &SandboxOptions) {
-        self.facts.db_alone = opts.db.as_deref().is_some_and(db_alone);
     }
 
     /// One run of `true` with the layers in force: `Err` says why it failed.
@@ -242,15 +231,21 @@ impl State {
         }
     }
 
-    /// What each promise is held by here.
-    pub fn promises(&self) -> Vec<promises::PromiseStatus> {
-        promises::assess(&self.layers, self.facts)
+    /// What each promise is held by here, for a sandbox with these grants:
+    /// the database's folder is looked at when asked, so a sandbox
+    /// regranted from this detection is judged by its own database.
+    pub fn promises(&self, opts: &SandboxOptions) -> Vec<promises::PromiseStatus> {
+        let facts = promises::Facts {
+            root: self.detected.root,
+            db_alone: opts.db.as_deref().is_some_and(db_alone),
+        };
+        promises::assess(&self.layers, facts)
     }
 
     /// Why `--allow-drafts` can't be honoured here (`None`: it can).
-    pub fn drafts_refused(&self) -> Option<String> {
+    pub fn drafts_refused(&self, opts: &SandboxOptions) -> Option<String> {
         let draft = self
-            .promises()
+            .promises(opts)
             .into_iter()
             .find(|p| p.id == "draft_confined")?;
         (!draft.held()).then(|| {
@@ -278,8 +273,8 @@ impl State {
     }
 
     /// The start-up line's promises part.
-    pub fn promises_line(&self, drafts: bool) -> String {
-        promises::line(&self.promises(), drafts)
+    pub fn promises_line(&self, opts: &SandboxOptions, drafts: bool) -> String {
+        promises::line(&self.promises(opts), drafts)
     }
 
     pub fn without(&mut self, layer: Layer) {
@@ -460,7 +455,8 @@ pub fn status() -> StatusReport {
                 Ok(()) => "passed: every layer listed as available was applied".to_string(),
                 Err(e) => format!("FAILED: {e}"),
             },
-            state.promises(),
+            // `sandbox status` serves no database.
+            state.promises(&SandboxOptions::default()),
         ),
         Err(e) => (
             format!("not run: {e}"),
@@ -544,12 +540,12 @@ impl crate::sandbox::Platform for State {
         State::layers_line(self)
     }
 
-    fn promises_line(&self, drafts: bool) -> String {
-        State::promises_line(self, drafts)
+    fn promises_line(&self, opts: &SandboxOptions, drafts: bool) -> String {
+        State::promises_line(self, opts, drafts)
     }
 
-    fn drafts_refused(&self) -> Option<String> {
-        State::drafts_refused(self)
+    fn drafts_refused(&self, opts: &SandboxOptions) -> Option<String> {
+        State::drafts_refused(self, opts)
     }
 
     fn bound_waits(&self, call_timeout: Option<Duration>) {
