@@ -2367,4 +2367,21 @@ mod tests {
         let (out, _) = plain().redact(json!([" AC0123456789abcdef0123456789abcdef", twilio_token]));
         assert_eq!(out[1], json!(REDACTED));
     }
+
+    #[test]
+    fn a_token_split_by_a_zero_width_character_is_counted_with_the_others() {
+        let (out, n) = counted("t ghp_a1B2c3D4e5\u{200b}a1B2c3D4e5a1B2c3D4e5a1B2 x");
+        assert_eq!((out.as_str(), n), ("t [REDACTED] x", 1));
+        // Added to what the count already holds.
+        let mut n = 2;
+        plain().redact_text("t ghp_a1B2c3D4e5\u{200b}a1B2c3D4e5a1B2c3D4e5a1B2 x", &mut n);
+        assert_eq!(n, 3);
+        // Nothing found: the text comes back as it was, zero-width
+        // character and all, and nothing is counted.
+        let (out, n) = counted("caf\u{e9}\u{200b} au lait, nothing here");
+        assert_eq!(
+            (out.as_str(), n),
+            ("caf\u{e9}\u{200b} au lait, nothing here", 0)
+        );
+    }
 }
