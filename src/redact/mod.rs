@@ -2384,4 +2384,34 @@ mod tests {
             ("caf\u{e9}\u{200b} au lait, nothing here", 0)
         );
     }
+
+    #[test]
+    fn a_flag_is_hidden_only_when_its_name_is_secret_and_its_value_may_be() {
+        // A secret name with a word no secret is, and a name that only
+        // holds a secret word (the anchor arms on it), keep their value.
+        for text in [
+            "tool --password none -v",
+            "tool --password 'none' -v",
+            "tool --tokenizer bert-base -v",
+        ] {
+            assert_eq!(counted(text), (text.to_string(), 0), "{text}");
+        }
+        assert_eq!(
+            counted("tool --password hunter2 -v"),
+            ("tool --password [REDACTED] -v".to_string(), 1)
+        );
+    }
+
+    #[test]
+    fn a_key_with_no_value_or_one_already_hidden_is_left_alone() {
+        for text in [
+            "password=",
+            "password= ",
+            "the password: [REDACTED] was set",
+            "password=[REDACTED]",
+            "api_key: \"\"",
+        ] {
+            assert_eq!(counted(text), (text.to_string(), 0), "{text}");
+        }
+    }
 }
