@@ -552,6 +552,10 @@ mod tests {
         assert!(rules("deploy --api-token v").contains(&flag));
         assert!(rules("deploy --db-user-token v").contains(&flag));
         assert!(!rules("deploy -api-token v").contains(&flag));
+        // `--` alone ends the options: a word after it and a blank, or
+        // after a byte no name holds, is no flag.
+        assert!(!rules("deploy -- token v").contains(&flag));
+        assert!(!rules("deploy --.token v").contains(&flag));
     }
 
     #[test]
