@@ -534,6 +534,58 @@ mod tests {
     }
 
     #[test]
+    fn a_word_is_checked_as_itself_not_as_a_longer_word_with_its_first_letter() {
+        // `priv` shares `pas`'s first letter and is one byte longer: read
+        // from its end, the `!` would be skipped and `:` found.
+        assert!(!rules("pas!: x").contains(&KEY_VALUE));
+        assert!(rules("pass: x").contains(&KEY_VALUE));
+    }
+
+    #[test]
+    fn a_flag_may_start_the_text_or_follow_other_words() {
+        let flag = SHAPES
+            .iter()
+            .position(|s| matches!(s.anchor, Anchor::FlagWord))
+            .unwrap();
+        assert!(rules("--token v").contains(&flag));
+        assert!(rules("--api_token v").contains(&flag));
+        assert!(rules("deploy --api-token v").contains(&flag));
+        assert!(rules("deploy --db-user-token v").contains(&flag));
+        assert!(!rules("deploy -api-token v").contains(&flag));
+        // `--` alone ends the options: a word after it and a blank, or
+        // after a byte no name holds, is no flag.
+        assert!(!rules("deploy -- token v").contains(&flag));
+        assert!(!rules("deploy --.token v").contains(&flag));
+    }
+
+    #[test]
+    fn an_element_name_may_run_on_after_its_word() {
+        let element = SHAPES
+            .iter()
+            .position(|s| matches!(s.anchor, Anchor::ElementWord))
+            .unwrap();
+        assert!(rules("<password_hash>").contains(&element));
+        assert!(rules("<password.v2>").contains(&element));
+        assert!(rules("<token:x>").contains(&element));
+        assert!(!rules("<password hash>").contains(&element));
+    }
+
+    #[test]
+    fn a_sas_signature_needs_a_query_separator_before_it() {
+        let sas = SHAPES
+            .iter()
+            .position(|s| matches!(s.anchor, Anchor::SasSignature))
+            .unwrap();
+        for text in ["u?sig=abc", "u&sig=abc", "u;sig=abc", "?sig=abc"] {
+            assert_eq!(rules(text), [sas], "{text}");
+        }
+        // Nothing before it to read, and a letter before it.
+        assert!(rules("sig=abc").is_empty());
+        assert!(rules("asig=abc").is_empty());
+        assert!(rules("u/sig=abc").is_empty());
+    }
+
+    #[test]
     fn url_userinfo_needs_a_colon_and_an_at_before_the_path() {
         let url = SHAPES
             .iter()
@@ -552,6 +604,28 @@ mod tests {
         assert_eq!(rules(t).len(), 1);
         assert!(rules(&t[..t.len() - 4]).is_empty());
         assert!(rules("a.b.c").is_empty());
+    }
+
+    #[test]
+    fn a_dotted_token_has_6_or_7_characters_between_its_dots() {
+        let sig = "ZnCjm1XVW7vRze4b7Cq4se7kKWs";
+        for (middle, armed) in [
+            ("Cl2FM", false),
+            ("Cl2FMQ", true),
+            ("Cl2FMQx", true),
+            ("Cl2FMQxy", false),
+        ] {
+            let text = format!("MTk4NjIyNDgzNDcxOTI1MjQ4.{middle}.{sig}");
+            assert_eq!(rules(&text).len(), usize::from(armed), "{middle}");
+        }
+        // The signature's 27 characters may end the text; 26 may not.
+        assert_eq!(rules(&format!(".Cl2FMQ.{sig}")).len(), 1);
+        assert!(rules(&format!(".Cl2FMQ.{}", &sig[1..])).is_empty());
+        // Token characters include `_` and `-`; a dot in the middle part
+        // or a blank in the signature breaks the token.
+        assert_eq!(rules(&format!(".Cl_-MQ.{sig}")).len(), 1);
+        assert!(rules(&format!(".Cl.FMQ.{sig}")).is_empty());
+        assert!(rules(".Cl2FMQ.ZnCjm1XVW7 Rze4b7Cq4se7kKWs").is_empty());
     }
 
     #[test]
@@ -578,5 +652,14 @@ mod tests {
             [(0, 2), (3, 8), (10, 12)]
         );
         assert_eq!(lines_of("x", [0].into_iter()), [(0, 1)]);
+    }
+
+    #[test]
+    fn a_position_on_a_line_break_gives_the_empty_run_ending_there() {
+        // The scan never reports one (no anchor starts with a line break),
+        // but the function takes any positions: a line found ends before
+        // its break, so a position on that break is not inside it and is
+        // not dropped.
+        assert_eq!(lines_of("aa\nbb", [0, 2].into_iter()), [(0, 2), (2, 2)]);
     }
 }

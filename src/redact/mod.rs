@@ -2248,4 +2248,177 @@ mod tests {
             assert_eq!(scrub(text), want, "{text}");
         }
     }
+
+    fn strings(texts: &[&str]) -> Vec<Value> {
+        texts.iter().map(|t| json!(t)).collect()
+    }
+
+    #[test]
+    fn an_arrays_strings_with_nothing_found_skip_redaction_and_only_they() {
+        let r = plain();
+        // Two or more strings are scanned together; those where nothing is
+        // found (ASCII or not) are marked clean, shorter ones than any
+        // rule reads too.
+        assert_eq!(
+            r.clean_strings(&strings(&["a log line", "café au lait"])),
+            [true, true]
+        );
+        assert_eq!(
+            r.clean_strings(&strings(&["one line", "two lines", "ab", "three"])),
+            [true; 4]
+        );
+        // One string alone saves nothing by joining: it is not marked.
+        assert_eq!(r.clean_strings(&strings(&["a log line"])), [false]);
+        // A hit marks its own string, not its neighbours; a zero-width
+        // character sends its string the whole way; what is no string
+        // is not marked.
+        assert_eq!(
+            r.clean_strings(&[
+                json!("plain text"),
+                json!("token ghp_a1B2c3D4e5a1B2c3D4e5a1B2c3D4e5a1B2"),
+                json!(7),
+                json!("more plain text"),
+                json!("t gh\u{200b}p_a1B2c3D4e5a1B2c3D4e5a1B2c3D4e5a1B2 x"),
+                json!("last"),
+            ]),
+            [true, false, false, true, false, true]
+        );
+        // That one is redacted once the character is gone, which a scan
+        // of the joined text, which keeps it, would not see.
+        let (out, n) = r.redact(json!([
+            "plain text",
+            "t gh\u{200b}p_a1B2c3D4e5a1B2c3D4e5a1B2c3D4e5a1B2 x"
+        ]));
+        assert_eq!((out, n), (json!(["plain text", "t [REDACTED] x"]), 1));
+        // A secret value that holds a line break could be found across two
+        // joined strings: no string is marked.
+        let r = Redactor::new([("API_TOKEN".to_string(), "abcd\nefgh".to_string())]);
+        assert_eq!(
+            r.clean_strings(&strings(&["a log line", "another line"])),
+            [false, false]
+        );
+    }
+
+    #[test]
+    fn an_arrays_string_as_long_as_the_shortest_secret_is_scanned() {
+        // A passed value of four characters: a string of four is read, one
+        // of three cannot hold it.
+        let r = Redactor::with_passed(
+            [("PIN_TOKEN".to_string(), "Zq9x".to_string())],
+            &["PIN_TOKEN".to_string()],
+        );
+        assert_eq!(
+            r.clean_strings(&strings(&["Zq9x", "Zq9", "a log line"])),
+            [false, true, true]
+        );
+        let (out, n) = r.redact(json!(["Zq9x", "Zq9", "a log line"]));
+        assert_eq!(out, json!([REDACTED, "Zq9", "a log line"]));
+        assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn secrets_side_by_side_are_replaced_one_by_one() {
+        let r = Redactor::new([
+            ("API_TOKEN".to_string(), "Qw3rTy7uIo".to_string()),
+            ("DB_PASSWORD".to_string(), "Zx9cVb2nMm".to_string()),
+        ]);
+        // Touching: two replacements. Overlapping: one.
+        let mut n = 0;
+        assert_eq!(
+            r.redact_text("Qw3rTy7uIoZx9cVb2nMm!", &mut n),
+            "[REDACTED][REDACTED]!"
+        );
+        assert_eq!(n, 2);
+        let r = Redactor::new([
+            ("API_TOKEN".to_string(), "Qw3rTy7uIo".to_string()),
+            ("DB_PASSWORD".to_string(), "7uIoZx9cVb".to_string()),
+        ]);
+        let mut n = 0;
+        assert_eq!(r.redact_text("Qw3rTy7uIoZx9cVb!", &mut n), "[REDACTED]!");
+        assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn an_array_under_a_weak_key_loses_its_generated_strings() {
+        let (out, n) = plain().redact(json!({"session": ["Xy7kq9Lm2Pw4", "Morning keynote"]}));
+        assert_eq!(out, json!({"session": [REDACTED, "Morning keynote"]}));
+        assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn an_id_is_a_whole_string_of_its_exact_length() {
+        let aws_secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+        let twilio_token = "0123456789abcdef0123456789abcdef";
+        // Ids inside longer text (redacted there by the text rules) and
+        // strings of an id's length that are none mark nothing beside
+        // them.
+        for id in [
+            "AKIAIOSFODNN7EXAMPLE is the id",
+            "01234567890123456789",
+            "BKIAIOSFODNN7EXAMPLE",
+        ] {
+            let (out, _) = plain().redact(json!([id, aws_secret]));
+            assert_eq!(out[1], json!(aws_secret), "{id}");
+        }
+        for id in [
+            "AC0123456789abcdef0123456789abcdef is the account",
+            "0123456789012345678901234567890123",
+            "AD0123456789abcdef0123456789abcdef",
+        ] {
+            let (out, _) = plain().redact(json!([id, twilio_token]));
+            assert_eq!(out[1], json!(twilio_token), "{id}");
+        }
+        // The ids themselves, padded with blanks, do.
+        let (out, _) = plain().redact(json!([" AKIAIOSFODNN7EXAMPLE ", aws_secret]));
+        assert_eq!(out[1], json!(REDACTED));
+        let (out, _) = plain().redact(json!([" AC0123456789abcdef0123456789abcdef", twilio_token]));
+        assert_eq!(out[1], json!(REDACTED));
+    }
+
+    #[test]
+    fn a_token_split_by_a_zero_width_character_is_counted_with_the_others() {
+        let (out, n) = counted("t ghp_a1B2c3D4e5\u{200b}a1B2c3D4e5a1B2c3D4e5a1B2 x");
+        assert_eq!((out.as_str(), n), ("t [REDACTED] x", 1));
+        // Added to what the count already holds.
+        let mut n = 2;
+        plain().redact_text("t ghp_a1B2c3D4e5\u{200b}a1B2c3D4e5a1B2c3D4e5a1B2 x", &mut n);
+        assert_eq!(n, 3);
+        // Nothing found: the text comes back as it was, zero-width
+        // character and all, and nothing is counted.
+        let (out, n) = counted("caf\u{e9}\u{200b} au lait, nothing here");
+        assert_eq!(
+            (out.as_str(), n),
+            ("caf\u{e9}\u{200b} au lait, nothing here", 0)
+        );
+    }
+
+    #[test]
+    fn a_flag_is_hidden_only_when_its_name_is_secret_and_its_value_may_be() {
+        // A secret name with a word no secret is, and a name that only
+        // holds a secret word (the anchor arms on it), keep their value.
+        for text in [
+            "tool --password none -v",
+            "tool --password 'none' -v",
+            "tool --tokenizer bert-base -v",
+        ] {
+            assert_eq!(counted(text), (text.to_string(), 0), "{text}");
+        }
+        assert_eq!(
+            counted("tool --password hunter2 -v"),
+            ("tool --password [REDACTED] -v".to_string(), 1)
+        );
+    }
+
+    #[test]
+    fn a_key_with_no_value_or_one_already_hidden_is_left_alone() {
+        for text in [
+            "password=",
+            "password= ",
+            "the password: [REDACTED] was set",
+            "password=[REDACTED]",
+            "api_key: \"\"",
+        ] {
+            assert_eq!(counted(text), (text.to_string(), 0), "{text}");
+        }
+    }
 }
