@@ -1,10 +1,10 @@
 //! The server's side of the Linux sandbox, all of it: what is found and
 //! built once per detection (the layers, the runtime paths, the cgroup
-//! parent, the bound on a run's silent start), then one `spawn` per run,
-//! which plans the run's minimal root and the zygote's configuration from
-//! the grants of the sandbox it serves (a detection is shared by sandboxes
-//! regranted from it). `handle.rs` holds the zygote the
-//! server talks to and the run it gets back.
+//! parent, the bound on a run's silent start), what is built once per
+//! sandbox's grants (the zygote's configuration: both minimal roots and the
+//! read-only policy its spares arm themselves with; a detection is shared
+//! by sandboxes regranted from it), then one `spawn` per run. `handle.rs`
+//! holds the zygote the server talks to and the run it gets back.
 
 mod handle;
 
@@ -44,7 +44,7 @@ pub struct State {
     /// The zygote's configuration, built for the grants and layers of the
     /// last run: every run of a sandbox has the same, so it is built once
     /// per sandbox (and again when its grants or layers change).
-    prepared: Mutex<Option<Prepared>>,
+    built: Mutex<Option<BuiltConfig>>,
     /// Where runs' cgroups are made, when the machine gives them.
     cgroups: Option<cgroup::Parent>,
     /// How the trial run at start ended.
@@ -54,7 +54,7 @@ pub struct State {
 }
 
 /// A zygote configuration and what it was built from.
-struct Prepared {
+struct BuiltConfig {
     opts: SandboxOptions,
     layers: Layers,
     config: Option<Arc<Config>>,
@@ -154,7 +154,7 @@ impl State {
             mode: opts.mode,
             without: Vec::new(),
             zygote: handle::ZygoteCell::default(),
-            prepared: Mutex::new(None),
+            built: Mutex::new(None),
             cgroups,
             trial: Ok(()),
             given_up: Vec::new(),
@@ -293,14 +293,14 @@ impl State {
     /// The zygote's configuration for this sandbox's grants and these
     /// layers: the one built before when they are the same.
     fn config_for(&self, opts: &SandboxOptions, layers: &Layers) -> Option<Arc<Config>> {
-        let mut prepared = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = prepared.as_ref() {
+        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = built.as_ref() {
             if p.layers == *layers && p.opts == *opts {
                 return p.config.clone();
             }
         }
         let config = zygote_config(layers, opts, &self.runtime).map(Arc::new);
-        *prepared = Some(Prepared {
+        *built = Some(BuiltConfig {
             opts: opts.clone(),
             layers: *layers,
             config: config.clone(),
