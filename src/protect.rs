@@ -691,6 +691,29 @@ mod tests {
         );
     }
 
+    /// `link_of` names the pattern of the protected file a path is another
+    /// name of; it does not follow a final symbolic link, and knows nothing
+    /// before the scan is taken in.
+    #[test]
+    fn link_of_names_the_pattern_of_the_file_a_hard_link_shares() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        fs::create_dir_all(root.join("notes")).unwrap();
+        fs::write(root.join(".env"), "K=1").unwrap();
+        fs::write(root.join("notes/plain.txt"), "ok").unwrap();
+        fs::hard_link(root.join(".env"), root.join("notes/env-copy.txt")).unwrap();
+        std::os::unix::fs::symlink(root.join(".env"), root.join("notes/to-env")).unwrap();
+        let mut p = defaults();
+        assert_eq!(p.link_of(&root.join("notes/env-copy.txt")), None);
+        p.remember(&scan(&[&root], &p));
+        assert_eq!(p.link_of(&root.join("notes/env-copy.txt")), Some(".env"));
+        assert_eq!(p.link_of(&root.join(".env")), Some(".env"));
+        assert_eq!(p.link_of(&root.join("notes/plain.txt")), None);
+        assert_eq!(p.link_of(&root.join("notes/to-env")), None);
+        assert_eq!(p.link_of(&root.join("notes/missing")), None);
+        assert_eq!(p.link_of(&root.join("notes")), None);
+    }
+
     /// A file the scan saw as protected is refused under any other name:
     /// by the file the name leads to, not by the name.
     #[test]
