@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::support::faults::{all_pids, cmdline_args, status_field, wait_for};
 use crate::support::mcp::{envelope_of, modern, Server};
 use crate::support::server_bin;
 use crate::support::tools::{fake_backend, Workspace};
@@ -120,25 +121,68 @@ fn a_call_cancelled_before_it_starts_does_not_run() {
     );
 }
 
+/// Whether `pid` descends from `ancestor` (its parent chain reaches it).
+fn descends_from(pid: u32, ancestor: u32) -> bool {
+    let mut p = pid;
+    for _ in 0..64 {
+        match status_field(p, "PPid").and_then(|v| v.parse::<u32>().ok()) {
+            Some(parent) if parent == ancestor => return true,
+            Some(parent) if parent > 1 => p = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// The `sleep SECONDS` processes this server's runs started.
+fn sleepers(server: u32, seconds: &str) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|&p| {
+            let args = cmdline_args(p);
+            args.first().is_some_and(|a| a.ends_with(b"sleep"))
+                && args.get(1).is_some_and(|a| a == seconds.as_bytes())
+        })
+        .filter(|&p| descends_from(p, server))
+        .collect()
+}
+
+/// Two calls run at once: both runs' processes are seen alive together
+/// (a rendezvous between the runs is impossible by design: they share
+/// nothing writable), then both calls are cancelled. With one call at a
+/// time this fails, seeing one run.
 #[test]
 fn calls_run_concurrently_from_worker_threads() {
     let ws = Workspace::new();
     let mut s = serve(&ws, &["--max-concurrent-calls=2"]);
-    let t = Instant::now();
-    s.send(&selftest(json!(1), json!({"mode": "slow", "seconds": 1})));
-    s.send(&selftest(json!(2), json!({"mode": "slow", "seconds": 1})));
-    for _ in 0..2 {
-        let m = s.recv();
-        assert_eq!(
-            envelope_of(&m["result"])["output"],
-            json!({"status": "slept"})
+    // A length (the fixture allows up to 600 s) no other test sleeps for,
+    // so only these runs match.
+    let seconds = "587";
+    for id in [1, 2] {
+        s.send(&selftest(
+            json!(id),
+            json!({"mode": "slow", "seconds": 587}),
+        ));
+    }
+    let mut seen = Vec::new();
+    let both = wait_for(Duration::from_secs(30), || {
+        seen = sleepers(s.pid(), seconds);
+        seen.len() == 2
+    });
+    for id in [1, 2] {
+        s.send(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}),
         );
     }
     assert!(
-        t.elapsed() < Duration::from_millis(1900),
-        "ran one after the other: {:?}",
-        t.elapsed()
+        both.is_some(),
+        "the two calls never ran at the same time: {seen:?}"
     );
+    // Cancelled runs are killed: none of them is left.
+    let gone = wait_for(Duration::from_secs(10), || {
+        sleepers(s.pid(), seconds).is_empty()
+    });
+    assert!(gone.is_some(), "{:?}", sleepers(s.pid(), seconds));
 }
 
 #[test]
