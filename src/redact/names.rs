@@ -255,6 +255,28 @@ fn camel_words(part: &str) -> impl Iterator<Item = &str> {
 mod tests {
     use super::*;
 
+    /// The quick look before splitting: a hint anywhere, in any case, and
+    /// only a whole hint (a name ending in part of one holds none).
+    #[test]
+    fn holds_a_hint_finds_whole_hints_anywhere() {
+        for name in ["TOKEN", "my_pwd", "xcookiex", "apikey", "Bearer", "DSN"] {
+            assert!(holds_a_hint(name), "{name}");
+        }
+        for name in ["", "username", "id", "ke", "hostname", "MESSAGE_ID"] {
+            assert!(!holds_a_hint(name), "{name}");
+        }
+    }
+
+    /// `ACCESS_KEY_ID` counts only with `access` right before `key`, at any
+    /// depth of the name.
+    #[test]
+    fn an_access_key_id_needs_access_right_before_key() {
+        assert!(is_secret_name("OLD_PROD_AWS_ACCESS_KEY_ID"));
+        assert!(is_secret_name("A_B_C_ACCESS_KEY_ID"));
+        assert!(!is_secret_name("A_B_ACCESS_C_KEY_ID"));
+        assert!(!is_secret_name("ACCESS_KEY_THING_ID"));
+    }
+
     #[test]
     fn words_split_on_separators_and_camel_humps() {
         fn w(s: &str) -> Vec<&str> {

@@ -384,3 +384,98 @@ pub(super) fn is_base64_private_key(s: &str) -> bool {
 pub(super) fn looks_like_aws_secret(s: &str) -> bool {
     s.bytes().any(|b| b.is_ascii_uppercase()) && s.bytes().any(|b| b.is_ascii_lowercase())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Standard base64 with padding, enough for the tests' inputs.
+    fn b64(data: &[u8]) -> String {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for chunk in data.chunks(3) {
+            let n = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+            for i in 0..=chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            }
+        }
+        while out.len() % 4 != 0 {
+            out.push('=');
+        }
+        out
+    }
+
+    #[test]
+    fn the_tests_encoder_is_base64() {
+        assert_eq!(b64(b"Man"), "TWFu");
+        assert_eq!(b64(b"Ma"), "TWE=");
+        assert_eq!(b64(&[0xfb, 0xef, 0xbe, 0xff, 0xff, 0xff]), "++++////");
+    }
+
+    #[test]
+    fn a_pem_private_keys_first_line_is_seen_in_base64() {
+        for pem in [
+            "-----BEGIN PRIVATE KEY-----\nMIIEvQ",
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEpA",
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk",
+        ] {
+            assert!(is_base64_private_key(&b64(pem.as_bytes())), "{pem}");
+        }
+        for other in [
+            "-----BEGIN PUBLIC KEY-----\nMIIBIj",
+            "-----BEGIN CERTIFICATE-----\nMIIDdz",
+            "just some ordinary text, not a key at all",
+        ] {
+            assert!(!is_base64_private_key(&b64(other.as_bytes())), "{other}");
+        }
+        assert!(!is_base64_private_key(""));
+    }
+
+    /// Every letter of the alphabet decodes to its own value: a prefix made
+    /// of one class of characters (`AAAA` is three zero bytes, `////` three
+    /// 0xff) must be read through for the key's line to be found, and a
+    /// character outside the alphabet stops the reading.
+    #[test]
+    fn each_class_of_the_alphabet_is_decoded() {
+        let line = b"-----BEGIN PRIVATE KEY-----";
+        for prefix in [
+            [0x00, 0x00, 0x00],
+            [0x69, 0xa6, 0x9a],
+            [0xd3, 0x4d, 0x34],
+            [0xfb, 0xef, 0xbe],
+            [0xff, 0xff, 0xff],
+        ] {
+            let mut data = prefix.to_vec();
+            data.extend_from_slice(line);
+            let text = b64(&data);
+            assert!(is_base64_private_key(&text), "{text}");
+        }
+        assert_eq!(&b64(&[0x00, 0x00, 0x00]), "AAAA");
+        assert_eq!(&b64(&[0x69, 0xa6, 0x9a]), "aaaa");
+        assert_eq!(&b64(&[0xd3, 0x4d, 0x34]), "0000");
+        let encoded = b64(line);
+        assert!(!is_base64_private_key(&format!("LS0t!{encoded}")));
+        assert!(is_base64_private_key(&format!("{encoded}!LS0t")));
+    }
+
+    /// Only the first 64 characters (48 bytes) are read: a key line that
+    /// ends within them is found, one that ends beyond them is not.
+    #[test]
+    fn only_the_first_48_bytes_are_decoded() {
+        let line = b"-----BEGIN PRIVATE KEY-----";
+        // "PRIVATE KEY" ends 5 bytes before the line's end.
+        let ends_at = |pad: usize| pad + line.len() - 5;
+        let with = |pad: usize| {
+            let mut data = vec![b'x'; pad];
+            data.extend_from_slice(line);
+            b64(&data)
+        };
+        assert_eq!(ends_at(27), 49);
+        // 48 bytes read: the match must end at byte 48 at the latest.
+        assert!(is_base64_private_key(&with(26)));
+        assert!(!is_base64_private_key(&with(27)));
+    }
+}
