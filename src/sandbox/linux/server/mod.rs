@@ -82,11 +82,6 @@ fn db_alone(db: &Path) -> bool {
 /// themselves with), or `None` where runs need the re-executed helper.
 fn zygote_config(layers: &Layers, opts: &SandboxOptions, runtime: &[PathBuf]) -> Option<Config> {
     usable(layers).then(|| {
-        let plan = |kind| {
-            layers
-                .mountns
-                .then(|| policy::mount_plan(opts, runtime, kind))
-        };
         // Only with a minimal root is the temp folder the same for every
         // run; without one it is named per run on the host, and the run's
         // own layers wait for its request.
@@ -103,7 +98,12 @@ fn zygote_config(layers: &Layers, opts: &SandboxOptions, runtime: &[PathBuf]) ->
                 parent_pid: std::process::id(),
             })
         });
-        Config::new(layers, plan(RunKind::ReadOnly), plan(RunKind::Draft), armed)
+        // The armed policy carries the read-only minimal root already.
+        let read_only = armed.as_ref().and_then(|p| p.mounts.clone());
+        let draft = layers
+            .mountns
+            .then(|| policy::mount_plan(opts, runtime, RunKind::Draft));
+        Config::new(layers, read_only, draft, armed)
     })
 }
 
