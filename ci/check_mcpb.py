@@ -78,7 +78,7 @@ def check_schema(manifest_path: Path, schema_path: Path) -> None:
             fail(f"user_config.{key} is asked for but never passed to the server")
         if not field.get("required") and "default" not in field:
             fail(f"user_config.{key} may be left empty and has no default: the args would hold an empty value")
-    for key in ("backend", "home", "root", "allow_drafts"):
+    for key in ("backend", "home", "database", "root", "allow_drafts"):
         if key not in config:
             fail(f"user_config lacks {key}")
     if config["root"]["type"] != "directory" or config["allow_drafts"]["type"] != "boolean":
@@ -112,6 +112,7 @@ def launch(bundle: Path, mcpb: str, backend: str, home: str, plan_path: Path) ->
                 "HOME": os.environ.get("HOME", "/"),
                 "user_config.backend": backend,
                 "user_config.home": home,
+                "user_config.database": str(Path(home) / "data" / "reachweaver.db"),
                 "user_config.root": home,
                 # Desktop clients hand a checkbox over as its JSON text.
                 "user_config.allow_drafts": json.dumps(allow_drafts),

@@ -46,6 +46,14 @@ fn server_args_for(owner: &Owner, serve: &ServeArgs) -> Result<Vec<String>> {
     args.push("mcp-serve".into());
     let start = &serve.start;
     if start.allow_drafts {
+        // An entry the server would start without its draft tool is no
+        // entry to paste: say so now, not in a log the client hides.
+        if owner.db.is_none() {
+            anyhow::bail!(
+                "--allow-drafts needs the database named with --db: a draft writes only \
+                 the database you name, never one the backend's catalog proposes"
+            );
+        }
         args.push("--allow-drafts".into());
     }
     if let Some(root) = &owner.root {
@@ -126,13 +134,20 @@ mod tests {
         std::fs::write(&backend, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&backend, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::create_dir(dir.path().join("lib")).unwrap();
-        let globals = Globals {
+        std::fs::create_dir(dir.path().join("data")).unwrap();
+        let mut globals = Globals {
             backend: Some(backend.clone()),
             home: Some(dir.path().to_path_buf()),
             ..Globals::default()
         };
         let mut serve = ServeArgs::default_values();
         serve.start.allow_drafts = true;
+        let e = server_args(&globals, &serve).unwrap_err().to_string();
+        assert!(
+            e.contains("--allow-drafts needs the database named with --db"),
+            "{e}"
+        );
+        globals.db = Some(dir.path().join("data/rw.db"));
         serve.start.allow_read = vec![dir.path().join("lib")];
         serve.start.pass_env = vec!["LANG".into()];
         serve.start.protect = vec!["*.sqlite".into()];
@@ -143,6 +158,7 @@ mod tests {
             vec![
                 format!("--backend={}", canon.join("rw").display()),
                 format!("--home={}", canon.display()),
+                format!("--db={}", canon.join("data/rw.db").display()),
                 "mcp-serve".to_string(),
                 "--allow-drafts".to_string(),
                 format!("--allow-read={}", canon.join("lib").display()),

@@ -84,6 +84,13 @@ pub struct Fixed {
     pub exists: bool,
 }
 
+impl Fixed {
+    /// Named by one of the owner's own options (not proposed by the catalog).
+    pub fn owner_given(&self) -> bool {
+        matches!(self.source, Source::Option(_))
+    }
+}
+
 /// What the owner gave, checked: enough to print a client entry and to read
 /// the catalog.
 #[derive(Debug, Clone)]
@@ -222,6 +229,20 @@ impl Owner {
         Ok((cwd.path, Source::CurrentFolder))
     }
 
+    /// The folders the owner chose as a root: `--root`, and the current
+    /// folder when the guard lets it be one (the root's default).
+    fn owner_roots(&self) -> Vec<(&'static str, PathBuf)> {
+        self.root
+            .iter()
+            .map(|r| ("--root", r.clone()))
+            .chain(
+                self.current_folder_root()
+                    .ok()
+                    .map(|c| ("the current folder", c)),
+            )
+            .collect()
+    }
+
     /// The current folder as the root (`sandbox run`'s default), guarded.
     pub(crate) fn current_folder_root(&self) -> Result<PathBuf, ConfigError> {
         Ok(folder(Source::CurrentFolder, &self.cwd, &self.guard)?.path)
@@ -254,7 +275,7 @@ impl Owner {
         let guard = &self.guard;
         let home = match (&self.home, &paths.home) {
             (Some(h), _) => Some(h.clone()),
-            (None, Some(p)) => Some(folder(Source::Catalog("home"), p, guard)?),
+            (None, Some(p)) => Some(catalog_home(p, guard, &self.owner_roots())?),
             (None, None) => None,
         };
         let proposed = |field: &'static str,
@@ -327,6 +348,48 @@ impl Owner {
 }
 
 impl Config {
+    /// `Err` when the backend's catalog proposed a protected path: a home
+    /// at or inside a protected folder (`.ssh/`), or a database, accounts
+    /// file or profile a protected pattern covers (`.env`). A fixed file
+    /// is exempt from the masks and read in full by every run, so a catalog
+    /// that could name one would unmask it. The owner's own options keep
+    /// that exemption: the owner chose those files.
+    pub(crate) fn catalog_not_protected(
+        &self,
+        protected: &crate::protect::Protected,
+    ) -> Result<(), ConfigError> {
+        let bases: Vec<&Path> = [Path::new("/"), self.root.as_path()]
+            .into_iter()
+            .chain(self.home.as_ref().map(|h| h.path.as_path()))
+            .collect();
+        for (f, is_dir) in [
+            (&self.home, true),
+            (&self.db, false),
+            (&self.accounts, false),
+            (&self.profile, false),
+        ] {
+            let Some(f) = f.as_ref().filter(|f| !f.owner_given()) else {
+                continue;
+            };
+            let Some(pattern) = protected.pattern_covering(&bases, &f.path, is_dir) else {
+                continue;
+            };
+            let option = match f.source {
+                Source::Catalog(field) => format!("--{field}"),
+                _ => "the option".to_string(),
+            };
+            return Err(ConfigError::new(
+                f.source,
+                Some(&f.path),
+                format!(
+                    "refused: the backend's catalog may not propose a protected path \
+                     (the pattern `{pattern}` covers it); if it is really the one, name it with {option}"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The four globals every run gets, in contract order.
     pub fn globals_argv(&self) -> Result<Vec<String>, ConfigError> {
         globals_argv([&self.home, &self.db, &self.accounts, &self.profile])
@@ -415,9 +478,12 @@ impl Grants<'_> {
             backend: self.backend.to_path_buf(),
             root: self.root,
             read: read_grants([home, accounts, profile, db]),
+            // The database a draft may write in is only ever the owner's
+            // own `--db`: a catalog's proposal (read like any fixed file
+            // through `read`) could name `.git/config` or a `Makefile`.
             db: db
                 .as_ref()
-                .filter(|d| d.exists || missing_db_folder)
+                .filter(|d| d.owner_given() && (d.exists || missing_db_folder))
                 .map(|d| d.path.clone()),
             allow_read: self.allow_read.to_vec(),
             pass_env: pass_env.to_vec(),
@@ -678,6 +744,51 @@ fn db_folder(db: &Fixed, guard: &Guard) -> Result<PathBuf, ConfigError> {
             ),
         )
     })
+}
+
+/// A home the backend proposes. The catalog is the backend's own word,
+/// and the backend is not trusted: a home becomes every run's root when
+/// the owner names none, so a system folder (`/var`, `/opt`, `/etc/ssh`)
+/// would hand the runs whatever lies there. Only a folder the guard
+/// accepts is taken, and only strictly inside the user's own home folder,
+/// or inside a folder the owner chose as a root (`--root`, or the current
+/// folder when it may be one); anything else the owner names with `--home`.
+fn catalog_home(
+    p: &Path,
+    guard: &Guard,
+    owner_roots: &[(&'static str, PathBuf)],
+) -> Result<Fixed, ConfigError> {
+    let source = Source::Catalog("home");
+    let f = folder(source, p, guard)?;
+    let in_user_home = guard
+        .homes()
+        .iter()
+        .any(|h| f.path.starts_with(h) && f.path != *h);
+    if in_user_home || owner_roots.iter().any(|(_, r)| f.path.starts_with(r)) {
+        return Ok(f);
+    }
+    let mut places: Vec<String> = guard
+        .home()
+        .map(|h| format!("your home folder {}", h.display()))
+        .into_iter()
+        .collect();
+    places.extend(
+        owner_roots
+            .iter()
+            .map(|(what, r)| format!("{what} {}", r.display())),
+    );
+    let places = match places.len() {
+        0 => "inside your home folder (this user has none)".to_string(),
+        _ => format!("inside {}", places.join(" or ")),
+    };
+    Err(ConfigError::new(
+        source,
+        Some(p),
+        format!(
+            "refused: a home the backend proposes must be a folder {places}; \
+             pass --home to name this one yourself"
+        ),
+    ))
 }
 
 /// Any existing path the guard accepts (`--allow-read`), canonical.
@@ -943,6 +1054,151 @@ mod tests {
         assert!(c
             .granted_line(false, None)
             .contains("(missing, not granted)"));
+    }
+
+    #[test]
+    fn a_catalog_home_lies_strictly_inside_the_users_home_or_inside_a_root_of_the_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (user, root) = (base.join("user"), base.join("root"));
+        let (in_user, in_root) = (user.join("rw"), root.join("rw"));
+        let (sibling, other) = (base.join("user2"), base.join("other"));
+        for d in [&in_user, &in_root, &sibling, &other] {
+            fs::create_dir_all(d).unwrap();
+        }
+        let g = Guard::with_homes(vec![user.clone()]);
+        let roots = vec![("--root", root.clone())];
+        assert_eq!(catalog_home(&in_user, &g, &roots).unwrap().path, in_user);
+        assert_eq!(catalog_home(&in_root, &g, &roots).unwrap().path, in_root);
+        // A root the owner chose may be the home itself; the user's home may not.
+        assert_eq!(catalog_home(&root, &g, &roots).unwrap().path, root);
+        assert!(catalog_home(&user, &g, &roots).is_err());
+        // Beside the user's home, not inside it (a shared prefix is no parent).
+        let e = catalog_home(&sibling, &g, &roots).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the backend's catalog field paths.home {}: refused: a home the backend proposes \
+                 must be a folder inside your home folder {} or --root {}; pass --home to name \
+                 this one yourself",
+                sibling.display(),
+                user.display(),
+                root.display()
+            )
+        );
+        assert!(catalog_home(&other, &g, &roots).is_err());
+        // Without the root, only the user's home is left.
+        let e = catalog_home(&in_root, &g, &[]).unwrap_err();
+        assert!(
+            e.problem.ends_with(&format!(
+                "inside your home folder {}; pass --home to name this one yourself",
+                user.display()
+            )),
+            "{e}"
+        );
+        let e = catalog_home(&in_root, &Guard::with_homes(vec![]), &[]).unwrap_err();
+        assert!(e.problem.contains("(this user has none)"), "{e}");
+    }
+
+    #[test]
+    fn only_a_database_the_owner_names_is_one_a_draft_may_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, o) = home_owner(dir.path());
+        let db = home.join("data/rw.db");
+        fs::write(&db, "").unwrap();
+        let proposed = o
+            .clone()
+            .with_catalog(&CatalogPaths {
+                db: Some(db.clone()),
+                ..CatalogPaths::default()
+            })
+            .unwrap();
+        assert!(!proposed.db.as_ref().unwrap().owner_given());
+        let opts = proposed.sandbox_options(SandboxMode::Require, &[], None);
+        assert_eq!(opts.db, None, "a proposal is never writable");
+        assert!(opts.read.contains(&db), "but it is read: {:?}", opts.read);
+
+        let g = Globals {
+            home: Some(home.clone()),
+            db: Some(db.clone()),
+            ..with_backend(dir.path())
+        };
+        let own = owner(&g, dir.path(), OsStr::new(""))
+            .unwrap()
+            .with_catalog(&CatalogPaths::default())
+            .unwrap();
+        assert!(own.db.as_ref().unwrap().owner_given());
+        let opts = own.sandbox_options(SandboxMode::Require, &[], None);
+        assert_eq!(opts.db, Some(db.clone()));
+    }
+
+    #[test]
+    fn a_catalog_may_propose_no_protected_path_and_the_owner_may() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, o) = home_owner(dir.path());
+        fs::write(home.join(".env"), "K=v").unwrap();
+        fs::create_dir_all(home.join("keys")).unwrap();
+        fs::write(home.join("keys/site.pem"), "k").unwrap();
+        fs::write(home.join("accounts.yaml"), "a").unwrap();
+        let protected = crate::protect::Protected::new(&["keys/".to_string()], &[]).unwrap();
+        for (paths, field, pattern) in [
+            (
+                CatalogPaths {
+                    accounts: Some(home.join(".env")),
+                    ..CatalogPaths::default()
+                },
+                "paths.accounts",
+                ".env",
+            ),
+            (
+                CatalogPaths {
+                    profile: Some(home.join("keys/site.pem")),
+                    ..CatalogPaths::default()
+                },
+                "paths.profile",
+                "*.pem",
+            ),
+        ] {
+            let c = o.clone().with_catalog(&paths).unwrap();
+            let e = c.catalog_not_protected(&protected).unwrap_err();
+            assert!(e.to_string().contains(field), "{e}");
+            assert!(
+                e.problem
+                    .contains(&format!("the pattern `{pattern}` covers it")),
+                "{e}"
+            );
+        }
+        // An owner's anchored pattern counts from the root too.
+        let only_extra = crate::protect::Protected::new(&["data/rw.db".to_string()], &[]).unwrap();
+        fs::write(home.join("data/rw.db"), "").unwrap();
+        let c = o
+            .clone()
+            .with_catalog(&CatalogPaths {
+                db: Some(home.join("data/rw.db")),
+                ..CatalogPaths::default()
+            })
+            .unwrap();
+        let e = c.catalog_not_protected(&only_extra).unwrap_err();
+        assert!(e.problem.contains("`data/rw.db`"), "{e}");
+        // Something no pattern covers, and the owner's own choice, pass.
+        let c = o
+            .clone()
+            .with_catalog(&CatalogPaths {
+                accounts: Some(home.join("accounts.yaml")),
+                ..CatalogPaths::default()
+            })
+            .unwrap();
+        assert_eq!(c.catalog_not_protected(&protected), Ok(()));
+        let g = Globals {
+            home: Some(home.clone()),
+            accounts: Some(home.join(".env")),
+            ..with_backend(dir.path())
+        };
+        let own = owner(&g, dir.path(), OsStr::new(""))
+            .unwrap()
+            .with_catalog(&CatalogPaths::default())
+            .unwrap();
+        assert_eq!(own.catalog_not_protected(&protected), Ok(()));
     }
 
     #[test]

@@ -356,14 +356,7 @@ impl Protected {
         }) {
             return Some(Reason::Fixed(f.what));
         }
-        let rel = path.strip_prefix(root).ok()?;
-        let components: Vec<&str> = rel
-            .components()
-            .filter_map(|c| match c {
-                Component::Normal(s) => s.to_str(),
-                _ => None,
-            })
-            .collect();
+        let components = components_below(root, path)?;
         // Unknown kind (by spelling, or nothing there): it may be a folder,
         // so a folder-only pattern applies; refusing more never reveals more.
         let is_dir = meta.as_ref().is_none_or(|m| m.is_dir());
@@ -377,6 +370,21 @@ impl Protected {
         meta.filter(|m| m.is_file())
             .and_then(|m| self.files.get(&(m.dev(), m.ino())))
             .map(|pattern| Reason::Link(pattern.clone()))
+    }
+
+    /// The pattern that covers `path` by its spelling alone, looked at from
+    /// each of `bases` in turn (a pattern anchored to a folder is tried
+    /// from each), fixed files aside. For paths the backend's catalog
+    /// proposes: it may name none that a pattern covers, whatever the
+    /// fixed files' exemption would let through.
+    pub fn pattern_covering(&self, bases: &[&Path], path: &Path, is_dir: bool) -> Option<&str> {
+        bases.iter().find_map(|base| {
+            let components = components_below(base, path)?;
+            self.patterns
+                .iter()
+                .find(|p| p.matches(&components, is_dir))
+                .map(Pattern::as_str)
+        })
     }
 
     /// `Err(path_protected)` when `path` (canonical) is protected; the
@@ -401,6 +409,20 @@ impl Protected {
             None => Ok(()),
         }
     }
+}
+
+/// `path`'s components below `root` (`None`: not beneath it); a name that
+/// is not UTF-8 is passed over, as no pattern can name it.
+fn components_below<'a>(root: &Path, path: &'a Path) -> Option<Vec<&'a str>> {
+    let rel = path.strip_prefix(root).ok()?;
+    Some(
+        rel.components()
+            .filter_map(|c| match c {
+                Component::Normal(s) => s.to_str(),
+                _ => None,
+            })
+            .collect(),
+    )
 }
 
 fn refusal(root: &Path, property: &str, path: &Path, reason: Reason) -> ToolError {
@@ -445,6 +467,42 @@ mod tests {
             Some(Reason::Link(p)) => Some(format!("link {p}")),
             None => None,
         }
+    }
+
+    #[test]
+    fn pattern_covering_looks_from_each_base_and_passes_fixed_files_over() {
+        let fixed = Path::new("/w/home/.env");
+        let p = Protected::new(&["conf/prod.yaml".to_string()], &[("accounts", fixed)]).unwrap();
+        let bases = [Path::new("/"), Path::new("/w/home")];
+        // A fixed file is no exemption here: the pattern is named.
+        assert_eq!(p.pattern_covering(&bases, fixed, false), Some(".env"));
+        assert_eq!(
+            p.pattern_covering(&bases, Path::new("/w/home/.ssh/rw"), true),
+            Some(".ssh/")
+        );
+        // A folder-only pattern covers a folder by its last name, not a file.
+        assert_eq!(
+            p.pattern_covering(&bases, Path::new("/w/home/.ssh"), true),
+            Some(".ssh/")
+        );
+        assert_eq!(
+            p.pattern_covering(&bases, Path::new("/w/home/.ssh"), false),
+            None
+        );
+        // An anchored pattern counts from a base it is beneath, from no other.
+        assert_eq!(
+            p.pattern_covering(&bases, Path::new("/w/home/conf/prod.yaml"), false),
+            Some("conf/prod.yaml")
+        );
+        assert_eq!(
+            p.pattern_covering(&bases[..1], Path::new("/w/home/conf/prod.yaml"), false),
+            None
+        );
+        assert_eq!(p.pattern_covering(&[Path::new("/x")], fixed, false), None);
+        assert_eq!(
+            p.pattern_covering(&bases, Path::new("/w/home/rw.db"), false),
+            None
+        );
     }
 
     #[test]

@@ -227,12 +227,17 @@ impl App {
 
         // A draft is offered only where its promise holds (or, in
         // best-effort mode, with the start-up line saying it does not).
-        let drafts_refused = serve
+        // Whatever the mode, a draft writes only the owner's own database.
+        let db_refused = serve
             .start
             .allow_drafts
+            .then(|| draft_database_refusal(&config))
+            .flatten();
+        let drafts_refused = (serve.start.allow_drafts && db_refused.is_none())
             .then(|| sandbox.drafts_refused())
             .flatten();
-        let refuse_drafts = drafts_refused.is_some() && serve.start.sandbox == SandboxMode::Require;
+        let refuse_drafts = db_refused.is_some()
+            || (drafts_refused.is_some() && serve.start.sandbox == SandboxMode::Require);
         let (tool_set, report) = tools::build(&catalog, serve.start.allow_drafts && !refuse_drafts);
         let mut line = format!(
             "{SERVER_NAME}: serving {} ({} {}): {} tool{}; sandbox: {}; {}",
@@ -250,6 +255,11 @@ impl App {
         let promises = sandbox.promises_line(serve.start.allow_drafts && !refuse_drafts);
         if !promises.is_empty() {
             line.push_str(&format!("; {promises}"));
+        }
+        if let Some(why) = &db_refused {
+            line.push_str(&format!(
+                "; refused: --allow-drafts ({why}; the draft tool is withheld)"
+            ));
         }
         match (&drafts_refused, refuse_drafts) {
             (Some(why), true) => line.push_str(&format!(
@@ -325,6 +335,26 @@ impl App {
     /// The longest a call may run (`None`: no limit).
     pub fn call_timeout(&self) -> Option<Duration> {
         self.bounds.timeout
+    }
+}
+
+/// Why `--allow-drafts` can't be honoured with this configuration's
+/// database (`None`: it can). Only a database the owner names with `--db`
+/// may be written: the backend's catalog is the backend's own word, and a
+/// proposal of `.git/config` or a `Makefile` would otherwise be a file the
+/// owner's next `git status` or `make` runs outside any sandbox.
+pub fn draft_database_refusal(config: &Config) -> Option<String> {
+    match &config.db {
+        None => Some(
+            "a draft writes only the database you name with --db, and none was given".to_string(),
+        ),
+        Some(d) if !d.owner_given() => Some(format!(
+            "a draft writes only the database you name with --db; the backend's catalog \
+             proposes {}, which runs may read but no draft may write (pass --db={} to allow it)",
+            d.path.display(),
+            d.path.display()
+        )),
+        Some(_) => None,
     }
 }
 

@@ -128,6 +128,7 @@ pub(crate) fn resolve(
         .flatten()
         .collect::<Vec<_>>(),
     )?;
+    config.catalog_not_protected(&protected)?;
     // Files under the root (and the home) that match a protected
     // pattern, and other names (hard links) of protected and fixed
     // files, are hidden in every run's minimal root too, so a backend

@@ -13,6 +13,7 @@ fn printed_entry_parses_and_runs_as_printed() {
     let out = Command::new(server_bin())
         .arg(format!("--backend={}", reference_bin().display()))
         .arg("--home=.")
+        .arg("--db=data/reachweaver.db")
         .args([
             "mcp-serve",
             "--allow-drafts",

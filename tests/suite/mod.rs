@@ -2,6 +2,7 @@
 
 mod backend_layout;
 mod catalog_compat;
+mod catalog_paths;
 mod check_findings;
 mod cli_first_run;
 mod cli_help;

@@ -402,6 +402,7 @@ fn draft_session(beside_db: bool) -> (Vec<String>, String) {
     let mut cmd = no_userns(SESSION_UID, &w.exe, ws.path());
     cmd.arg(format!("--backend={}", backend.display()))
         .arg(format!("--home={}", ws.path().display()))
+        .arg(format!("--db={}", db_dir.join("reachweaver.db").display()))
         .args(["mcp-serve", "--allow-drafts"]);
     let mut s = Server::spawn(cmd);
     s.initialize("2025-06-18");

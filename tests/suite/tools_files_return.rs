@@ -222,6 +222,7 @@ fn a_root_removed_and_made_again_is_served_again() {
 fn a_database_replaced_by_a_link_is_refused_with_the_guards_reason() {
     let mut s = Server::start_with(Opts {
         extra_serve_args: vec!["--allow-drafts".into()],
+        own_db: true,
         ..Opts::default()
     });
     let (ws, db) = paths(&s);
@@ -241,7 +242,7 @@ fn a_database_replaced_by_a_link_is_refused_with_the_guards_reason() {
     let (code, message) = refused(&mut s, 3, "context");
     assert_eq!(code, "sandbox_failed", "{message}");
     let reason = format!(
-        "the backend's catalog field paths.db {}: is a symbolic link; name the file it points to",
+        "--db {}: is a symbolic link; name the file it points to",
         db.display()
     );
     assert!(
@@ -282,7 +283,7 @@ fn a_database_replaced_by_a_link_is_refused_with_the_guards_reason() {
     assert_eq!(code, "sandbox_failed", "{message}");
     assert!(
         message.contains(&format!(
-            "paths.db {}: refused: it is another name (a hard link) of a file protected by the pattern `.env`",
+            "--db {}: refused: it is another name (a hard link) of a file protected by the pattern `.env`",
             db.display()
         )),
         "{message}"

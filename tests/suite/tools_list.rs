@@ -423,6 +423,8 @@ fn the_catalog_home_becomes_the_home_global_and_the_root() {
             "best-effort",
         ])
         .env("REACHWEAVER_FAKE_HOME", &home)
+        // A proposed home must lie inside the user's own home folder.
+        .env("HOME", ws.dir.path())
         .current_dir(&ws.root)
         .output()
         .unwrap();

@@ -125,6 +125,7 @@ fn draft_is_offered_only_with_allow_drafts_and_writes_the_database() {
 
     let mut s = Server::start_with(Opts {
         extra_serve_args: vec!["--allow-drafts".into()],
+        own_db: true,
         ..Opts::default()
     });
     let list = s.request(modern(json!(1), "tools/list", json!({})));
@@ -467,6 +468,7 @@ fn secret_named_reachweaver_variables_never_come_back() {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        ..Opts::default()
     });
     let body: String = values.iter().map(|(_, v)| format!("note {v}\n")).collect();
     std::fs::write(s.ws_path().join("templates/env.txt"), body).unwrap();

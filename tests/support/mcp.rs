@@ -104,6 +104,9 @@ pub struct Server {
 pub struct Opts {
     pub extra_serve_args: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// Name the workspace's database with the owner's own `--db` (a draft
+    /// writes only a database the owner names).
+    pub own_db: bool,
 }
 
 impl Server {
@@ -116,8 +119,14 @@ impl Server {
         let ws = Workspace::new();
         let mut cmd = Command::new(server_bin());
         cmd.arg(format!("--backend={}", reference_bin().display()))
-            .arg(format!("--home={}", ws.path().display()))
-            .arg("mcp-serve")
+            .arg(format!("--home={}", ws.path().display()));
+        if opts.own_db {
+            cmd.arg(format!(
+                "--db={}",
+                ws.path().join("data/reachweaver.db").display()
+            ));
+        }
+        cmd.arg("mcp-serve")
             .args(&opts.extra_serve_args)
             .current_dir(ws.path());
         for (k, v) in &opts.env {
