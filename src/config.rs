@@ -13,7 +13,7 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -82,6 +82,13 @@ pub struct Fixed {
     pub path: PathBuf,
     pub source: Source,
     pub exists: bool,
+    /// Device and inode of a fixed file that exists, from the same lookup
+    /// that checked its type and its number of names: the link check and
+    /// the sandbox's pin use this, never a second look at the path, so a
+    /// file swapped between two lookups can't pass one and be pinned by
+    /// the other.
+    #[serde(skip)]
+    pub id: Option<crate::protect::FileId>,
 }
 
 impl Fixed {
@@ -473,6 +480,15 @@ impl Grants<'_> {
         helper: Option<PathBuf>,
     ) -> SandboxOptions {
         let [home, db, accounts, profile] = self.fixed;
+        // Each fixed file's pin is the identity its checks saw.
+        let pins = [home, db, accounts, profile]
+            .into_iter()
+            .flatten()
+            .filter_map(|f| {
+                let (dev, ino) = f.id?;
+                Some((f.path.clone(), crate::sandbox::policy::Pin { dev, ino }))
+            })
+            .collect();
         SandboxOptions {
             mode,
             backend: self.backend.to_path_buf(),
@@ -489,6 +505,7 @@ impl Grants<'_> {
             pass_env: pass_env.to_vec(),
             helper,
             home: home.as_ref().map(|h| h.path.clone()),
+            pins,
             ..SandboxOptions::default()
         }
     }
@@ -562,7 +579,7 @@ impl DataFile {
         let Some(f) = self.of(config) else {
             return Ok(());
         };
-        match protected.link_of(&f.path) {
+        match f.id.and_then(|id| protected.link_of_id(id)) {
             None => Ok(()),
             Some(pattern) => Err(ConfigError::new(
                 f.source,
@@ -684,6 +701,7 @@ fn folder(source: Source, p: &Path, guard: &Guard) -> Result<Fixed, ConfigError>
         path,
         source,
         exists: true,
+        id: None,
     })
 }
 
@@ -697,7 +715,9 @@ fn fixed_file(source: Source, p: &Path, guard: &Guard) -> Result<Fixed, ConfigEr
     if let Err(why) = guard.check(p) {
         return Err(ConfigError::new(source, Some(p), format!("refused: {why}")));
     }
-    let exists = match std::fs::symlink_metadata(p) {
+    // One lookup decides: its type, its number of names and its identity
+    // (which the link check and the pin use) all come from this `lstat`.
+    let id = match std::fs::symlink_metadata(p) {
         Ok(m) if m.file_type().is_symlink() => {
             return Err(ConfigError::new(
                 source,
@@ -708,8 +728,20 @@ fn fixed_file(source: Source, p: &Path, guard: &Guard) -> Result<Fixed, ConfigEr
         Ok(m) if !m.is_file() => {
             return Err(ConfigError::new(source, Some(p), "not a regular file"))
         }
-        Ok(_) => true,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Ok(m) if m.nlink() > 1 => {
+            return Err(ConfigError::new(
+                source,
+                Some(p),
+                format!(
+                    "refused: it has {} names (hard links); another name could be a credential \
+                     file's, or change it behind the server's back: give the server a file of its \
+                     own (a copy)",
+                    m.nlink()
+                ),
+            ))
+        }
+        Ok(m) => Some((m.dev(), m.ino())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => {
             return Err(ConfigError::new(
                 source,
@@ -726,7 +758,8 @@ fn fixed_file(source: Source, p: &Path, guard: &Guard) -> Result<Fixed, ConfigEr
     Ok(Fixed {
         path,
         source,
-        exists,
+        exists: id.is_some(),
+        id,
     })
 }
 
@@ -1268,18 +1301,83 @@ mod tests {
     }
 
     #[test]
-    fn a_fixed_file_that_is_a_hard_link_of_a_protected_file_is_refused() {
+    fn a_fixed_file_with_more_than_one_name_is_refused_by_the_lookup_that_pins_it() {
         let dir = tempfile::tempdir().unwrap();
         let (home, o) = home_owner(dir.path());
         fs::write(home.join(".env"), "K=v\n").unwrap();
         fs::hard_link(home.join(".env"), home.join("data/rw.db")).unwrap();
-        fs::write(home.join("accounts.yaml"), "").unwrap();
+        // A credential outside the root and the home is caught the same way.
+        let netrc = dir.path().join("netrc");
+        fs::write(&netrc, "machine h login u password p\n").unwrap();
+        fs::hard_link(&netrc, home.join("accounts.yaml")).unwrap();
+        fs::write(home.join("profile.yaml"), "").unwrap();
+        for (paths, field, shown) in [
+            (
+                CatalogPaths {
+                    db: Some(home.join("data/rw.db")),
+                    ..CatalogPaths::default()
+                },
+                "paths.db",
+                home.join("data/rw.db"),
+            ),
+            (
+                CatalogPaths {
+                    accounts: Some(home.join("accounts.yaml")),
+                    ..CatalogPaths::default()
+                },
+                "paths.accounts",
+                home.join("accounts.yaml"),
+            ),
+        ] {
+            let e = o.clone().with_catalog(&paths).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "the backend's catalog field {field} {}: refused: it has 2 names (hard \
+                     links); another name could be a credential file's, or change it behind the \
+                     server's back: give the server a file of its own (a copy)",
+                    shown.display()
+                )
+            );
+        }
+        // One name: taken, with the identity its checks saw.
         let c = o
+            .clone()
             .with_catalog(&CatalogPaths {
-                db: Some(home.join("data/rw.db")),
-                accounts: Some(home.join("accounts.yaml")),
+                profile: Some(home.join("profile.yaml")),
                 ..CatalogPaths::default()
             })
+            .unwrap();
+        let m = fs::metadata(home.join("profile.yaml")).unwrap();
+        assert_eq!(c.profile.as_ref().unwrap().id, Some((m.dev(), m.ino())));
+        // That identity is the pin, even when the path names another file now.
+        fs::rename(home.join("data/rw.db"), home.join("profile.yaml")).unwrap();
+        let opts = c.sandbox_options(SandboxMode::Require, &[], None);
+        let pins = crate::sandbox::policy::pin_fixed_paths(&opts).unwrap();
+        let pin = pins
+            .iter()
+            .find(|(p, _)| *p == home.join("profile.yaml"))
+            .map(|(_, pin)| (pin.dev, pin.ino));
+        assert_eq!(pin, Some((m.dev(), m.ino())));
+        assert!(crate::sandbox::policy::check_pins(&pins).is_err());
+    }
+
+    #[test]
+    fn a_fixed_file_the_scan_protects_is_refused_by_the_identity_its_checks_saw() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, _) = home_owner(dir.path());
+        fs::create_dir_all(home.join(".ssh")).unwrap();
+        fs::write(home.join(".ssh/state.db"), "").unwrap();
+        fs::write(home.join("accounts.yaml"), "").unwrap();
+        let g = Globals {
+            home: Some(home.clone()),
+            db: Some(home.join(".ssh/state.db")),
+            accounts: Some(home.join("accounts.yaml")),
+            ..with_backend(dir.path())
+        };
+        let c = owner(&g, dir.path(), OsStr::new(""))
+            .unwrap()
+            .with_catalog(&CatalogPaths::default())
             .unwrap();
         let mut protected = crate::protect::Protected::new(&[], &[]).unwrap();
         protected.remember(&crate::protect::scan(&[home.as_path()], &protected));
@@ -1287,9 +1385,9 @@ mod tests {
         assert_eq!(
             e.to_string(),
             format!(
-                "the backend's catalog field paths.db {}: refused: it is another name (a hard \
-                 link) of a file protected by the pattern `.env`",
-                home.join("data/rw.db").display()
+                "--db {}: refused: it is another name (a hard link) of a file protected by the \
+                 pattern `.ssh/`",
+                home.join(".ssh/state.db").display()
             )
         );
         assert!(DataFile::Accounts.not_protected(&c, &protected).is_ok());

@@ -319,7 +319,13 @@ impl Protected {
         let m = std::fs::symlink_metadata(path)
             .ok()
             .filter(|m| m.is_file())?;
-        self.files.get(&(m.dev(), m.ino())).map(String::as_str)
+        self.link_of_id((m.dev(), m.ino()))
+    }
+
+    /// The pattern protecting the file with this device and inode when it
+    /// is a protected file the start-up scan saw (under any name).
+    pub fn link_of_id(&self, id: FileId) -> Option<&str> {
+        self.files.get(&id).map(String::as_str)
     }
 
     /// The patterns as `tools` shows them, in order, one space apart.

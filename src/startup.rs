@@ -648,6 +648,7 @@ mod tests {
             path: PathBuf::from("/srv/rw/data/rw.db"),
             source: Source::Option("--db"),
             exists,
+            id: None,
         };
         let config = |db| Config {
             backend: PathBuf::from("/opt/rw/bin/rw"),

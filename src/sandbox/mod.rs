@@ -174,8 +174,9 @@ pub struct SandboxOptions {
     /// Device and inode of every fixed path, taken when the sandbox is set
     /// up: a run whose path no longer names the same file is refused, so a
     /// run that swaps a granted file for a link cannot widen the next run's
-    /// grant. The sandbox's own: set by [`Sandbox::detect`] and
-    /// [`Sandbox::regrant`] on their copy, whatever the caller gave.
+    /// grant. Set by [`Sandbox::detect`] and [`Sandbox::regrant`] on their
+    /// copy: a pin the caller gives for a path (taken in the same lookup as
+    /// its checks) is kept, every other path is pinned there.
     pub pins: Vec<(PathBuf, policy::Pin)>,
     /// Protected files and folders beneath the root, hidden in the run's
     /// minimal root (an empty read-only file or folder in their place).

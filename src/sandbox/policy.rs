@@ -452,6 +452,15 @@ pub fn pin_fixed_paths(opts: &SandboxOptions) -> Result<Vec<(PathBuf, Pin)>, Str
         }
     }
     for (p, must_be_file) in paths {
+        // A pin the caller took in the same lookup as its own checks (a
+        // fixed file's type and number of names) stands: looking again
+        // could pin a file swapped in since.
+        if let Some(given) = opts.pins.iter().find(|(q, _)| q == p) {
+            if !out.iter().any(|(q, _)| q == p) {
+                out.push(given.clone());
+            }
+            continue;
+        }
         let meta = match std::fs::symlink_metadata(p) {
             Ok(m) => m,
             // A database that doesn't exist yet (draft creates it) has nothing to pin.

@@ -386,6 +386,7 @@ mod tests {
             path: PathBuf::from(p),
             source: Source::Option("--db"),
             exists: true,
+            id: None,
         };
         let config = Config {
             backend: PathBuf::from("/opt/rw/bin/rw"),

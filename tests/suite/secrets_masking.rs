@@ -80,12 +80,12 @@ fn a_backend_walking_the_root_finds_protected_files_empty() {
 }
 
 /// Other names of the secrets, by names no pattern matches, and a second
-/// name of an ordinary file.
+/// name of an ordinary file. (A second name of the fixed accounts file is
+/// refused at start: [`a_fixed_file_with_a_second_name_is_refused_at_start`].)
 fn add_hard_links(root: &Path) {
     for (from, to) in [
         (".env", "env-copy.txt"),
         (".aws/credentials", "sub/aws-copy.txt"),
-        (".aws/accounts.yaml", "accounts-copy.txt"),
         ("notes.txt", "notes-again.txt"),
     ] {
         fs::hard_link(root.join(from), root.join(to)).unwrap();
@@ -98,7 +98,7 @@ fn a_backend_walking_the_root_finds_hard_links_to_protected_files_empty() {
     add_hard_links(&root);
     // Each an ordinary name, two links to its file (the positive control
     // for the count: outside the run every one of them reads in full).
-    for file in ["env-copy.txt", "sub/aws-copy.txt", "accounts-copy.txt"] {
+    for file in ["env-copy.txt", "sub/aws-copy.txt"] {
         let meta = fs::metadata(root.join(file)).unwrap();
         assert_eq!(std::os::unix::fs::MetadataExt::nlink(&meta), 2, "{file}");
         assert!(fs::read_to_string(root.join(file)).unwrap().len() > 10);
@@ -111,8 +111,7 @@ fn a_backend_walking_the_root_finds_hard_links_to_protected_files_empty() {
         assert!(!String::from_utf8_lossy(&out.stdout).contains("HIDDENMARKER"));
     }
     // The protected names stay hidden; the fixed file is read under its own
-    // name (only its other name is covered); an ordinary file with two
-    // names reads under both.
+    // name; an ordinary file with two names reads under both.
     assert_eq!(peek(&root, ".env").0["bytes"], 0);
     assert_eq!(peek(&root, ".aws/accounts.yaml").0["text"], "channeldemo42");
     assert_eq!(peek(&root, "notes.txt").0["text"], "plainnotes42");
@@ -150,8 +149,8 @@ fn tools_says_how_many_entries_every_run_hides() {
     assert_eq!(v["protected"]["hidden_hard_links"], 0);
     assert_eq!(v["protected"]["hidden_scan_truncated"], false);
 
-    // With three other names of protected or fixed files, and a second
-    // name of an ordinary file (not counted).
+    // With two other names of protected files, and a second name of an
+    // ordinary file (not counted).
     add_hard_links(&root);
     let out = server(&root)
         .args(["tools", "--root"])
@@ -160,7 +159,7 @@ fn tools_says_how_many_entries_every_run_hides() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(
-        "hidden in every run by its mount namespace (found at start): 6 protected entries under the root and home, 3 of them only as another name (hard link) of a protected or fixed file\n"
+        "hidden in every run by its mount namespace (found at start): 5 protected entries under the root and home, 2 of them only as another name (hard link) of a protected or fixed file\n"
     ), "{text}");
     assert!(
         text.contains("; and other names (hard links) of the fixed files and of the 3 protected files the start-up scan found\n"),
@@ -172,8 +171,45 @@ fn tools_says_how_many_entries_every_run_hides() {
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["protected"]["hidden_in_runs"], 6);
-    assert_eq!(v["protected"]["hidden_hard_links"], 3);
+    assert_eq!(v["protected"]["hidden_in_runs"], 5);
+    assert_eq!(v["protected"]["hidden_hard_links"], 2);
+}
+
+/// A fixed file is granted whole and exempt from the masks, so a second
+/// name of it (which could be a credential's, or change under the server)
+/// refuses the start; the same file with one name starts.
+#[test]
+fn a_fixed_file_with_a_second_name_is_refused_at_start() {
+    let (_dir, root) = root_with_secrets();
+    let ok = server(&root)
+        .args(["tools", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    fs::hard_link(
+        root.join(".aws/accounts.yaml"),
+        root.join("accounts-copy.txt"),
+    )
+    .unwrap();
+    let out = server(&root)
+        .args(["tools", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "--accounts {}: refused: it has 2 names (hard links)",
+            root.join(".aws/accounts.yaml").display()
+        )),
+        "{err}"
+    );
 }
 
 /// The list is taken at start: a protected file made later, or a hard link

@@ -283,11 +283,44 @@ fn a_database_replaced_by_a_link_is_refused_with_the_guards_reason() {
     assert_eq!(code, "sandbox_failed", "{message}");
     assert!(
         message.contains(&format!(
-            "--db {}: refused: it is another name (a hard link) of a file protected by the pattern `.env`",
+            "--db {}: refused: it has 2 names (hard links)",
             db.display()
         )),
         "{message}"
     );
     served(&mut s, 6, "version");
     assert_eq!(change_lines(&s, 2).len(), 2);
+}
+
+/// A database replaced by another name (a hard link) of a credential that
+/// lies outside the root and the home, which no protected pattern there
+/// covers: a fixed file with two names is refused, by the same lookup that
+/// would pin it.
+#[test]
+fn a_database_replaced_by_a_hard_link_to_a_file_outside_is_refused() {
+    let mut s = Server::start();
+    let (ws, db) = paths(&s);
+    let outside = tempfile::tempdir().unwrap();
+    let netrc = outside.path().join("netrc");
+    fs::write(&netrc, "machine example.org login owner password hunter2\n").unwrap();
+    assert_eq!(database(&mut s, 1)["present"], true);
+
+    let swap = ws.join("data/swap");
+    fs::hard_link(&netrc, &swap).unwrap();
+    fs::rename(&swap, &db).unwrap();
+    let (code, message) = refused(&mut s, 2, "context");
+    assert_eq!(code, "sandbox_failed", "{message}");
+    assert!(
+        message.contains(&format!(
+            "the database was replaced by a file the server refuses: the backend's catalog field \
+             paths.db {}: refused: it has 2 names (hard links)",
+            db.display()
+        )),
+        "{message}"
+    );
+    served(&mut s, 3, "version");
+    assert_eq!(
+        fs::read_to_string(&netrc).unwrap(),
+        "machine example.org login owner password hunter2\n"
+    );
 }
