@@ -205,6 +205,9 @@ pub enum SandboxCommand {
         /// Another path the command may read and execute (repeatable).
         #[arg(long = "allow-read", value_name = "PATH")]
         allow_read: Vec<PathBuf>,
+        /// Hide files matching this pattern too (repeatable), as `mcp-serve --protect` does.
+        #[arg(long = "protect", value_name = "PATTERN")]
+        protect: Vec<String>,
         /// The command and its arguments.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,

@@ -21,8 +21,9 @@ pub(crate) fn cli(globals: &Globals, cmd: SandboxCommand) -> anyhow::Result<u8> 
         SandboxCommand::Run {
             root,
             allow_read,
+            protect,
             command,
-        } => run(globals, root, allow_read, command),
+        } => run(globals, root, allow_read, &protect, command),
         SandboxCommand::Probe {
             json,
             without,
@@ -104,7 +105,7 @@ fn run_options(
     root: Option<PathBuf>,
     allow_read: Vec<PathBuf>,
     program: &str,
-) -> anyhow::Result<SandboxOptions> {
+) -> anyhow::Result<(Owner, SandboxOptions)> {
     let globals = Globals {
         backend: Some(PathBuf::from(program)),
         ..globals.clone()
@@ -119,20 +120,44 @@ fn run_options(
     if owner.root.is_none() {
         opts.root = owner.current_folder_root()?;
     }
-    Ok(opts)
+    Ok((owner, opts))
+}
+
+/// The protected entries beneath the root and the home that a tool run
+/// hides, found the way the server finds them: the default patterns and
+/// `--protect`, with the owner's fixed files readable as in a tool run.
+fn masks(owner: &Owner, opts: &SandboxOptions, protect: &[String]) -> anyhow::Result<Vec<PathBuf>> {
+    let fixed: Vec<(&'static str, &Path)> = [
+        ("accounts", &owner.accounts),
+        ("profile", &owner.profile),
+        ("database", &owner.db),
+    ]
+    .into_iter()
+    .filter_map(|(what, f)| f.as_ref().map(|f| (what, f.path.as_path())))
+    .collect();
+    let protected = crate::protect::Protected::new(protect, &fixed)?;
+    let folders: Vec<&Path> = std::iter::once(opts.root.as_path())
+        .chain(opts.home.as_deref().filter(|h| *h != opts.root))
+        .collect();
+    Ok(crate::protect::scan(&folders, &protected).hidden)
 }
 
 fn run(
     globals: &Globals,
     root: Option<PathBuf>,
     allow_read: Vec<PathBuf>,
+    protect: &[String],
     command: Vec<String>,
 ) -> anyhow::Result<u8> {
     let (program, args) = command
         .split_first()
         .context("sandbox run needs a command")?;
-    let opts = run_options(globals, root, allow_read, program)?;
-    let sandbox = Sandbox::detect(&opts)?;
+    let (owner, opts) = run_options(globals, root, allow_read, program)?;
+    // A run here reproduces a tool run, so it hides what a tool run hides:
+    // an owner told to reproduce a failed call here must not have the
+    // backend read `.env` where the tool run could not.
+    let masks = masks(&owner, &opts, protect)?;
+    let sandbox = Sandbox::detect(&opts)?.regrant(&opts, masks)?;
     let mut argv = vec![opts.backend.to_string_lossy().into_owned()];
     argv.extend(args.iter().cloned());
     let mut child = sandbox.spawn(RunKind::ReadOnly, &argv, &opts.root)?;

@@ -270,3 +270,42 @@ fn guarded_folders_are_refused_as_root_and_allow_read() {
         );
     }
 }
+
+/// A run here reproduces a tool run, so it hides the same files: protected
+/// names under the root (and `--protect` ones) are empty in the run, while
+/// an ordinary file beside them reads in full.
+#[test]
+fn protected_files_are_hidden_as_in_a_tool_run() {
+    let w = World::new();
+    let root = w.folder("root");
+    std::fs::write(root.join(".env"), "TOKEN=HIDDENMARKER1\n").unwrap();
+    std::fs::create_dir_all(root.join(".aws")).unwrap();
+    std::fs::write(root.join(".aws/credentials"), "HIDDENMARKER2\n").unwrap();
+    std::fs::write(root.join("private.txt"), "HIDDENMARKER3\n").unwrap();
+    std::fs::write(root.join("notes.txt"), "plain42\n").unwrap();
+    // A masked file reads empty; inside a masked folder nothing is there.
+    let read_all = "for f in .env .aws/credentials private.txt notes.txt; do \
+                    if [ -e \"$f\" ]; then printf '%s:%s\\n' \"$f\" \"$(cat \"$f\")\"; \
+                    else echo \"$f:absent\"; fi; done";
+    let run = |extra: &[&str]| {
+        let mut cmd = w.cmd(Who::Me, &root);
+        cmd.args(["sandbox", "run"])
+            .args(extra)
+            .args(["--", "/bin/sh", "-c", read_all]);
+        let out = output_within(cmd, Duration::from_secs(30));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    // The positive control: outside any sandbox every file reads in full.
+    assert!(std::fs::read_to_string(root.join(".env"))
+        .unwrap()
+        .contains("HIDDENMARKER1"));
+    assert_eq!(
+        run(&[]),
+        ".env:\n.aws/credentials:absent\nprivate.txt:HIDDENMARKER3\nnotes.txt:plain42\n"
+    );
+    assert_eq!(
+        run(&["--protect", "private.txt"]),
+        ".env:\n.aws/credentials:absent\nprivate.txt:\nnotes.txt:plain42\n"
+    );
+}
