@@ -280,10 +280,7 @@ fn clear_exec_at(dir: &OwnedFd, name: &CStr, ino: u64, uid: libc::uid_t) {
         // A file of the server's without read permission: the server (not
         // root, which opens anything) can only change its own files, and
         // the flag never follows a link.
-        // SAFETY: geteuid can't fail.
-        if io::Error::last_os_error().raw_os_error() == Some(libc::EACCES)
-            && unsafe { libc::geteuid() } != 0
-        {
+        if io::Error::last_os_error().raw_os_error() == Some(libc::EACCES) && uid != 0 {
             if let Some(st) = stat_at(dir, name) {
                 if is_kind(&st, libc::S_IFREG) && st.st_ino == ino && st.st_uid == uid {
                     // SAFETY: a valid descriptor and C string.
