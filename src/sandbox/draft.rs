@@ -10,26 +10,93 @@
 //! was there before immovable; seccomp refuses execute bits. What is left
 //! is a new regular file under another name: this module notes the folder
 //! before the run and, once the run is over, removes exactly the entries
-//! the run made that are not the database's companions. It removes links,
-//! folders and pipes the run made too, so those are held twice (Landlock
-//! refuses making them; this removes them should Landlock be off).
+//! the run made that are not the database's companions. It removes links
+//! and pipes the run made too, and folders when they are empty, so those
+//! are held twice (Landlock refuses making them; this removes them should
+//! Landlock be off).
 //!
 //! Only entries that did not exist before the run, belong to the server's
 //! user, (for regular files) have one link, and changed no earlier than the
 //! run started are removed, so a file the owner makes in that folder while
 //! a draft runs is left alone unless it matches all of that.
+//!
+//! The server may run as root in a folder others can write, and whoever
+//! can write the folder's parent can swap the folder for a link to any
+//! other folder while a run goes on. So the folder is opened once, before
+//! the run, without following a link, and checked against the device and
+//! inode pinned at start (the pin the mount layer checks too); every look
+//! and every removal afterwards is relative to that descriptor, never by
+//! path. Nothing is removed beneath a folder: no run can make one (Landlock
+//! allows regular files only, the macOS profile names literal files), so a
+//! folder found there goes only when it is empty, and a full one stays as
+//! it is.
 
 use std::collections::HashSet;
-use std::os::unix::fs::{DirEntryExt, MetadataExt};
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::sandbox::policy::DraftDb;
+use crate::sandbox::policy::{DraftDb, Pin};
 
-/// The folder as it was when the run started.
+/// Why a draft's folder can't be swept: the run is refused rather than
+/// sweeping something else.
+#[derive(Debug)]
+pub enum SweepError {
+    /// The folder's path ends in a symbolic link.
+    Link(PathBuf),
+    /// The folder is not the one pinned at start.
+    Changed(PathBuf),
+    /// The folder could not be opened or listed.
+    Io(PathBuf, io::Error),
+}
+
+impl fmt::Display for SweepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SweepError::Link(p) => write!(
+                f,
+                "{} is a symbolic link; a draft writes only in the folder it named at start",
+                p.display()
+            ),
+            SweepError::Changed(p) => write!(
+                f,
+                "{} changed after this call checked it; the next call looks again and uses what is there then",
+                p.display()
+            ),
+            SweepError::Io(p, e) => write!(f, "{}: {e}", p.display()),
+        }
+    }
+}
+
+impl std::error::Error for SweepError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SweepError::Io(_, e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<SweepError> for crate::sandbox::SandboxError {
+    fn from(e: SweepError) -> Self {
+        match e {
+            // The server's own descriptors may have run out: kept as an
+            // I/O error so that shows as a shortage, not as a layer.
+            SweepError::Io(_, e) => crate::sandbox::SandboxError::Io(e),
+            e => crate::sandbox::SandboxError::LayerFailed(e.to_string()),
+        }
+    }
+}
+
+/// The folder as it was when the run started, held open.
 #[derive(Debug)]
 pub struct DraftSweep {
-    folder: PathBuf,
+    dir: OwnedFd,
     keep: Vec<String>,
     before: HashSet<(Vec<u8>, u64)>,
     started: SystemTime,
@@ -49,18 +116,217 @@ pub fn is_leftover(
         && !keep.iter().any(|k| k.as_bytes() == name)
 }
 
+/// Whether a file changed no earlier than a second before the run started
+/// (file times have the file system's resolution). Times are seconds and
+/// nanoseconds since the epoch, as `stat` gives them. Pure.
+pub fn changed_since(mtime: (i64, i64), ctime: (i64, i64), started: SystemTime) -> bool {
+    let since = started
+        .checked_sub(Duration::from_secs(1))
+        .unwrap_or(started);
+    [mtime, ctime].into_iter().any(|(s, ns)| {
+        let (Ok(s), Ok(ns)) = (u64::try_from(s), u32::try_from(ns)) else {
+            return false;
+        };
+        UNIX_EPOCH
+            .checked_add(Duration::new(s, 0))
+            .and_then(|t| t.checked_add(Duration::from_nanos(u64::from(ns))))
+            .is_some_and(|t| t >= since)
+    })
+}
+
+/// Whether the folder open at `fd` is the one pinned (no pin: nothing to
+/// compare, as for a folder that didn't exist at start).
+fn matches_pin(fd: &OwnedFd, pin: Option<Pin>) -> io::Result<bool> {
+    let Some(pin) = pin else {
+        return Ok(true);
+    };
+    // Through a duplicate, so the File's drop closes only that one.
+    let file = std::fs::File::from(fd.try_clone()?);
+    let meta = file.metadata()?;
+    Ok(meta.dev() == pin.dev && meta.ino() == pin.ino)
+}
+
+/// Open the folder itself, refusing a link at its path.
+fn open_folder(folder: &Path) -> Result<OwnedFd, SweepError> {
+    let c = CString::new(folder.as_os_str().as_bytes()).map_err(|_| {
+        SweepError::Io(
+            folder.to_path_buf(),
+            io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the path"),
+        )
+    })?;
+    // SAFETY: a valid C string; the descriptor returned is checked and owned.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        let link = e.raw_os_error() == Some(libc::ELOOP)
+            || std::fs::symlink_metadata(folder).is_ok_and(|m| m.file_type().is_symlink());
+        return Err(if link {
+            SweepError::Link(folder.to_path_buf())
+        } else {
+            SweepError::Io(folder.to_path_buf(), e)
+        });
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn clear_errno() {
+    // SAFETY: the calling thread's errno, always valid.
+    #[cfg(target_os = "linux")]
+    unsafe {
+        *libc::__errno_location() = 0;
+    }
+    // SAFETY: the calling thread's errno, always valid.
+    #[cfg(target_os = "macos")]
+    unsafe {
+        *libc::__error() = 0;
+    }
+}
+
+/// The names and inodes in the folder open at `dir`, read from a duplicate
+/// of that descriptor (from the start, whatever an earlier listing read).
+fn list(dir: &OwnedFd) -> io::Result<Vec<(CString, u64)>> {
+    // SAFETY: fcntl on a descriptor we own; the result is checked.
+    let dup = unsafe { libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `dup` is ours; on success the stream owns it.
+    let stream = unsafe { libc::fdopendir(dup) };
+    if stream.is_null() {
+        let e = io::Error::last_os_error();
+        // SAFETY: fdopendir failed, so `dup` is still ours to close.
+        unsafe { libc::close(dup) };
+        return Err(e);
+    }
+    let mut out = Vec::new();
+    let mut failed = None;
+    // SAFETY: `stream` is a valid stream until closedir below; each entry
+    // is copied out before the next readdir.
+    unsafe {
+        // The duplicate shares the offset an earlier listing moved.
+        libc::rewinddir(stream);
+        loop {
+            clear_errno();
+            let ent = libc::readdir(stream);
+            if ent.is_null() {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error().is_some_and(|n| n != 0) {
+                    failed = Some(e);
+                }
+                break;
+            }
+            let name = CStr::from_ptr((*ent).d_name.as_ptr());
+            if name.to_bytes() == b"." || name.to_bytes() == b".." {
+                continue;
+            }
+            out.push((name.to_owned(), (*ent).d_ino));
+        }
+        libc::closedir(stream);
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// An entry's own status, relative to the folder, never following a link.
+fn stat_at(dir: &OwnedFd, name: &CStr) -> Option<libc::stat> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: a valid descriptor, C string and out-parameter.
+    let r = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            st.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    // SAFETY: fstatat filled it in when it returned 0.
+    (r == 0).then(|| unsafe { st.assume_init() })
+}
+
+fn is_kind(st: &libc::stat, kind: libc::mode_t) -> bool {
+    st.st_mode & libc::S_IFMT == kind
+}
+
+/// Remove one entry of the folder: a folder only when empty (never
+/// anything beneath it); whether it went.
+fn remove_at(dir: &OwnedFd, name: &CStr, is_dir: bool) -> bool {
+    let flags = if is_dir { libc::AT_REMOVEDIR } else { 0 };
+    // SAFETY: a valid descriptor and C string.
+    unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) == 0 }
+}
+
+/// Clear the execute bits of the regular file `name` of the folder, `ino`
+/// as it was looked at and still the server's user's with one link: through
+/// a descriptor of the file itself, so a link or another file put under
+/// the name meanwhile is never changed.
+fn clear_exec_at(dir: &OwnedFd, name: &CStr, ino: u64, uid: libc::uid_t) {
+    // SAFETY: a valid descriptor and C string; the result is checked and owned.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        // A file of the server's without read permission: the server (not
+        // root, which opens anything) can only change its own files, and
+        // the flag never follows a link.
+        if io::Error::last_os_error().raw_os_error() == Some(libc::EACCES) && uid != 0 {
+            if let Some(st) = stat_at(dir, name) {
+                if is_kind(&st, libc::S_IFREG) && st.st_ino == ino && st.st_uid == uid {
+                    // SAFETY: a valid descriptor and C string.
+                    unsafe {
+                        libc::fchmodat(
+                            dir.as_raw_fd(),
+                            name.as_ptr(),
+                            st.st_mode & 0o7666,
+                            libc::AT_SYMLINK_NOFOLLOW,
+                        )
+                    };
+                }
+            }
+        }
+        return;
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let Ok(meta) = file.metadata() else {
+        return;
+    };
+    if meta.is_file() && meta.ino() == ino && meta.uid() == uid && meta.nlink() == 1 {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(meta.mode() & 0o7666));
+    }
+}
+
 impl DraftSweep {
-    /// Note the folder's entries (names and inodes) before the run.
-    pub fn before(draft: &DraftDb) -> std::io::Result<DraftSweep> {
-        use std::os::unix::ffi::OsStrExt;
+    /// Open the folder (refusing a link, or another folder than the one
+    /// pinned at start) and note its entries (names and inodes) before the
+    /// run.
+    pub fn before(draft: &DraftDb) -> Result<DraftSweep, SweepError> {
         let started = SystemTime::now();
+        let dir = open_folder(&draft.folder)?;
+        let io_err = |e| SweepError::Io(draft.folder.clone(), e);
+        if !matches_pin(&dir, draft.folder_pin).map_err(io_err)? {
+            return Err(SweepError::Changed(draft.folder.clone()));
+        }
         let mut before = HashSet::new();
-        for e in std::fs::read_dir(&draft.folder)? {
-            let e = e?;
-            before.insert((e.file_name().as_bytes().to_vec(), e.ino()));
+        for (name, d_ino) in list(&dir).map_err(io_err)? {
+            // The inode `after` compares with is the one fstatat gives.
+            let ino = stat_at(&dir, &name).map_or(d_ino, |st| st.st_ino);
+            before.insert((name.into_bytes(), ino));
         }
         Ok(DraftSweep {
-            folder: draft.folder.clone(),
+            dir,
             keep: draft.writable_names(),
             before,
             started,
@@ -68,78 +334,48 @@ impl DraftSweep {
     }
 
     /// Remove what the run made besides the database's companions; returns
-    /// how many files went. Never fails: a file that can't be looked at or
-    /// removed stays.
+    /// how many entries went. Never fails: an entry that can't be looked at
+    /// or removed stays.
     pub fn after(&self) -> usize {
-        use std::os::unix::ffi::OsStrExt;
         // SAFETY: geteuid can't fail.
         let uid = unsafe { libc::geteuid() };
-        // A second of slack: file times have the file system's resolution.
-        let since = self
-            .started
-            .checked_sub(std::time::Duration::from_secs(1))
-            .unwrap_or(self.started);
-        let Ok(entries) = std::fs::read_dir(&self.folder) else {
+        let Ok(entries) = list(&self.dir) else {
             return 0;
         };
         let mut removed = 0;
-        for e in entries.flatten() {
-            let name = e.file_name();
-            let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+        for (name, _) in entries {
+            let Some(st) = stat_at(&self.dir, &name) else {
                 continue;
             };
-            let ours = meta.uid() == uid && (!meta.is_file() || meta.nlink() == 1);
-            let changed = meta
-                .modified()
-                .into_iter()
-                .chain(
-                    std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(
-                        u64::try_from(meta.ctime()).unwrap_or(0),
-                    )),
-                )
-                .any(|t| t >= since);
-            if is_leftover(
-                name.as_bytes(),
-                meta.ino(),
-                &self.before,
-                &self.keep,
-                ours,
-                changed,
-            ) {
-                if remove_entry(&self.folder.join(Path::new(&name)), meta.is_dir()) {
+            let regular = is_kind(&st, libc::S_IFREG);
+            let is_dir = is_kind(&st, libc::S_IFDIR);
+            let ours = st.st_uid == uid && (!regular || st.st_nlink == 1);
+            let changed = changed_since(
+                (st.st_mtime, st.st_mtime_nsec),
+                (st.st_ctime, st.st_ctime_nsec),
+                self.started,
+            );
+            let bytes = name.to_bytes();
+            let companion = self.keep.iter().any(|k| k.as_bytes() == bytes);
+            if is_leftover(bytes, st.st_ino, &self.before, &self.keep, ours, changed) {
+                if remove_at(&self.dir, &name, is_dir) {
                     removed += 1;
                 }
-            } else if self.keep.iter().any(|k| k.as_bytes() == name.as_bytes()) {
-                let path = self.folder.join(Path::new(&name));
-                if companion_needs_removal(meta.file_type().is_file(), ours, changed) {
+            } else if companion {
+                if companion_needs_removal(regular, ours, changed) {
                     // A companion must be a plain file; a link, folder or
                     // pipe under its name is the run's doing.
-                    if remove_entry(&path, meta.is_dir()) {
+                    if remove_at(&self.dir, &name, is_dir) {
                         removed += 1;
                     }
-                } else if meta.is_file() && ours && meta.mode() & 0o111 != 0 {
+                } else if regular && ours && st.st_mode & 0o111 != 0 {
                     // The database and its companions are data: whatever
                     // asked for an execute bit, none is left on the host.
-                    use std::os::unix::fs::PermissionsExt;
-                    let _ = std::fs::set_permissions(
-                        &path,
-                        std::fs::Permissions::from_mode(meta.mode() & 0o7666),
-                    );
+                    clear_exec_at(&self.dir, &name, st.st_ino, uid);
                 }
             }
         }
         removed
-    }
-}
-
-/// Remove one entry the run left; whether it went. The iterative remover
-/// never follows a link inside what it removes and keeps two descriptors
-/// however deep a chain is.
-fn remove_entry(path: &Path, is_dir: bool) -> bool {
-    if is_dir {
-        crate::sandbox::tmpdir::try_remove_tree(path).is_ok()
-    } else {
-        std::fs::remove_file(path).is_ok()
     }
 }
 
@@ -160,6 +396,23 @@ mod tests {
             pin: None,
             folder_pin: None,
         }
+    }
+
+    fn pin(p: &Path) -> Pin {
+        let m = std::fs::symlink_metadata(p).unwrap();
+        Pin {
+            dev: m.dev(),
+            ino: m.ino(),
+        }
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut left: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        left
     }
 
     #[test]
@@ -184,6 +437,21 @@ mod tests {
     }
 
     #[test]
+    fn a_change_counts_from_one_second_before_the_run_started() {
+        let started = UNIX_EPOCH + Duration::new(1_000, 500);
+        let old = (0, 0);
+        assert!(changed_since((999, 500), old, started), "the slack's edge");
+        assert!(
+            !changed_since((999, 499), old, started),
+            "a nanosecond older"
+        );
+        assert!(changed_since(old, (999, 500), started), "the status change");
+        assert!(!changed_since(old, (999, 499), started));
+        assert!(changed_since((2_000, 0), old, started), "later");
+        assert!(!changed_since((-1, 0), (0, -1), started), "nonsense times");
+    }
+
+    #[test]
     fn the_sweep_removes_what_a_run_added_and_keeps_the_rest() {
         let dir = tempfile::tempdir().unwrap();
         let d = db(dir.path());
@@ -194,19 +462,19 @@ mod tests {
         std::fs::write(dir.path().join("other.txt"), b"x").unwrap();
         std::fs::write(dir.path().join("payload.sh"), b"x").unwrap();
         std::os::unix::fs::symlink("/", dir.path().join("escape")).unwrap();
+        std::fs::create_dir(dir.path().join("empty")).unwrap();
         std::fs::create_dir_all(dir.path().join("newdir/deeper")).unwrap();
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("kept"), b"k").unwrap();
         std::os::unix::fs::symlink(outside.path(), dir.path().join("newdir/out")).unwrap();
-        assert_eq!(sweep.after(), 4);
-        // A link inside a removed folder was removed, not followed.
+        assert_eq!(sweep.after(), 4, "three files and the empty folder");
+        // A full folder stays as it is: nothing beneath it is looked at.
         assert!(outside.path().join("kept").exists());
-        let mut left: Vec<String> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["accounts.yaml", "rw.db", "rw.db-journal"]);
+        assert_eq!(names(&dir.path().join("newdir")), ["deeper", "out"]);
+        assert_eq!(
+            names(dir.path()),
+            ["accounts.yaml", "newdir", "rw.db", "rw.db-journal"]
+        );
     }
 
     #[test]
@@ -231,34 +499,145 @@ mod tests {
     }
 
     #[test]
-    fn a_deep_folder_chain_left_in_the_database_folder_is_removed_safely() {
+    fn a_link_under_a_companion_name_goes_and_what_it_names_keeps_its_bits() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = db(dir.path());
+        std::fs::write(&d.db, b"db").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("tool");
+        std::fs::write(&target, b"t").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let sweep = DraftSweep::before(&d).unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("rw.db-wal")).unwrap();
+        assert_eq!(sweep.after(), 1);
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o755);
+        assert_eq!(names(dir.path()), ["rw.db"]);
+    }
+
+    #[test]
+    fn a_deep_folder_chain_left_in_the_database_folder_is_left_untouched() {
         let dir = tempfile::tempdir().unwrap();
         let d = db(dir.path());
         std::fs::write(&d.db, b"db").unwrap();
         let sweep = DraftSweep::before(&d).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("kept"), b"k").unwrap();
         let p = dir.path().join("chain");
         std::fs::create_dir(&p).unwrap();
-        // Deeper than PATH_MAX allows in one path: built step by step.
+        // Deeper than PATH_MAX allows in one path: built step by step, with
+        // a fresh file and a link out at the bottom.
         let mut fd = std::fs::File::open(&p).unwrap();
+        let step = CString::new("d").unwrap();
         for _ in 0..1500 {
-            use std::os::fd::AsRawFd;
-            let name = std::ffi::CString::new("d").unwrap();
             // SAFETY: mkdirat/openat on a descriptor and C string we own.
             unsafe {
-                assert_eq!(libc::mkdirat(fd.as_raw_fd(), name.as_ptr(), 0o700), 0);
+                assert_eq!(libc::mkdirat(fd.as_raw_fd(), step.as_ptr(), 0o700), 0);
                 let next = libc::openat(
                     fd.as_raw_fd(),
-                    name.as_ptr(),
+                    step.as_ptr(),
                     libc::O_RDONLY | libc::O_DIRECTORY,
                 );
                 assert!(next >= 0);
-                use std::os::fd::FromRawFd;
                 fd = std::fs::File::from_raw_fd(next);
             }
         }
+        let leaf = CString::new("fresh").unwrap();
+        let out = CString::new(outside.path().as_os_str().as_bytes()).unwrap();
+        let link = CString::new("out").unwrap();
+        // SAFETY: openat/symlinkat on a descriptor and C strings we own.
+        unsafe {
+            let f = libc::openat(
+                fd.as_raw_fd(),
+                leaf.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                0o600,
+            );
+            assert!(f >= 0);
+            drop(OwnedFd::from_raw_fd(f));
+            assert_eq!(
+                libc::symlinkat(out.as_ptr(), fd.as_raw_fd(), link.as_ptr()),
+                0
+            );
+        }
+        assert_eq!(sweep.after(), 0, "a full folder is never emptied");
+        // The bottom of the chain is as it was: the sweep never descended.
+        assert!(stat_at(&OwnedFd::from(fd.try_clone().unwrap()), &leaf).is_some());
+        assert!(stat_at(&OwnedFd::from(fd.try_clone().unwrap()), &link).is_some());
+        assert!(outside.path().join("kept").exists());
+        assert!(p.join("d").is_dir());
+        assert_eq!(names(dir.path()), ["chain", "rw.db"]);
         drop(fd);
+        crate::sandbox::remove_tree(&p);
+    }
+
+    #[test]
+    fn a_folder_swapped_for_a_link_during_the_run_is_not_followed() {
+        let base = tempfile::tempdir().unwrap();
+        let a = base.path().join("data");
+        std::fs::create_dir(&a).unwrap();
+        let d = DraftDb {
+            folder_pin: Some(pin(&a)),
+            ..db(&a)
+        };
+        std::fs::write(&d.db, b"db").unwrap();
+        let sweep = DraftSweep::before(&d).unwrap();
+        // The run's leftover, then the folder swapped for a link elsewhere.
+        std::fs::write(a.join("leftover"), b"x").unwrap();
+        let real = base.path().join("data.real");
+        std::fs::rename(&a, &real).unwrap();
+        let victim = tempfile::tempdir().unwrap();
+        std::fs::write(victim.path().join("fresh"), b"v").unwrap();
+        std::fs::create_dir(victim.path().join("sub")).unwrap();
+        std::fs::write(victim.path().join("sub/inner"), b"v").unwrap();
+        std::os::unix::fs::symlink(victim.path(), &a).unwrap();
         assert_eq!(sweep.after(), 1);
-        assert!(!dir.path().join("chain").exists());
+        assert_eq!(names(victim.path()), ["fresh", "sub"]);
+        assert!(victim.path().join("sub/inner").exists());
+        // The folder the run wrote in is swept wherever it went.
+        assert_eq!(names(&real), ["rw.db"]);
+    }
+
+    #[test]
+    fn a_folder_other_than_the_pinned_one_is_refused() {
+        let base = tempfile::tempdir().unwrap();
+        let a = base.path().join("data");
+        let other = base.path().join("other");
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&other).unwrap();
+        let d = DraftDb {
+            folder_pin: Some(pin(&other)),
+            ..db(&a)
+        };
+        let e = DraftSweep::before(&d).unwrap_err();
+        assert!(matches!(&e, SweepError::Changed(p) if p == &a), "{e:?}");
+        assert!(e.to_string().contains("changed after this call checked it"));
+        let same = DraftDb {
+            folder_pin: Some(pin(&a)),
+            ..db(&a)
+        };
+        assert!(DraftSweep::before(&same).is_ok());
+    }
+
+    #[test]
+    fn a_link_at_the_folder_path_is_refused() {
+        let base = tempfile::tempdir().unwrap();
+        let real = base.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let a = base.path().join("data");
+        std::os::unix::fs::symlink(&real, &a).unwrap();
+        // Refused even with the pin of the folder the link names.
+        let d = DraftDb {
+            folder_pin: Some(pin(&real)),
+            ..db(&a)
+        };
+        let e = DraftSweep::before(&d).unwrap_err();
+        assert!(matches!(&e, SweepError::Link(p) if p == &a), "{e:?}");
+        let e = DraftSweep::before(&db(&a)).unwrap_err();
+        assert!(matches!(e, SweepError::Link(_)), "{e:?}");
+        let missing = DraftSweep::before(&db(&base.path().join("gone"))).unwrap_err();
+        assert!(matches!(missing, SweepError::Io(..)), "{missing:?}");
     }
 
     #[test]

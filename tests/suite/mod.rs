@@ -36,6 +36,10 @@ mod sandbox_status;
 #[cfg(target_os = "linux")]
 mod secrets_masking;
 mod tools_call;
+// The run makes a stray file beside the database, which only Linux lets a
+// draft do (the macOS profile names the database's files one by one).
+#[cfg(target_os = "linux")]
+mod tools_draft_sweep;
 mod tools_files_return;
 mod tools_guard;
 mod tools_list;

@@ -199,19 +199,13 @@ impl State {
         // The database's folder as it was, so that what a draft leaves
         // under a companion's name that is not a plain file, and any
         // execute bit on one, is undone once it ends (as on Linux).
-        let sweep = match (kind, &opts.db) {
-            (RunKind::Draft, Some(db)) => match db.parent() {
-                Some(folder) => Some(
-                    crate::sandbox::draft::DraftSweep::before(&policy::DraftDb {
-                        folder: folder.to_path_buf(),
-                        db: db.clone(),
-                        pin: None,
-                        folder_pin: None,
-                    })
-                    .map_err(SandboxError::Io)?,
-                ),
-                None => None,
-            },
+        // The folder is held open from here and checked against its pin
+        // from start; the plan is pure and built for its pins alone.
+        let sweep = match kind {
+            RunKind::Draft => policy::mount_plan(opts, &opts.allow_read, kind)
+                .draft
+                .map(|d| crate::sandbox::draft::DraftSweep::before(&d))
+                .transpose()?,
             _ => None,
         };
         let mut child = cmd.spawn().map_err(SandboxError::Io)?;

@@ -356,20 +356,18 @@ impl State {
             .helper
             .as_deref()
             .unwrap_or(Path::new("/proc/self/exe"));
-        // The draft's folder as it was, to remove afterwards what the run added.
-        let sweep = match (kind, &opts.db) {
-            (RunKind::Draft, Some(db)) => match db.parent() {
-                Some(folder) => Some(
-                    draft::DraftSweep::before(&policy::DraftDb {
-                        folder: folder.to_path_buf(),
-                        db: db.clone(),
-                        pin: None,
-                        folder_pin: None,
-                    })
-                    .map_err(SandboxError::Io)?,
-                ),
-                None => None,
-            },
+        // The draft's folder as it was, to remove afterwards what the run
+        // added: held open from now on, and checked against the same pin
+        // the mount layer checks (the plan is pure, so without a mount
+        // namespace it is built here for its pins alone).
+        let sweep = match kind {
+            RunKind::Draft => policy
+                .mounts
+                .as_ref()
+                .and_then(|m| m.draft.clone())
+                .or_else(|| policy::mount_plan(opts, &self.runtime, kind).draft)
+                .map(|d| draft::DraftSweep::before(&d))
+                .transpose()?,
             _ => None,
         };
         let attestation = crate::sandbox::layers::Attestation::new(
