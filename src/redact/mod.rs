@@ -1183,6 +1183,33 @@ mod tests {
         assert_eq!(scrub("https://:pw@x.y"), "https://:[REDACTED]@x.y");
     }
 
+    /// What a `.git/config` read another way (`git remote -v`, `git config
+    /// -l`) would show: a remote whose URL carries a token.
+    #[test]
+    fn a_git_remote_url_loses_its_token() {
+        for (text, want) in [
+            (
+                "origin\thttps://dana:ghp_a1B2c3D4e5a1B2c3D4e5a1B2c3D4e5a1B2@github.com/dana/app.git (fetch)",
+                "origin\thttps://dana:[REDACTED]@github.com/dana/app.git (fetch)",
+            ),
+            (
+                "remote.origin.url=https://oauth2:glpat-abcdefghij0123456789@gitlab.com/g/app.git",
+                "remote.origin.url=https://oauth2:[REDACTED]@gitlab.com/g/app.git",
+            ),
+            (
+                "\turl = https://ci:plainpw42@git.example.com/app.git",
+                "\turl = https://ci:[REDACTED]@git.example.com/app.git",
+            ),
+            // A token as the user name alone, by its shape.
+            (
+                "url = https://ghp_a1B2c3D4e5a1B2c3D4e5a1B2c3D4e5a1B2@github.com/dana/app.git",
+                "url = https://[REDACTED]@github.com/dana/app.git",
+            ),
+        ] {
+            assert_eq!(counted(text), (want.to_string(), 1), "{text}");
+        }
+    }
+
     #[test]
     fn key_value_lines_inside_text_lose_their_value() {
         for (text, want) in [
