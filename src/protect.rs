@@ -80,6 +80,19 @@ pub const DEFAULT_PATTERNS: &[&str] = &[
     "fish_history",
     // The GitHub CLI's OAuth tokens, per host.
     "**/.config/gh/hosts.yml",
+    // A repository's config: its remote URLs, which often carry a token as
+    // `https://user:TOKEN@host/…` (a CI checkout, a clone by a bot).
+    // Anchored to `.git/` so that any other file named `config` stays
+    // readable.
+    "**/.git/config",
+    // Files named for the token they hold: `token.txt`, Google's OAuth
+    // quickstarts' `token.json` (access and refresh token), and `*.token`
+    // (`.token` included). Not `token` alone, nor `*_token` and the like,
+    // which name source folders and files (`go/token`, `next_token.rs`) as
+    // often as secrets.
+    "token.txt",
+    "token.json",
+    "*.token",
     // Whole folders of keys and logins: SSH keys and configs, GnuPG's
     // private keyring, AWS keys and SSO tokens, Docker registry logins
     // (`config.json`), Kubernetes cluster credentials (`config`).
@@ -560,8 +573,8 @@ mod tests {
              .netrc .git-credentials .npmrc .pypirc .pgpass .vault-token credentials* \
              secrets.json service-account*.json *.tfstate *.tfstate.backup *.kdbx \
              .bash_history .zsh_history .sh_history .python_history .psql_history \
-             .mysql_history fish_history **/.config/gh/hosts.yml \
-             .ssh/ .gnupg/ .aws/ .docker/ .kube/"
+             .mysql_history fish_history **/.config/gh/hosts.yml **/.git/config \
+             token.txt token.json *.token .ssh/ .gnupg/ .aws/ .docker/ .kube/"
         );
         let extra = vec!["*.sqlite".to_string()];
         let line = Protected::new(&extra, &[]).unwrap().patterns_line();
@@ -662,6 +675,17 @@ mod tests {
             (".docker/config.json", ".docker/", "docker/config.json"),
             (".kube/config", ".kube/", "kube/config"),
             (".aws/credentials", "credentials*", "aws/config"),
+            (".git/config", "**/.git/config", ".git/HEAD"),
+            ("apps/web/.git/config", "**/.git/config", "apps/web/config"),
+            (".GIT/Config", "**/.git/config", ".git/config.worktree"),
+            ("token.txt", "token.txt", "tokens.txt"),
+            ("deploy/Token.TXT", "token.txt", "deploy/token.txt.md"),
+            ("token.json", "token.json", "tokens.json"),
+            ("gcloud/token.json", "token.json", "web/token.js"),
+            (".token", "*.token", "token"),
+            ("u/.token", "*.token", "u/.tokenizer"),
+            ("gh.token", "*.token", "token.rs"),
+            ("keys/registry.TOKEN", "*.token", "lexer/token/mod.rs"),
         ] {
             assert_eq!(hit(&p, rel).as_deref(), Some(pattern), "{rel}");
             assert_eq!(hit(&p, near_miss), None, "{near_miss}");

@@ -662,4 +662,23 @@ mod tests {
         // not dropped.
         assert_eq!(lines_of("aa\nbb", [0, 2].into_iter()), [(0, 2), (2, 2)]);
     }
+
+    #[test]
+    fn a_mysql_client_arms_its_shape_only_as_a_whole_word_before_a_blank() {
+        let mysql = SHAPES
+            .iter()
+            .position(|s| matches!(s.anchor, Anchor::Blank(l) if l.contains(&"mysqldump")))
+            .unwrap();
+        for text in [
+            "mysql -pX",
+            "mysqldump\t-pX",
+            "mariadb-dump -pX",
+            "mariabackup -pX",
+        ] {
+            assert!(rules(text).contains(&mysql), "{text}");
+        }
+        for text in ["mysqld -pX", "mysql-p", "mysql:8 -pX", "mariadb_x -pX"] {
+            assert!(!rules(text).contains(&mysql), "{text}");
+        }
+    }
 }

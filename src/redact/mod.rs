@@ -12,8 +12,9 @@
 //! - `key: value`, `key = value`, `KEY=value`, `"key": "value"`,
 //!   `:key => value`, `--key value`, `<key>value</key>` and `.netrc` lines
 //!   inside text lose their value when the key looks secret;
-//! - token shapes ([`shapes`]): PEM private keys, JWTs, URL passwords and
-//!   the credentials of well-known services;
+//! - token shapes ([`shapes`]): PEM private keys, JWTs, passwords in URLs
+//!   and Oracle connect strings, the MySQL clients' `-pPASSWORD`, and the
+//!   credentials of well-known services;
 //! - neighbours: a PEM block split over the strings of one array, an AWS
 //!   secret key or a Twilio auth token beside its key id or account SID,
 //!   a column of a table whose heading is secret-named;
@@ -402,7 +403,7 @@ impl Redactor {
             let keep = match check {
                 Check::None | Check::Netrc | Check::Arm => true,
                 Check::Random => shapes::looks_random(secret),
-                Check::EveryPartRandom => secret.split('.').all(shapes::looks_random),
+                Check::DiscordToken => shapes::is_discord_token(secret),
                 Check::SecretFlag => {
                     caps.name("flag").is_some_and(|f| is_secret_key(f.as_str()))
                         && !is_not_secret_value(secret.trim_matches(['"', '\'']))
@@ -998,6 +999,7 @@ mod tests {
         "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
         "Authorization: Bearer abc.def-123_456",
         "postgres://admin:hunter2@db.local/app",
+        "jdbc:oracle:thin:scott/tiger@//db.example.com:1521/ORCLPDB1",
         "key-0123456789abcdef0123456789abcdef",
         "dop_v1_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
         "shpat_0123456789abcdef0123456789abcdef",
@@ -1007,6 +1009,7 @@ mod tests {
         "https://b.s3.amazonaws.com/k?X-Amz-Signature=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
         "client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFb3dJQkFBS0NBUUVB",
         "deploy --api-token t0k3n-value",
+        "mysql -u root -pS3cretPass mydb",
         "curl -u dana:hunter2 https://x.y",
         "machine api.example.com login dana password hunter2",
         "<password>hunter2</password>",
@@ -1178,6 +1181,33 @@ mod tests {
             "postgres://admin:[REDACTED]@db.local/app"
         );
         assert_eq!(scrub("https://:pw@x.y"), "https://:[REDACTED]@x.y");
+    }
+
+    /// What a `.git/config` read another way (`git remote -v`, `git config
+    /// -l`) would show: a remote whose URL carries a token.
+    #[test]
+    fn a_git_remote_url_loses_its_token() {
+        for (text, want) in [
+            (
+                "origin\thttps://dana:ghp_a1B2c3D4e5a1B2c3D4e5a1B2c3D4e5a1B2@github.com/dana/app.git (fetch)",
+                "origin\thttps://dana:[REDACTED]@github.com/dana/app.git (fetch)",
+            ),
+            (
+                "remote.origin.url=https://oauth2:glpat-abcdefghij0123456789@gitlab.com/g/app.git",
+                "remote.origin.url=https://oauth2:[REDACTED]@gitlab.com/g/app.git",
+            ),
+            (
+                "\turl = https://ci:plainpw42@git.example.com/app.git",
+                "\turl = https://ci:[REDACTED]@git.example.com/app.git",
+            ),
+            // A token as the user name alone, by its shape.
+            (
+                "url = https://ghp_a1B2c3D4e5a1B2c3D4e5a1B2c3D4e5a1B2@github.com/dana/app.git",
+                "url = https://[REDACTED]@github.com/dana/app.git",
+            ),
+        ] {
+            assert_eq!(counted(text), (want.to_string(), 1), "{text}");
+        }
     }
 
     #[test]
@@ -1766,7 +1796,8 @@ mod tests {
     #[test]
     fn service_prefixes_beyond_the_first_list() {
         // Positives in a sentence; the text around each stays.
-        for (i, sample) in SAMPLES.iter().enumerate().skip(38) {
+        let first = SAMPLES.iter().position(|s| s.starts_with("xapp-")).unwrap();
+        for (i, sample) in SAMPLES.iter().enumerate().skip(first) {
             let text = format!("got {sample} back");
             assert_eq!(scrub(&text), "got [REDACTED] back", "{i}");
         }
@@ -1857,6 +1888,166 @@ mod tests {
         // `Pwd=` alone is not a secret name (the shell's `PWD` is a folder).
         let text = "Server=db;Uid=dana;Pwd=hunter2;";
         assert_eq!(counted(text), (text.to_string(), 0));
+    }
+
+    #[test]
+    fn a_twilio_api_key_pair_loses_its_secret() {
+        let sid = "SK0123456789abcdef0123456789abcdef";
+        let secret = "AbCdEf0123456789AbCdEf0123456789";
+        assert_eq!(secret.len(), 32);
+        let v = json!({"basic": format!("{sid}:{secret}")});
+        assert_eq!(plain().redact(v), (json!({"basic": REDACTED}), 1));
+        for (text, want) in [
+            (format!("{sid}:{secret}"), REDACTED.to_string()),
+            (
+                format!("basic auth {sid}:{secret} ok"),
+                format!("basic auth {REDACTED} ok"),
+            ),
+            (
+                format!("\"basic\": \"{sid}:{secret}\""),
+                format!("\"basic\": \"{REDACTED}\""),
+            ),
+            // A longer secret goes whole, never a tail of it.
+            (format!("{sid}:{secret}Xy9"), REDACTED.to_string()),
+        ] {
+            assert_eq!(counted(&text), (want, 1), "{text}");
+        }
+        // 31 characters is no API key secret: the SID goes, as ever, alone.
+        let short = &secret[..31];
+        assert_eq!(
+            scrub(&format!("{sid}:{short}")),
+            format!("{REDACTED}:{short}")
+        );
+        // Sent as HTTP basic credentials, encoded: the header rule.
+        assert_eq!(
+            scrub("Authorization: Basic U0swMTIzNDU2Nzg5YWJjZGVmOkFiQ2RFZg=="),
+            "Authorization: [REDACTED]"
+        );
+    }
+
+    #[test]
+    fn an_oracle_thin_connect_string_loses_its_password_only() {
+        for (text, want) in [
+            (
+                "jdbc:oracle:thin:scott/tiger@//db.example.com:1521/ORCLPDB1",
+                "jdbc:oracle:thin:scott/[REDACTED]@//db.example.com:1521/ORCLPDB1",
+            ),
+            (
+                "url=jdbc:oracle:thin:scott/tiger@db.example.com:1521:ORCL",
+                "url=jdbc:oracle:thin:scott/[REDACTED]@db.example.com:1521:ORCL",
+            ),
+            (
+                r#"{"url": "jdbc:oracle:thin:app_user/Pw-2024!@db:1521/SVC"}"#,
+                r#"{"url": "jdbc:oracle:thin:app_user/[REDACTED]@db:1521/SVC"}"#,
+            ),
+            (
+                "jdbc:oracle:oci:scott/tiger@ORCL",
+                "jdbc:oracle:oci:scott/[REDACTED]@ORCL",
+            ),
+            // A password holding `@`: up to the last one before the host.
+            (
+                "jdbc:oracle:thin:scott/p@ss@db:1521:ORCL",
+                "jdbc:oracle:thin:scott/[REDACTED]@db:1521:ORCL",
+            ),
+            (
+                r#"jdbc:oracle:thin:scott/"pa ss"@db:1521:ORCL"#,
+                "jdbc:oracle:thin:scott/[REDACTED]@db:1521:ORCL",
+            ),
+            // One character is a password too.
+            (
+                "jdbc:oracle:thin:scott/x@db:1521:ORCL",
+                "jdbc:oracle:thin:scott/[REDACTED]@db:1521:ORCL",
+            ),
+        ] {
+            assert_eq!(counted(text), (want.to_string(), 1), "{text}");
+        }
+        // No password: none given, an empty one, a wallet alias, no host.
+        for text in [
+            "jdbc:oracle:thin:@db.example.com:1521:ORCL",
+            "jdbc:oracle:thin:@//db.example.com:1521/SVC",
+            "jdbc:oracle:thin:scott/@db:1521:ORCL",
+            "jdbc:oracle:thin:/@wallet_alias",
+            "jdbc:oracle:thin:scott/tiger",
+        ] {
+            assert_eq!(counted(text), (text.to_string(), 0), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_mysql_password_attached_to_p_is_hidden() {
+        for (text, want) in [
+            (
+                "mysql -u root -pS3cretPass mydb",
+                "mysql -u root -p[REDACTED] mydb",
+            ),
+            (
+                "$ mysqldump -uroot -pS3cret --all-databases > all.sql",
+                "$ mysqldump -uroot -p[REDACTED] --all-databases > all.sql",
+            ),
+            (
+                "/usr/bin/mysqladmin -h db -uroot -p123456 status",
+                "/usr/bin/mysqladmin -h db -uroot -p[REDACTED] status",
+            ),
+            (
+                "docker exec db mariadb -uroot -p'pa ss' -e 'show databases'",
+                "docker exec db mariadb -uroot -p[REDACTED] -e 'show databases'",
+            ),
+            (
+                "mariadb-dump\t-pS3cret app",
+                "mariadb-dump\t-p[REDACTED] app",
+            ),
+            // The shortest password, one character.
+            ("mysql -u root -px", "mysql -u root -p[REDACTED]"),
+            (
+                "mysql -u root --password=S3cretPass mydb",
+                "mysql -u root --password=[REDACTED] mydb",
+            ),
+        ] {
+            assert_eq!(counted(text), (want.to_string(), 1), "{text}");
+        }
+        // `-p` alone asks for the password (the next word is a database);
+        // `-P` is the port; other commands' `-p`; another command after a
+        // separator; a word that merely starts like a client's name.
+        for text in [
+            "mysql -u root -p mydb",
+            "mysql -h db -P3306 -u root mydb",
+            "ssh -p2222 host",
+            "mkdir -p /tmp/build",
+            "mysql -u root mydb; ssh -p2222 host",
+            "mysql -u root mydb | grep -pattern",
+            "mysql -u root mydb && mkdir -p out",
+            "mysqld -pS3cret",
+            "mysqlfoo -pS3cret",
+            "the mysql-p3 notes",
+            "MySQL -pS3cret",
+        ] {
+            assert_eq!(counted(text), (text.to_string(), 0), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_dotted_service_name_is_no_discord_token() {
+        // A gRPC trace span: service, version and method, each part as long
+        // as a token's and mixing cases and digits as a token's do.
+        for text in [
+            "span OrderFulfillmentServiceV2.grpcV1.CreateShipmentLabelRequestHandler done",
+            "NotificationServiceClient.v1beta.SendTransactionalEmailHandler",
+        ] {
+            assert_eq!(counted(text), (text.to_string(), 0), "{text}");
+        }
+        // The first part of a real one is a user id, 17 to 20 digits, in base64.
+        let (stamp, sig) = ("Cl2FMQ", "ZnCjm1XVW7vRze4b7Cq4se7kKWs");
+        for id in [
+            "MTk4NjIyNDgzNDcxOTI1MjQ4",
+            "ODAzNTExMTAyMjQ2Nzg5MTI",
+            "MTIzNDU2Nzg5MDEyMzQ1Njc4OTA",
+        ] {
+            let t = format!("{id}.{stamp}.{sig}");
+            assert_eq!(
+                counted(&format!("tok {t} x")),
+                (format!("tok {REDACTED} x"), 1)
+            );
+        }
     }
 
     #[test]

@@ -15,9 +15,11 @@ pub(super) enum Check {
     None,
     /// The candidate must look generated ([`looks_random`]).
     Random,
-    /// Every dot-separated part must look generated (a Discord token's
-    /// timestamp and signature; a dotted span name's words do not).
-    EveryPartRandom,
+    /// A Discord token: its first part is a user id in base64
+    /// ([`is_base64_snowflake`]) and the other two look generated. A dotted
+    /// name (`Service.v1beta.MethodName`) can look generated in every part,
+    /// but its first part does not decode to digits.
+    DiscordToken,
     /// The `flag` group must be a secret name (`--password v`).
     SecretFlag,
     /// `<key>v</key>`: open and close tags agree and name a secret.
@@ -85,6 +87,33 @@ pub(super) const PRIVATE_KEY: usize = 0;
 pub(super) const AWS_ID: usize = 1;
 /// Index of the Twilio account SID shape, which arms [`TWILIO_SECRET`].
 pub(super) const TWILIO_SID: usize = 2;
+
+/// The MySQL and MariaDB clients that take `-pPASSWORD`, as the shape's
+/// pattern names them.
+const MYSQL_CLIENTS: &[&str] = &[
+    "mysql",
+    "mysqldump",
+    "mysqladmin",
+    "mysqlimport",
+    "mysqlcheck",
+    "mysqlshow",
+    "mysqlslap",
+    "mysqlpump",
+    "mysqlbinlog",
+    "mysql_upgrade",
+    "mysqlsh",
+    "mariadb",
+    "mariadb-dump",
+    "mariadb-admin",
+    "mariadb-import",
+    "mariadb-check",
+    "mariadb-show",
+    "mariadb-slap",
+    "mariadb-binlog",
+    "mariadb-upgrade",
+    "mariadb-backup",
+    "mariabackup",
+];
 
 pub(super) const SHAPES: &[Shape] = &[
     // PEM and PGP private-key blocks, also when cut off before the END line.
@@ -164,13 +193,17 @@ pub(super) const SHAPES: &[Shape] = &[
         Anchor::Exact(&["SG."]),
         r"(?-u:\b)SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}",
     ),
-    // Twilio API key SIDs.
-    strict(Anchor::Exact(&["SK"]), r"(?-u:\b)SK[0-9a-fA-F]{32}(?-u:\b)"),
+    // Twilio API key SIDs, with the key's secret when it follows as
+    // `SID:secret` (HTTP basic credentials, decoded): the pair goes whole.
+    strict(
+        Anchor::Exact(&["SK"]),
+        r"(?-u:\b)SK[0-9a-fA-F]{32}(?::[A-Za-z0-9]{32,})?(?-u:\b)",
+    ),
     // Discord bot tokens and webhooks.
     checked(
         Anchor::DottedToken,
-        r"(?-u:\b)[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,40}",
-        Check::EveryPartRandom,
+        r"(?-u:\b)[MNO][A-Za-z0-9_\-]{22,26}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,40}",
+        Check::DiscordToken,
     ),
     strict(
         Anchor::Exact(&["/api/webhooks/"]),
@@ -201,6 +234,12 @@ pub(super) const SHAPES: &[Shape] = &[
     strict(
         Anchor::UrlUserinfo,
         r"(?-u:\b)[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:(?P<secret>[^/?#\s]+)@",
+    ),
+    // Oracle connect strings, `jdbc:oracle:thin:user/password@host…`: the
+    // password up to the last `@` before the host (it may hold one).
+    strict(
+        Anchor::Exact(&["jdbc:oracle:"]),
+        r#"jdbc:oracle:(?:thin|oci8?|kprb):[^/\s@:"']+/(?P<secret>"[^"\n]*"|[^\s"']+)@"#,
     ),
     // Mailgun API keys.
     strict(
@@ -248,6 +287,14 @@ pub(super) const SHAPES: &[Shape] = &[
         Anchor::FlagWord,
         r#"--(?P<flag>[A-Za-z][A-Za-z0-9_\-]{0,63})[ \t]+(?P<secret>"[^"\n]*"|'[^'\n]*'|[^\s"'\-][^\s"']*)"#,
         Check::SecretFlag,
+    ),
+    // The MySQL and MariaDB clients' `-pPASSWORD` (attached; `-p` alone
+    // asks for it). Only after one of their names, with no `;`, `|` or `&`
+    // between, since `-p` elsewhere is a port (`ssh -p2222`) or a flag
+    // (`mkdir -p`).
+    strict(
+        Anchor::Blank(MYSQL_CLIENTS),
+        r#"(?-u:\b)(?:mysql(?:dump|admin|import|check|show|slap|pump|binlog|_upgrade|sh)?|mariadb(?:-(?:dump|admin|import|check|show|slap|binlog|upgrade|backup))?|mariabackup)[ \t](?:[^;|&\n]*?[ \t])?-p(?P<secret>"[^"\n]*"|'[^'\n]*'|[^\s"']+)"#,
     ),
     // curl's `-u user:password`.
     strict(
@@ -380,6 +427,39 @@ pub(super) fn is_base64_private_key(s: &str) -> bool {
     String::from_utf8_lossy(&bytes).contains("PRIVATE KEY")
 }
 
+/// Does base64 `s` (unpadded, as a Discord token's first part) decode to
+/// 17 to 20 ASCII digits, a Discord user id (a snowflake)?
+pub(super) fn is_base64_snowflake(s: &str) -> bool {
+    let mut digits = 0usize;
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for &c in s.as_bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            _ => return false,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            if !((acc >> bits) as u8).is_ascii_digit() {
+                return false;
+            }
+            acc &= (1 << bits) - 1;
+            digits += 1;
+        }
+    }
+    (17..=20).contains(&digits)
+}
+
+/// A Discord token's three parts: a user id, then a timestamp and a
+/// signature that look generated.
+pub(super) fn is_discord_token(s: &str) -> bool {
+    let mut parts = s.split('.');
+    parts.next().is_some_and(is_base64_snowflake) && parts.all(looks_random)
+}
+
 /// An AWS secret key mixes cases; a SHA-1 in hex (also 40 characters) does not.
 pub(super) fn looks_like_aws_secret(s: &str) -> bool {
     s.bytes().any(|b| b.is_ascii_uppercase()) && s.bytes().any(|b| b.is_ascii_lowercase())
@@ -477,5 +557,51 @@ mod tests {
         // 48 bytes read: the match must end at byte 48 at the latest.
         assert!(is_base64_private_key(&with(26)));
         assert!(!is_base64_private_key(&with(27)));
+    }
+
+    /// A user id of 17 to 20 digits, unpadded as in a token; one digit
+    /// fewer or more, a byte that is no digit, or a character outside the
+    /// alphabet (`-` and `_` never encode digits) is none.
+    #[test]
+    fn a_snowflake_is_17_to_20_digits_in_base64() {
+        let id = |digits: &str| b64(digits.as_bytes()).trim_end_matches('=').to_string();
+        let twenty = "12345678901234567890";
+        for n in 17..=20 {
+            assert!(is_base64_snowflake(&id(&twenty[..n])), "{n}");
+        }
+        assert_eq!(id(&twenty[..17]).len(), 23);
+        assert_eq!(id(twenty).len(), 27);
+        assert!(!is_base64_snowflake(&id(&twenty[..16])));
+        assert!(!is_base64_snowflake(&id(&format!("{twenty}1"))));
+        assert!(!is_base64_snowflake(&id("1234567890123456x")));
+        assert!(!is_base64_snowflake(&id("x2345678901234567")));
+        assert!(!is_base64_snowflake(""));
+        let good = id("198622483471925248");
+        assert_eq!(good, "MTk4NjIyNDgzNDcxOTI1MjQ4");
+        assert!(!is_base64_snowflake(&format!("{}-", &good[..23])));
+        assert!(!is_base64_snowflake(&format!("{good}=")));
+        // Each class of the alphabet: upper (`M`), lower (`j`), digits (`0`).
+        assert!(is_base64_snowflake(&id("10000000000000000")));
+        assert_eq!(id("10000000000000000"), "MTAwMDAwMDAwMDAwMDAwMDA");
+    }
+
+    #[test]
+    fn a_discord_token_is_a_user_id_then_two_generated_parts() {
+        let (id, stamp, sig) = (
+            "MTk4NjIyNDgzNDcxOTI1MjQ4",
+            "Cl2FMQ",
+            "ZnCjm1XVW7vRze4b7Cq4se7kKWs",
+        );
+        assert!(is_discord_token(&format!("{id}.{stamp}.{sig}")));
+        // Words in the later parts, as in a span name under a real id.
+        assert!(!is_discord_token(&format!("{id}.handler.{sig}")));
+        assert!(!is_discord_token(&format!(
+            "{id}.{stamp}.process_incoming_request_batch"
+        )));
+        // A service name first, however generated the rest looks.
+        assert!(!is_discord_token(&format!(
+            "OrderFulfillmentServiceV2.{stamp}.{sig}"
+        )));
+        assert!(!is_discord_token(""));
     }
 }

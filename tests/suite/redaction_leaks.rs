@@ -139,12 +139,34 @@ fn redaction_a_token_straddling_the_message_cut_never_shows_in_part() {
 }
 
 #[test]
+fn redaction_connect_strings_command_lines_and_key_pairs() {
+    let (env, log) = leak("connect", &[]);
+    assert_eq!(
+        env["output"],
+        json!({
+            "basic": "[REDACTED]",
+            "oracle": "jdbc:oracle:thin:scott/[REDACTED]@//db.example.com:1521/ORCLPDB1",
+            "sid": "jdbc:oracle:thin:scott/[REDACTED]@db.example.com:1521:ORCL",
+            "cmd": "mysql -h db -u root -p[REDACTED] app",
+            "port": "ssh -p2222 db && mkdir -p out",
+            "remote": "https://dana:[REDACTED]@github.com/dana/app.git",
+        }),
+        "{env}"
+    );
+    let secrets = ["leakTWsecret", "leakORApw9", "leakMYpw7", "leakGITpw5"];
+    assert_hidden("connect", &env.to_string(), &secrets);
+    assert_hidden("log", &log, &secrets);
+    assert!(log.contains(" redacted=5"), "{log}");
+}
+
+#[test]
 fn redaction_ordinary_values_come_back_as_they_are() {
     let (env, log) = leak("ordinary", &[]);
     assert_eq!(
         env["output"],
         json!({"session": "Morning keynote", "auth": "oauth2", "env_has_secret": "no",
                "span": "MTk4NjIyNDgzNDcxOTI1MjQ4.handler.process_incoming_request_batch",
+               "rpc": "OrderFulfillmentServiceV2.grpcV1.CreateShipmentLabelRequestHandler",
                "token_count": 12}),
         "{env}"
     );

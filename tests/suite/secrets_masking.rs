@@ -79,6 +79,32 @@ fn a_backend_walking_the_root_finds_protected_files_empty() {
     assert_eq!(output["text"], "channeldemo42");
 }
 
+/// A repository's config (its remote URL holding a token) and files named
+/// for a token are hidden like the others; the rest of `.git/` is not.
+#[test]
+fn a_backend_finds_git_config_and_token_files_empty() {
+    let (_dir, root) = root_with_secrets();
+    fs::create_dir_all(root.join(".git")).unwrap();
+    fs::write(
+        root.join(".git/config"),
+        "[remote \"origin\"]\n\turl = https://dana:HIDDENMARKERgit42@github.com/dana/app.git\n",
+    )
+    .unwrap();
+    fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    fs::write(root.join("token.txt"), "HIDDENMARKERtok5\n").unwrap();
+    fs::write(root.join("sub/gh.token"), "HIDDENMARKERgh6\n").unwrap();
+    for file in [".git/config", "token.txt", "sub/gh.token"] {
+        let (output, out) = peek(&root, file);
+        assert_eq!(
+            output,
+            json!({"file": file, "readable": true, "bytes": 0, "text": ""}),
+            "{file}"
+        );
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("HIDDENMARKER"));
+    }
+    assert_eq!(peek(&root, ".git/HEAD").0["text"], "refrefsheadsmain");
+}
+
 /// Other names of the secrets, by names no pattern matches, and a second
 /// name of an ordinary file. (A second name of the fixed accounts file is
 /// refused at start: [`a_fixed_file_with_a_second_name_is_refused_at_start`].)
