@@ -324,3 +324,70 @@ fn a_database_replaced_by_a_hard_link_to_a_file_outside_is_refused() {
         "machine example.org login owner password hunter2\n"
     );
 }
+
+/// A file change while a run is in flight: the next call is served from a
+/// fresh sandbox helper, and the run already going finishes on the old
+/// one, with its own answer (it used to be killed with the old helper and
+/// reported as the backend's death by signal 9).
+#[test]
+fn a_run_in_flight_finishes_on_its_own_helper_when_a_file_changes() {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap();
+    let accounts = ws.join("accounts.yaml");
+    fs::write(&accounts, "channels: []\n").unwrap();
+    let gate = ws.join("gate");
+    let c = std::ffi::CString::new(gate.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+
+    let mut cmd = std::process::Command::new(server_bin());
+    cmd.arg(format!(
+        "--backend={}",
+        crate::support::fixture("gate-backend").display()
+    ))
+    .arg(format!("--home={}", ws.display()))
+    .arg(format!("--accounts={}", accounts.display()))
+    .args(["mcp-serve", "--max-concurrent-calls=2"])
+    .current_dir(&ws);
+    let mut s = Server::spawn(cmd);
+    s.send(&modern(
+        json!(1),
+        "tools/call",
+        json!({"name": "wait_gate", "arguments": {}}),
+    ));
+    // The run is in flight once it holds the gate open for reading: only
+    // then does a non-blocking open for writing succeed.
+    let mut tries = 0;
+    let mut writer = loop {
+        match fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&gate)
+        {
+            Ok(f) => break f,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && tries < 6000 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("the run never reached the gate: {e}"),
+        }
+    };
+
+    // The owner saves the accounts file: same content, a new file.
+    let saved = ws.join("accounts.yaml.new");
+    fs::write(&saved, "channels: []\n").unwrap();
+    fs::rename(&saved, &accounts).unwrap();
+    let quick = call(&mut s, 2, "quick");
+    assert_eq!(quick["isError"], false, "{quick}");
+    assert_eq!(change_lines(&s, 1).len(), 1);
+
+    writer.write_all(b"open\n").unwrap();
+    drop(writer);
+    let first = s.recv_id(&json!(1));
+    let result = &first["result"];
+    assert_eq!(result["isError"], false, "{first}");
+    assert_eq!(envelope_of(result)["output"]["gate"], "open", "{first}");
+}

@@ -35,26 +35,89 @@ pub(super) struct Waits {
 // Server side.
 
 /// Holds the zygote of one sandbox: empty until the first run, and
-/// replaced when its zygote died or was started for other layers.
+/// replaced when its zygote died or was started for other grants or
+/// layers (a file that came back). Each run holds its zygote until it
+/// ends, so a replaced zygote is retired, not killed: the runs it started
+/// finish on it, and it goes with the last of them.
 #[derive(Default)]
-pub struct ZygoteCell(Mutex<Option<Arc<Zygote>>>);
+pub struct ZygoteCell {
+    current: Mutex<Option<Arc<Zygote>>>,
+    retired: Arc<Retired>,
+}
+
+/// At most this many retired zygotes (each with its runs still going) may
+/// live at once; a call that would retire one more waits for one to go.
+pub(super) const MAX_RETIRED: usize = 4;
+
+/// How many retired zygotes still live, and a signal when one goes.
+#[derive(Debug, Default)]
+pub(super) struct Retired {
+    count: Mutex<usize>,
+    gone: std::sync::Condvar,
+}
+
+impl Retired {
+    /// One more zygote retired with runs still on it.
+    pub(super) fn add(&self) {
+        *self.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    }
+
+    /// A retired zygote went.
+    pub(super) fn went(&self) {
+        let mut n = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        *n = n.saturating_sub(1);
+        self.gone.notify_all();
+    }
+
+    #[cfg(test)]
+    fn live(&self) -> usize {
+        *self.count.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait until fewer than `max` live, for at most `limit`; whether they do.
+    pub(super) fn wait_below(&self, max: usize, limit: Duration) -> bool {
+        let n = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        let (n, _) = self
+            .gone
+            .wait_timeout_while(n, limit, |n| *n >= max)
+            .unwrap_or_else(|e| e.into_inner());
+        *n < max
+    }
+}
 
 impl ZygoteCell {
     /// The running zygote for these layers, started if there is none, it
-    /// died, or it was started for other layers.
+    /// died, or it was started for another configuration.
     fn get(
         &self,
         helper: &Path,
         config: &Config,
         silence: Duration,
     ) -> Result<Arc<Zygote>, SandboxError> {
-        let mut cell = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cell = self.current.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(z) = cell.as_ref() {
             if z.config == *config && z.alive() {
                 return Ok(Arc::clone(z));
             }
         }
-        *cell = None;
+        if let Some(old) = cell.take() {
+            // Runs still hold it: it lives on, retired, until they end.
+            if Arc::strong_count(&old) > 1 && old.alive() {
+                old.retire(&self.retired);
+            }
+        }
+        // Calls wait here (the cell stays locked) while too many retired
+        // zygotes live; each goes when its last run ends, and every run
+        // ends within its call's timeout.
+        if !self.retired.wait_below(MAX_RETIRED, silence) {
+            return Err(SandboxError::Exhausted(
+                format!(
+                    "{MAX_RETIRED} replaced sandbox helpers still have calls running on them; \
+                     call again once one of those calls has finished"
+                ),
+                libc::EAGAIN,
+            ));
+        }
         let z = Arc::new(Zygote::start(helper, config.clone(), silence)?);
         *cell = Some(Arc::clone(&z));
         Ok(z)
@@ -63,7 +126,7 @@ impl ZygoteCell {
     /// Stop using this zygote: the next run starts a fresh one. It is
     /// killed (with any run it still holds) once the last holder lets go.
     fn forget(&self, dead: &Arc<Zygote>) {
-        let mut cell = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cell = self.current.lock().unwrap_or_else(|e| e.into_inner());
         if cell.as_ref().is_some_and(|z| Arc::ptr_eq(z, dead)) {
             *cell = None;
         }
@@ -144,6 +207,8 @@ pub(super) struct Zygote {
     pub(super) config: Config,
     pub(super) stop: Option<mpsc::Sender<()>>,
     pub(super) keeper: Option<std::thread::JoinHandle<()>>,
+    /// Set once it is replaced while runs still hold it: told when it goes.
+    retired: Mutex<Option<Arc<Retired>>>,
 }
 
 impl Zygote {
@@ -230,6 +295,7 @@ impl Zygote {
             config,
             stop: Some(stop_tx),
             keeper: Some(keeper),
+            retired: Mutex::new(None),
         };
         let ready = {
             let control = z.control.get_mut().unwrap_or_else(|e| e.into_inner());
@@ -245,6 +311,15 @@ impl Zygote {
                 "no word from the sandbox zygote within {:.1} s",
                 silence.as_secs_f64()
             ))),
+        }
+    }
+
+    /// Count this zygote among the retired ones until it goes.
+    fn retire(&self, retired: &Arc<Retired>) {
+        let mut slot = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            retired.add();
+            *slot = Some(Arc::clone(retired));
         }
     }
 
@@ -277,6 +352,10 @@ impl Drop for Zygote {
         drop(self.stop.take());
         if let Some(k) = self.keeper.take() {
             let _ = k.join();
+        }
+        let retired = self.retired.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = retired.take() {
+            r.went();
         }
     }
 }
@@ -348,7 +427,6 @@ pub(super) fn spawn(
             "{why}; it was replaced for the next run"
         )));
     }
-    drop(zygote);
     let status = match read_status(status_r, waits.silence) {
         Ok(s) => s,
         // Dropping the channel makes the zygote kill a run it may still
@@ -359,7 +437,7 @@ pub(super) fn spawn(
             )))
         }
     };
-    let mut child = match Run::from_channel(chan) {
+    let mut child = match Run::from_channel(chan, zygote) {
         Ok(run) => SandboxedChild {
             attestation: None,
             after: None,
@@ -417,6 +495,9 @@ pub(crate) struct Run {
     /// Init's own wait status, as the zygote reported it: what the run
     /// ended with when init was killed before it could report.
     pub(super) init: Option<i32>,
+    /// The zygote that forked the run, held until the run is dropped: a
+    /// zygote replaced meanwhile must not take this run down with it.
+    _zygote: Arc<Zygote>,
 }
 
 impl Run {
@@ -424,7 +505,7 @@ impl Run {
     /// before the run can write to the status pipe, and closes the channel
     /// right after the status pipe when it made no run, so once the status
     /// pipe has spoken this never waits long.
-    fn from_channel(channel: OwnedFd) -> std::io::Result<Run> {
+    fn from_channel(channel: OwnedFd, zygote: Arc<Zygote>) -> std::io::Result<Run> {
         if !wait_readable(&channel, CHANNEL_TIMEOUT)? {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
@@ -444,6 +525,7 @@ impl Run {
                 pid: pid as u32,
                 backend: None,
                 init: None,
+                _zygote: zygote,
             }),
             _ => Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
@@ -579,6 +661,34 @@ pub(super) fn spawn_reexec(
 mod tests {
     use super::super::super::init::place_fds;
     use super::*;
+
+    #[test]
+    fn calls_wait_only_while_the_retired_zygotes_are_at_their_bound() {
+        let r = Arc::new(Retired::default());
+        for _ in 0..MAX_RETIRED - 1 {
+            r.add();
+        }
+        assert!(
+            r.wait_below(MAX_RETIRED, Duration::ZERO),
+            "one under the bound"
+        );
+        r.add();
+        assert_eq!(r.live(), MAX_RETIRED);
+        assert!(!r.wait_below(MAX_RETIRED, Duration::ZERO), "at the bound");
+        // A waiter is let through when one goes, whenever that is.
+        let waiter = {
+            let r = Arc::clone(&r);
+            std::thread::spawn(move || r.wait_below(MAX_RETIRED, Duration::from_secs(600)))
+        };
+        r.went();
+        assert!(waiter.join().unwrap());
+        assert_eq!(r.live(), MAX_RETIRED - 1);
+        // Never below zero.
+        for _ in 0..MAX_RETIRED + 2 {
+            r.went();
+        }
+        assert_eq!(r.live(), 0);
+    }
 
     fn waits(silence: u64) -> Waits {
         Waits {
