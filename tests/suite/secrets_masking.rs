@@ -269,6 +269,66 @@ fn the_mask_list_is_a_start_up_snapshot() {
     assert!(status.success());
 }
 
+/// The owner saves a protected file while the server runs: the sandbox
+/// helper's spares, made before, must not show the new file. An editor's
+/// atomic save (a new file renamed over it), a delete and re-create, and a
+/// protected folder moved aside and made again, each followed by calls.
+#[test]
+fn masks_survive_the_owners_saves() {
+    let (_dir, root) = root_with_secrets();
+    let mut cmd = server(&root);
+    cmd.args(["mcp-serve", "--root"]).arg(&root);
+    let mut s = Server::spawn(cmd);
+    s.initialize("2025-06-18");
+    let mut id = 0;
+    let mut peek = |s: &mut Server, file: &str| {
+        id += 1;
+        let r = s.request(req(
+            json!(id),
+            "tools/call",
+            json!({"name": "peek", "arguments": {"file": file}}),
+        ));
+        envelope_of(&r["result"])["output"].clone()
+    };
+    let hidden = |v: &Value| v["bytes"] == 0 && v["text"] == "";
+    // Two calls first, so the spares that serve the next ones are armed.
+    assert!(hidden(&peek(&mut s, ".env")));
+    assert!(hidden(&peek(&mut s, ".aws/credentials")));
+
+    fs::write(root.join(".env.swp"), "HIDDENMARKERsaved1\n").unwrap();
+    fs::rename(root.join(".env.swp"), root.join(".env")).unwrap();
+    for _ in 0..3 {
+        let v = peek(&mut s, ".env");
+        assert!(hidden(&v), "after an atomic save: {v}");
+    }
+
+    fs::remove_file(root.join(".env")).unwrap();
+    fs::write(root.join(".env"), "HIDDENMARKERremade2\n").unwrap();
+    for _ in 0..3 {
+        let v = peek(&mut s, ".env");
+        assert!(hidden(&v), "after a re-creation: {v}");
+    }
+
+    fs::rename(root.join(".aws"), root.join("aws-old")).unwrap();
+    fs::create_dir(root.join(".aws")).unwrap();
+    fs::write(root.join(".aws/credentials"), "HIDDENMARKERaws3\n").unwrap();
+    for _ in 0..3 {
+        let v = peek(&mut s, ".aws/credentials");
+        assert!(
+            v["bytes"] == 0 || v["readable"] == false,
+            "after a folder moved aside: {v}"
+        );
+        assert!(!v.to_string().contains("HIDDENMARKER"), "{v}");
+    }
+    // The positive control: outside the sandbox the new content is there.
+    assert!(fs::read_to_string(root.join(".env"))
+        .unwrap()
+        .contains("HIDDENMARKERremade2"));
+    s.close_stdin();
+    let (status, _) = s.finish();
+    assert!(status.success());
+}
+
 /// A scan that stops at its bounds says so at start and in `tools`, since
 /// what it did not reach is not hidden.
 #[test]

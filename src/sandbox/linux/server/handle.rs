@@ -92,11 +92,14 @@ impl ZygoteCell {
         &self,
         helper: &Path,
         config: &Config,
+        masks_at: u64,
         silence: Duration,
     ) -> Result<Arc<Zygote>, SandboxError> {
         let mut cell = self.current.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(z) = cell.as_ref() {
-            if z.config == *config && z.alive() {
+            // A zygote whose spares hide a masked path as it was before the
+            // owner replaced it would show the new file: replaced too.
+            if z.config == *config && z.masks_at == masks_at && z.alive() {
                 return Ok(Arc::clone(z));
             }
         }
@@ -118,7 +121,9 @@ impl ZygoteCell {
                 libc::EAGAIN,
             ));
         }
-        let z = Arc::new(Zygote::start(helper, config.clone(), silence)?);
+        let mut z = Zygote::start(helper, config.clone(), silence)?;
+        z.masks_at = masks_at;
+        let z = Arc::new(z);
         *cell = Some(Arc::clone(&z));
         Ok(z)
     }
@@ -209,6 +214,8 @@ pub(super) struct Zygote {
     pub(super) keeper: Option<std::thread::JoinHandle<()>>,
     /// Set once it is replaced while runs still hold it: told when it goes.
     retired: Mutex<Option<Arc<Retired>>>,
+    /// Where the masked paths stood when it was started.
+    masks_at: u64,
 }
 
 impl Zygote {
@@ -296,6 +303,7 @@ impl Zygote {
             stop: Some(stop_tx),
             keeper: Some(keeper),
             retired: Mutex::new(None),
+            masks_at: 0,
         };
         let ready = {
             let control = z.control.get_mut().unwrap_or_else(|e| e.into_inner());
@@ -367,6 +375,7 @@ pub(super) fn spawn(
     cell: &ZygoteCell,
     helper: &Path,
     config: &Config,
+    masks_at: u64,
     waits: Waits,
     policy: &Policy,
     guard: TmpGuard,
@@ -404,7 +413,7 @@ pub(super) fn spawn(
     // A zygote that died since its last run is replaced once.
     let mut tries = 0;
     let zygote = loop {
-        let z = cell.get(helper, config, waits.silence)?;
+        let z = cell.get(helper, config, masks_at, waits.silence)?;
         match z.request(&json, &fds) {
             Ok(()) => break z,
             Err(e) if tries == 0 && is_gone(&e) => {

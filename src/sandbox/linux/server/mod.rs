@@ -7,6 +7,7 @@
 //! holds the zygote the server talks to and the run it gets back.
 
 mod handle;
+mod masks;
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -58,6 +59,8 @@ struct BuiltConfig {
     opts: SandboxOptions,
     layers: Layers,
     config: Option<Arc<Config>>,
+    /// The watch over the masked paths its spares hide.
+    masks: Arc<masks::MaskWatch>,
 }
 
 /// Whether the database is the only entry of its folder (SQLite's
@@ -292,20 +295,30 @@ impl State {
 
     /// The zygote's configuration for this sandbox's grants and these
     /// layers: the one built before when they are the same.
-    fn config_for(&self, opts: &SandboxOptions, layers: &Layers) -> Option<Arc<Config>> {
+    fn config_for(
+        &self,
+        opts: &SandboxOptions,
+        layers: &Layers,
+    ) -> Option<(Arc<Config>, Arc<masks::MaskWatch>)> {
         let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = built.as_ref() {
             if p.layers == *layers && p.opts == *opts {
-                return p.config.clone();
+                return p.config.clone().map(|c| (c, Arc::clone(&p.masks)));
             }
         }
         let config = zygote_config(layers, opts, &self.runtime).map(Arc::new);
+        // Only a zygote's spares build their minimal root ahead of a call.
+        let masks = Arc::new(masks::MaskWatch::new(match &config {
+            Some(_) if layers.mountns => &opts.masks,
+            _ => &[],
+        }));
         *built = Some(BuiltConfig {
             opts: opts.clone(),
             layers: *layers,
             config: config.clone(),
+            masks: Arc::clone(&masks),
         });
-        config
+        config.map(|c| (c, masks))
     }
 
     fn silence(&self) -> Duration {
@@ -393,17 +406,21 @@ impl State {
         };
         let silence = self.silence();
         let config = self.config_for(opts, &layers);
-        let mut child = match config.as_deref() {
-            Some(config) => {
+        let mut child = match config {
+            Some((config, masks)) => {
                 let procs = run_cgroup.as_mut().and_then(cgroup::RunCgroup::take_procs);
                 let waits = handle::Waits {
                     silence,
                     stopped: STOPPED_LIMIT.min(silence),
                 };
+                // Looked at before the zygote is asked for: a change while
+                // one starts makes the next call replace it again.
+                let masks_at = masks.state();
                 handle::spawn(
                     &self.zygote,
                     helper,
-                    config,
+                    &config,
+                    masks_at,
                     waits,
                     &policy,
                     guard,
