@@ -251,7 +251,8 @@ impl SandboxError {
 /// One layer as `sandbox status` reports it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LayerStatus {
-    pub name: &'static str,
+    #[serde(rename = "name")]
+    pub layer: Layer,
     pub available: bool,
     pub detail: String,
 }

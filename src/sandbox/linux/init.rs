@@ -8,6 +8,7 @@
 //! status. A `draft` run's init applies those layers once its request is
 //! there, as the re-executed helper does.
 
+use crate::sandbox::Layer;
 use std::convert::Infallible;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
@@ -121,7 +122,7 @@ impl Init {
         if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
             return Err(last_error("not dumpable"));
         }
-        if self.config.layers.utsns {
+        if self.config.layers.has(Layer::Utsns) {
             namespaces::name_uts().map_err(Failure::of("utsns"))?;
         }
         init_namespace(&self.config.layers)?;
@@ -140,7 +141,7 @@ impl Init {
 
     /// The seccomp program, when these layers have seccomp.
     fn program_for(&self, layers: &Layers) -> Option<&seccompiler::BpfProgram> {
-        self.program.as_ref().filter(|_| layers.seccomp)
+        self.program.as_ref().filter(|_| layers.has(Layer::Seccomp))
     }
 
     /// The request is here: descriptors in place, the run's cgroup, the
@@ -173,7 +174,7 @@ impl Init {
             .map_err(|e| Failure::layer(PROCESS, format!("policy: {e}")))?;
         // Into the run's cgroup before anything else, so all the run starts
         // is counted there; then the descriptor goes.
-        let entered = if p.layers.cgroup {
+        let entered = if p.layers.has(Layer::Cgroup) {
             enter_cgroup(CGROUP_FD)
         } else {
             Ok(())
@@ -251,14 +252,19 @@ pub(super) fn apply_layers(
     program: Option<&seccompiler::BpfProgram>,
     last_cap: u32,
 ) -> Result<(), Failure> {
-    if p.layers.rlimits {
+    if p.layers.has(Layer::Rlimits) {
         rlimits::apply(&p.rlimits).map_err(Failure::of("rlimits"))?;
     }
-    if let Some(abi) = p.layers.landlock_abi {
-        landlock::apply(p, abi, p.layers.landlock_net, p.layers.landlock_scope)
-            .map_err(Failure::of("landlock"))?;
+    if let Some(abi) = p.layers.landlock_abi() {
+        landlock::apply(
+            p,
+            abi,
+            p.layers.has(Layer::LandlockTcp),
+            p.layers.has(Layer::LandlockScope),
+        )
+        .map_err(Failure::of("landlock"))?;
     }
-    if p.layers.caps {
+    if p.layers.has(Layer::Caps) {
         caps::apply(last_cap, p.layers.caps_bounding).map_err(Failure::of("caps"))?;
     }
     caps::set_no_new_privs().map_err(Failure::of("caps"))?;
@@ -325,7 +331,7 @@ pub(super) fn init_namespace(layers: &Layers) -> Result<(), Failure> {
     if unsafe { libc::getpid() } != 1 {
         return Err(Failure::layer("pidns", "pidns: not the namespace's init"));
     }
-    if let Some(max) = layers.pid_max {
+    if let Some(max) = layers.pid_max() {
         namespaces::set_pid_max(max)
             .map_err(|e| Failure::layer("pid_max", format!("pid_max: {e}")))?;
     }
@@ -349,7 +355,7 @@ pub(super) fn minimal_root_and_limits(
     } else {
         None
     };
-    match (plan, layers.mountns) {
+    match (plan, layers.has(Layer::Mountns)) {
         (Some(plan), true) => mounts::apply(plan).map_err(Failure::of("mountns"))?,
         (None, false) => {}
         _ => {

@@ -2,6 +2,7 @@
 //! namespaces from a zygote, the server runs its own binary as
 //! `__sandbox-helper`, which confines itself and forks the run's init.
 
+use crate::sandbox::Layer;
 use std::convert::Infallible;
 use std::os::fd::RawFd;
 
@@ -71,7 +72,7 @@ pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
     // before the first namespace change.
     let exec = ExecArgs::new(p)?;
     let last_cap = caps::last_cap();
-    let program = if p.layers.seccomp {
+    let program = if p.layers.has(Layer::Seccomp) {
         Some(
             seccomp::build_program()
                 .map_err(|e| Failure::layer("seccomp", format!("seccomp: {e}")))?,
@@ -96,7 +97,7 @@ pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
         program: program.as_ref(),
         last_cap,
     };
-    if p.layers.pidns {
+    if p.layers.has(Layer::Pidns) {
         fork_init(p, &prepared)
     } else {
         subreaper(p, &prepared)

@@ -35,6 +35,7 @@
 //! so the run's pid stays the run's for as long as the server holds it, as
 //! with a child of its own.
 
+use crate::sandbox::Layer;
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -140,7 +141,7 @@ pub(super) fn setup(config: Config) -> Result<ZygoteState, Failure> {
         ));
     }
     let last_cap = caps::last_cap();
-    let program = if config.layers.seccomp {
+    let program = if config.layers.has(Layer::Seccomp) {
         Some(
             seccomp::build_program()
                 .map_err(|e| Failure::layer("seccomp", format!("seccomp: {e}")))?,
@@ -151,10 +152,10 @@ pub(super) fn setup(config: Config) -> Result<ZygoteState, Failure> {
     // SAFETY: getuid/getgid can't fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     // The runs' own user, PID and IPC namespaces come with each run.
-    let shared = Layers {
-        userns: true,
-        netns: config.layers.netns,
-        ..Layers::default()
+    let shared = {
+        let mut l = Layers::of(&[Layer::Userns]);
+        l.set(Layer::Netns, config.layers.has(Layer::Netns));
+        l
     };
     namespaces::unshare_and_map(&shared, uid, gid).map_err(Failure::of("userns"))?;
     // SAFETY: integer-only prctl.
@@ -418,13 +419,13 @@ impl ZygoteState {
         )
         .map_err(|e| Failure::layer(super::wire::status::PROCESS, format!("socketpair: {e}")))?;
         let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_PIDFD;
-        if self.init.config.layers.ipcns {
+        if self.init.config.layers.has(Layer::Ipcns) {
             flags |= libc::CLONE_NEWIPC;
         }
-        if self.init.config.layers.utsns {
+        if self.init.config.layers.has(Layer::Utsns) {
             flags |= libc::CLONE_NEWUTS;
         }
-        if self.init.config.layers.mountns {
+        if self.init.config.layers.has(Layer::Mountns) {
             flags |= libc::CLONE_NEWNS;
         }
         let mut pidfd: libc::c_int = -1;

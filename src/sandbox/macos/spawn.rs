@@ -217,7 +217,7 @@ impl State {
         let mut child = cmd.spawn().map_err(SandboxError::Io)?;
         // What confined the run: the profile and argv sandbox-exec received.
         let attestation = crate::sandbox::layers::Attestation::new(
-            &[Layer::SandboxExec.name()],
+            [Layer::SandboxExec].into_iter().collect(),
             full.join("\0").as_bytes(),
         );
         Ok(SandboxedChild {
