@@ -49,7 +49,7 @@ fn status(json: bool) -> anyhow::Result<u8> {
             } else {
                 "missing  "
             };
-            writeln!(out, "  {mark}  {:<15} {}", l.layer.name(), l.detail)?;
+            writeln!(out, "  {mark}  {:<15} {}", l.name(), l.detail)?;
         }
         if let Some(trial) = &report.trial {
             writeln!(out, "trial run: {trial}")?;

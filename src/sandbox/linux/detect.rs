@@ -310,7 +310,7 @@ pub fn layers_line(d: &Detected, layers: &Layers, mode: SandboxMode, without: &[
     if mode == SandboxMode::BestEffort || !without.is_empty() {
         for s in d.report() {
             if !s.available {
-                dropped.push(format!("{} ({})", s.layer.name(), s.detail));
+                dropped.push(format!("{} ({})", s.name(), s.detail));
             }
         }
     }

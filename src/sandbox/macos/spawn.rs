@@ -409,7 +409,7 @@ impl crate::sandbox::Platform for State {
 pub(super) fn layer_status() -> LayerStatus {
     let a = available();
     LayerStatus {
-        name: "sandbox-exec",
+        layer: Layer::SandboxExec,
         available: a.is_ok(),
         detail: a.err().unwrap_or_else(|| "deny-by-default profile".into()),
     }
