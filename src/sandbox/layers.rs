@@ -1,34 +1,13 @@
 //! The one list of sandbox layers: [`Layer`]. Everything that names a layer
 //! derives from it: `sandbox status`, the start-up line, the per-call
 //! attestation (`_meta["io.reachweaver/sandbox"]` and the log line's
-//! `sandbox=` code), `policy::Layers::names`, the `--without` values, the
+//! `sandbox=` code), `policy::Layers` (a [`LayerSet`]), the `--without` values, the
 //! probe's holders, and the layer table in `sandbox/LAYERS.md` (a test here
 //! checks that it lists exactly these names and letters).
 //!
-//! Adding a layer takes:
-//! 1. a member of [`Layer`] in `layer_list!`, at the place a run applies
-//!    it. The build then fails until each exhaustive `match` says what it
-//!    is: here its name, letter, what it holds and whether `--without` can
-//!    switch it off (if so, also its place in [`WITHOUT`] and in the
-//!    values the `--without` test here pins);
-//!    `policy::Layers::has`; its `sandbox status` row
-//!    (`Detected::report`) and its word on the start-up line (`word`),
-//!    both in `linux/detect.rs`.
-//! 2. If it has an on/off switch of its own: a field of `policy::Layers`
-//!    (`#[serde(default)]`), set in `Detected::layers` from what the
-//!    kernel offers and what `--without` switched off (the build stops
-//!    there, and at the every-layer policy in this file's tests). Whether
-//!    `--sandbox best-effort` may give it up when the trial run fails is
-//!    the list in `linux/server/mod.rs`'s `give_up_failing_layers`.
-//! 3. The file that applies it (`src/sandbox/linux/<name>.rs`) and its call
-//!    in `linux/init.rs`, failing the run as `Failure::of("<name>")`.
-//! 4. Its row in `sandbox/LAYERS.md`'s layer table (same name and letter),
-//!    its name in the `--without` list there if it can be switched off, and
-//!    the "Who holds what" rows of the promises it holds, with probe
-//!    attempts (`probe/specs.rs`) naming it as a holder; where it holds a
-//!    promise, `promises.rs`.
-//! 5. Its name in the list `tests/suite/sandbox_status.rs` expects from
-//!    `sandbox status --json`.
+//! What adding a layer takes is the checklist in `sandbox/LAYERS.md`
+//! ("Adding a layer"): a member here, then every exhaustive `match` the
+//! build names (`ci/check_layer_exhaustive.sh` checks it names them all).
 
 use clap::builder::PossibleValue;
 
@@ -43,7 +22,10 @@ macro_rules! layer_list {
         }
 
         impl Layer {
-            /// Every layer, in the order a run applies them.
+            /// Every layer, in the order of the layer table. Not the order
+            /// in time: a read-only run's rlimits, Landlock, caps and
+            /// seccomp are armed in its spare init before its request
+            /// arrives, and its cgroup is entered only after.
             pub const ALL: &'static [Layer] = &[$(Layer::$member,)*];
         }
     };
