@@ -50,7 +50,7 @@ fn status(json: bool) -> anyhow::Result<u8> {
             } else {
                 "missing  "
             };
-            writeln!(out, "  {mark}  {:<15} {}", l.name, l.detail)?;
+            writeln!(out, "  {mark}  {:<15} {}", l.name(), l.detail)?;
         }
         if let Some(trial) = &report.trial {
             writeln!(out, "trial run: {trial}")?;
@@ -59,7 +59,8 @@ fn status(json: bool) -> anyhow::Result<u8> {
             writeln!(out, "promises:")?;
             for p in &report.promises {
                 let (mark, by) = if p.held() {
-                    ("held    ", format!("by {}", p.held_by.join(", ")))
+                    let by: Vec<&str> = p.held_by.iter().map(|h| h.name()).collect();
+                    ("held    ", format!("by {}", by.join(", ")))
                 } else {
                     ("NOT HELD", format!("needs {}", p.needs))
                 };

@@ -1,34 +1,13 @@
 //! The one list of sandbox layers: [`Layer`]. Everything that names a layer
 //! derives from it: `sandbox status`, the start-up line, the per-call
 //! attestation (`_meta["io.reachweaver/sandbox"]` and the log line's
-//! `sandbox=` code), `policy::Layers::names`, the `--without` values, the
+//! `sandbox=` code), `policy::Layers` (a [`LayerSet`]), the `--without` values, the
 //! probe's holders, and the layer table in `sandbox/LAYERS.md` (a test here
 //! checks that it lists exactly these names and letters).
 //!
-//! Adding a layer takes:
-//! 1. a member of [`Layer`] in `layer_list!`, at the place a run applies
-//!    it. The build then fails until each exhaustive `match` says what it
-//!    is: here its name, letter, what it holds and whether `--without` can
-//!    switch it off (if so, also its place in [`WITHOUT`] and in the
-//!    values the `--without` test here pins);
-//!    `policy::Layers::has`; its `sandbox status` row
-//!    (`Detected::report`) and its word on the start-up line (`word`),
-//!    both in `linux/detect.rs`.
-//! 2. If it has an on/off switch of its own: a field of `policy::Layers`
-//!    (`#[serde(default)]`), set in `Detected::layers` from what the
-//!    kernel offers and what `--without` switched off (the build stops
-//!    there, and at the every-layer policy in this file's tests). Whether
-//!    `--sandbox best-effort` may give it up when the trial run fails is
-//!    the list in `linux/server/mod.rs`'s `give_up_failing_layers`.
-//! 3. The file that applies it (`src/sandbox/linux/<name>.rs`) and its call
-//!    in `linux/init.rs`, failing the run as `Failure::of("<name>")`.
-//! 4. Its row in `sandbox/LAYERS.md`'s layer table (same name and letter),
-//!    its name in the `--without` list there if it can be switched off, and
-//!    the "Who holds what" rows of the promises it holds, with probe
-//!    attempts (`probe/specs.rs`) naming it as a holder; where it holds a
-//!    promise, `promises.rs`.
-//! 5. Its name in the list `tests/suite/sandbox_status.rs` expects from
-//!    `sandbox status --json`.
+//! What adding a layer takes is the checklist in `sandbox/LAYERS.md`
+//! ("Adding a layer"): a member here, then every exhaustive `match` the
+//! build names (`ci/check_layer_exhaustive.sh` checks it names them all).
 
 use clap::builder::PossibleValue;
 
@@ -43,7 +22,10 @@ macro_rules! layer_list {
         }
 
         impl Layer {
-            /// Every layer, in the order a run applies them.
+            /// Every layer, in the order of the layer table. Not the order
+            /// in time: a read-only run's rlimits, Landlock, caps and
+            /// seccomp are armed in its spare init before its request
+            /// arrives, and its cgroup is entered only after.
             pub const ALL: &'static [Layer] = &[$(Layer::$member,)*];
         }
     };
@@ -221,6 +203,100 @@ impl Layer {
     }
 }
 
+/// A layer crosses the wire (to the helper, on the status pipe) by its
+/// stable name, so a renamed member can't change what the other side reads.
+impl serde::Serialize for Layer {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Layer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Layer, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Layer::from_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("no sandbox layer is named {name:?}")))
+    }
+}
+
+/// A set of layers: one bit per member of [`Layer::ALL`], iterated in its
+/// order. On the wire it is the list of the members' names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct LayerSet(u32);
+
+// One bit per layer must fit.
+const _: () = assert!(Layer::ALL.len() <= u32::BITS as usize);
+
+impl LayerSet {
+    /// No layer.
+    pub const EMPTY: LayerSet = LayerSet(0);
+
+    const fn bit(layer: Layer) -> u32 {
+        1 << layer as u32
+    }
+
+    /// Whether `layer` is in the set.
+    pub const fn has(self, layer: Layer) -> bool {
+        self.0 & Self::bit(layer) != 0
+    }
+
+    /// Puts `layer` in the set.
+    pub fn insert(&mut self, layer: Layer) {
+        self.0 |= Self::bit(layer);
+    }
+
+    /// Takes `layer` out of the set.
+    pub fn remove(&mut self, layer: Layer) {
+        self.0 &= !Self::bit(layer);
+    }
+
+    /// Puts `layer` in the set or takes it out.
+    pub fn set(&mut self, layer: Layer, on: bool) {
+        if on {
+            self.insert(layer)
+        } else {
+            self.remove(layer)
+        }
+    }
+
+    /// The members, in [`Layer::ALL`]'s order.
+    pub fn iter(self) -> impl Iterator<Item = Layer> {
+        Layer::ALL.iter().copied().filter(move |l| self.has(*l))
+    }
+
+    /// The members' names, in [`Layer::ALL`]'s order.
+    pub fn names(self) -> Vec<&'static str> {
+        self.iter().map(Layer::name).collect()
+    }
+
+    /// Whether no layer is in the set.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl FromIterator<Layer> for LayerSet {
+    fn from_iter<I: IntoIterator<Item = Layer>>(it: I) -> LayerSet {
+        let mut set = LayerSet::EMPTY;
+        for l in it {
+            set.insert(l);
+        }
+        set
+    }
+}
+
+impl serde::Serialize for LayerSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for LayerSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<LayerSet, D::Error> {
+        Ok(Vec::<Layer>::deserialize(d)?.into_iter().collect())
+    }
+}
+
 /// `--without`'s values: the layers that can be switched off.
 impl clap::ValueEnum for Layer {
     fn value_variants<'a>() -> &'a [Self] {
@@ -236,49 +312,35 @@ impl clap::ValueEnum for Layer {
     }
 }
 
-/// The short code of a set of layer names, in list order (`UNIHPpMRLTSKC`).
-pub fn codes(names: &[&str]) -> String {
-    Layer::ALL
-        .iter()
-        .filter(|l| names.contains(&l.name()))
-        .map(|l| l.code())
-        .collect()
-}
-
 /// What a run was confined by, carried on every tool result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attestation {
-    /// Layer names, in list order.
-    pub layers: Vec<&'static str>,
+    /// The layers in force.
+    pub layers: LayerSet,
     /// SHA-256 of the run's serialized policy.
     pub policy_sha256: String,
 }
 
 impl Attestation {
-    /// From the applied layer names and the policy text sent to the helper.
-    pub fn new(layers: &[&'static str], policy: &[u8]) -> Attestation {
+    /// From the applied layers and the policy text sent to the helper.
+    pub fn new(layers: LayerSet, policy: &[u8]) -> Attestation {
         use sha2::{Digest, Sha256};
-        let ordered: Vec<&'static str> = Layer::ALL
-            .iter()
-            .map(|l| l.name())
-            .filter(|n| layers.contains(n))
-            .collect();
         let digest = Sha256::digest(policy);
         let policy_sha256 = digest.iter().map(|b| format!("{b:02x}")).collect();
         Attestation {
-            layers: ordered,
+            layers,
             policy_sha256,
         }
     }
 
-    /// The `_meta` value.
+    /// The `_meta` value: layer names in list order.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({"layers": self.layers, "policy_sha256": self.policy_sha256})
     }
 
-    /// The log line's short form.
+    /// The log line's short form (`UNIHPpMRLTSKC`), in list order.
     pub fn code(&self) -> String {
-        codes(&self.layers)
+        self.layers.iter().map(Layer::code).collect()
     }
 }
 
@@ -300,8 +362,13 @@ mod tests {
 
     #[test]
     fn attestation_orders_layers_and_hashes_the_policy() {
-        let a = Attestation::new(&["seccomp", "userns", "landlock", "bogus"], b"abc");
-        assert_eq!(a.layers, ["userns", "landlock", "seccomp"]);
+        let a = Attestation::new(
+            [Layer::Seccomp, Layer::Userns, Layer::Landlock]
+                .into_iter()
+                .collect(),
+            b"abc",
+        );
+        assert_eq!(a.layers.names(), ["userns", "landlock", "seccomp"]);
         // SHA-256("abc"), the FIPS 180-2 example.
         assert_eq!(
             a.policy_sha256,
@@ -312,47 +379,58 @@ mod tests {
             a.to_json(),
             serde_json::json!({"layers": ["userns", "landlock", "seccomp"], "policy_sha256": a.policy_sha256})
         );
-        let every: Vec<&str> = Layer::ALL.iter().map(|l| l.name()).collect();
+        let every = Attestation::new(Layer::ALL.iter().copied().collect(), b"");
         let letters: String = Layer::ALL.iter().map(|l| l.code()).collect();
-        assert_eq!(codes(&every), letters);
+        assert_eq!(every.code(), letters);
+    }
+
+    #[test]
+    fn a_layer_set_holds_each_member_once_and_crosses_the_wire_by_name() {
+        let mut set = LayerSet::EMPTY;
+        assert!(set.is_empty());
+        for l in Layer::ALL.iter().rev() {
+            set.insert(*l);
+            set.insert(*l);
+        }
+        assert_eq!(set.iter().collect::<Vec<_>>(), Layer::ALL);
+        set.remove(Layer::Caps);
+        assert!(!set.has(Layer::Caps) && set.has(Layer::Seccomp));
+        set.set(Layer::Caps, true);
+        let text = serde_json::to_string(&set).expect("a set serializes");
+        assert!(text.starts_with(r#"["userns","netns","#), "{text}");
+        let back: LayerSet = serde_json::from_str(&text).expect("and reads back");
+        assert_eq!(back, set);
+        assert!(serde_json::from_str::<LayerSet>(r#"["bogus"]"#).is_err());
     }
 
     #[test]
     fn a_policy_names_its_layers_in_list_order() {
         use crate::sandbox::policy::Layers;
         assert!(Layers::default().names().is_empty());
-        let every = Layers {
-            userns: true,
-            netns: true,
-            ipcns: true,
-            utsns: true,
-            pidns: true,
-            pid_max: Some(512),
-            ns_limits: true,
-            landlock_abi: Some(6),
-            landlock_net: true,
-            landlock_scope: true,
-            seccomp: true,
-            caps: true,
-            caps_bounding: true,
-            rlimits: true,
-            mountns: true,
-            cgroup: true,
-        };
-        let linux: Vec<&str> = Layer::ALL
+        let linux: Vec<Layer> = Layer::ALL
             .iter()
-            .filter(|l| **l != Layer::SandboxExec)
-            .map(|l| l.name())
+            .copied()
+            .filter(|l| *l != Layer::SandboxExec)
             .collect();
-        assert_eq!(every.names(), linux);
-        let some = Layers {
-            pid_max: Some(512),
-            landlock_abi: Some(1),
-            seccomp: true,
-            ..Layers::default()
-        };
+        let mut every = Layers::of(&linux);
+        // The two layers that carry a value are on only with it.
+        assert!(!every.has(Layer::PidMax) && !every.has(Layer::Landlock));
+        every.set_pid_max(Some(512));
+        every.set_landlock_abi(Some(6));
+        let names: Vec<&str> = linux.iter().map(|l| l.name()).collect();
+        assert_eq!(every.names(), names);
+        let mut some = Layers::of(&[Layer::Seccomp]);
+        some.set_pid_max(Some(512));
+        some.set_landlock_abi(Some(1));
         assert_eq!(some.names(), ["pid_max", "landlock", "seccomp"]);
         assert!(some.has(Layer::Landlock) && !some.has(Layer::LandlockTcp));
+        some.remove(Layer::Landlock);
+        assert_eq!(
+            (some.has(Layer::Landlock), some.landlock_abi()),
+            (false, None)
+        );
+        some.set_pid_max(None);
+        assert_eq!((some.has(Layer::PidMax), some.pid_max()), (false, None));
     }
 
     /// The rows of `sandbox/LAYERS.md`'s layer table: name and letter.

@@ -252,9 +252,31 @@ impl SandboxError {
 /// One layer as `sandbox status` reports it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LayerStatus {
-    pub name: &'static str,
+    #[serde(rename = "name", serialize_with = "status_name")]
+    pub layer: Layer,
     pub available: bool,
     pub detail: String,
+}
+
+impl LayerStatus {
+    /// The layer's name as `sandbox status` writes it: its own name, but
+    /// for macOS's, which status has always spelled after the program
+    /// (`sandbox-exec`) and scripts reading it may match.
+    pub fn name(&self) -> &'static str {
+        status_spelling(self.layer)
+    }
+}
+
+fn status_spelling(layer: Layer) -> &'static str {
+    if layer == Layer::SandboxExec {
+        "sandbox-exec"
+    } else {
+        layer.name()
+    }
+}
+
+fn status_name<S: serde::Serializer>(layer: &Layer, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(status_spelling(*layer))
 }
 
 /// What `sandbox status` prints.

@@ -16,7 +16,8 @@ pub use super::exec_chain::{
     env_target, find_on_path, install_prefix, install_prefix_guarded, is_interpreter_tree,
     parse_shebang, runtime_paths, Shebang, SYSTEM_PATHS,
 };
-use super::{RunKind, SandboxOptions};
+use super::layers::LayerSet;
+use super::{Layer, RunKind, SandboxOptions};
 
 /// Limits applied with `setrlimit` before the program starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,78 +46,112 @@ impl Default for Rlimits {
     }
 }
 
-/// Which layers the helper applies. Each switch is decided at start (what
-/// the kernel offers, minus what the owner switched off); the helper treats
-/// a switched-on layer that does not apply as a failure of the run.
+/// Which layers the helper applies. Each is decided at start (what the
+/// kernel offers, minus what the owner switched off); the helper treats a
+/// layer that is on and does not apply as a failure of the run.
+///
+/// Which layers are on is a [`LayerSet`] keyed by the one layer list, so
+/// no field can drift from a layer's name. Two layers carry a value, and
+/// are on exactly when their value is set: [`Layer::PidMax`]
+/// ([`Layers::set_pid_max`]) and [`Layer::Landlock`]
+/// ([`Layers::set_landlock_abi`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Layers {
-    pub userns: bool,
-    pub netns: bool,
-    pub ipcns: bool,
-    /// A UTS namespace per run, with a fixed host and domain name.
-    #[serde(default)]
-    pub utsns: bool,
-    pub pidns: bool,
+    on: LayerSet,
     /// Highest process id inside the PID namespace (per-namespace `pid_max`),
     /// which bounds the run's process count whatever its uid.
-    pub pid_max: Option<u32>,
+    pid_max: Option<u32>,
+    /// The Landlock ABI every handled right must be enforced at.
+    landlock_abi: Option<i32>,
     /// Forbid nested namespaces through the user namespace's own counters.
+    /// Not a layer of its own: part of `userns`, and only where the
+    /// counters are the run's own.
     pub ns_limits: bool,
-    /// The Landlock ABI every handled right must be enforced at (`None`: no Landlock).
-    pub landlock_abi: Option<i32>,
-    /// Landlock TCP bind/connect denial (ABI 4).
-    pub landlock_net: bool,
-    /// Landlock abstract-socket and signal scoping (ABI 6).
-    pub landlock_scope: bool,
-    pub seccomp: bool,
-    pub caps: bool,
     /// With `caps`: the bounding set is emptied and the securebits locked,
     /// which needs CAP_SETPCAP in the run's namespace (a user namespace of
     /// its own, or a server run as root). Without it the run holds no
     /// capability to begin with, and `no_new_privs` keeps it so.
-    #[serde(default)]
     pub caps_bounding: bool,
-    pub rlimits: bool,
-    /// A mount namespace per run whose root holds only the granted paths
-    /// (read-only binds), a minimal `/dev` and a capped `noexec` tmpfs.
-    #[serde(default)]
-    pub mountns: bool,
-    /// A cgroup v2 per run (memory and process count of the whole run).
-    #[serde(default)]
-    pub cgroup: bool,
 }
 
 impl Layers {
-    /// Whether a run applies this layer.
-    pub fn has(&self, layer: super::Layer) -> bool {
-        use super::Layer;
-        match layer {
-            Layer::Userns => self.userns,
-            Layer::Netns => self.netns,
-            Layer::Ipcns => self.ipcns,
-            Layer::Utsns => self.utsns,
-            Layer::Pidns => self.pidns,
-            Layer::PidMax => self.pid_max.is_some(),
-            Layer::Mountns => self.mountns,
-            Layer::Cgroup => self.cgroup,
-            Layer::Rlimits => self.rlimits,
-            Layer::Landlock => self.landlock_abi.is_some(),
-            Layer::LandlockTcp => self.landlock_net,
-            Layer::LandlockScope => self.landlock_scope,
-            Layer::Caps => self.caps,
-            Layer::Seccomp => self.seccomp,
-            // The macOS sandbox applies no policy of this kind.
-            Layer::SandboxExec => false,
+    /// These layers on, nothing else (a layer that carries a value stays
+    /// off until it is given one).
+    pub fn of(layers: &[Layer]) -> Layers {
+        Layers {
+            on: layers.iter().copied().collect(),
+            ..Layers::default()
         }
+    }
+
+    /// Whether a run applies this layer.
+    pub fn has(&self, layer: Layer) -> bool {
+        // A layer that carries a value is on only with it, so `has` and the
+        // value can't disagree.
+        self.on.has(layer)
+            && (layer != Layer::PidMax || self.pid_max.is_some())
+            && (layer != Layer::Landlock || self.landlock_abi.is_some())
+    }
+
+    /// Switches `layer` on (see [`Layers`] for the two that need a value).
+    pub fn insert(&mut self, layer: Layer) {
+        self.on.insert(layer);
+    }
+
+    /// Switches `layer` off.
+    pub fn remove(&mut self, layer: Layer) {
+        self.on.remove(layer);
+    }
+
+    /// Switches `layer` on or off.
+    pub fn set(&mut self, layer: Layer, on: bool) {
+        self.on.set(layer, on);
+    }
+
+    /// This set with `layer` on.
+    #[must_use]
+    pub fn with(mut self, layer: Layer) -> Layers {
+        self.insert(layer);
+        self
+    }
+
+    /// This set with `layer` off.
+    #[must_use]
+    pub fn without(mut self, layer: Layer) -> Layers {
+        self.remove(layer);
+        self
+    }
+
+    /// The PID namespace's `pid_max`, when that layer is on.
+    pub fn pid_max(&self) -> Option<u32> {
+        self.pid_max.filter(|_| self.on.has(Layer::PidMax))
+    }
+
+    /// Sets the PID namespace's `pid_max` (`None`: the layer off).
+    pub fn set_pid_max(&mut self, max: Option<u32>) {
+        self.pid_max = max;
+        self.on.set(Layer::PidMax, max.is_some());
+    }
+
+    /// The Landlock ABI, when Landlock is on.
+    pub fn landlock_abi(&self) -> Option<i32> {
+        self.landlock_abi.filter(|_| self.on.has(Layer::Landlock))
+    }
+
+    /// Sets the Landlock ABI (`None`: Landlock off).
+    pub fn set_landlock_abi(&mut self, abi: Option<i32>) {
+        self.landlock_abi = abi;
+        self.on.set(Layer::Landlock, abi.is_some());
+    }
+
+    /// The layers on.
+    pub fn set_of(&self) -> LayerSet {
+        self.on.iter().filter(|l| self.has(*l)).collect()
     }
 
     /// The names of the layers switched on, in the layer list's order.
     pub fn names(&self) -> Vec<&'static str> {
-        super::Layer::ALL
-            .iter()
-            .filter(|l| self.has(**l))
-            .map(|l| l.name())
-            .collect()
+        self.set_of().names()
     }
 }
 
@@ -286,7 +321,7 @@ const WRITE_DEVICES: &[&str] = &["/dev/null"];
 /// policy, and no file is touched.
 pub fn build(input: &BuildInput<'_>) -> Policy {
     let opts = input.opts;
-    let mountns = input.layers.mountns;
+    let mountns = input.layers.has(Layer::Mountns);
     let mut read_exec: Vec<PathBuf> = input.runtime.to_vec();
     push_unique(&mut read_exec, &opts.backend);
 
@@ -741,10 +776,7 @@ mod tests {
             kind: RunKind::ReadOnly,
             runtime: &runtime,
             env: &[],
-            layers: Layers {
-                mountns: true,
-                ..Layers::default()
-            },
+            layers: Layers::of(&[Layer::Mountns]),
             tmpdir: Path::new("/tmp/ignored"),
             argv: &argv,
             cwd: Path::new("/srv/work"),
@@ -1087,7 +1119,10 @@ mod tests {
                 }),
             ),
             ("kind", (|p| p.kind = RunKind::Draft)),
-            ("layers", (|p| p.layers.seccomp = !p.layers.seccomp)),
+            (
+                "layers",
+                (|p| p.layers.set(Layer::Seccomp, !p.layers.has(Layer::Seccomp))),
+            ),
             ("rlimits", (|p| p.rlimits.open_files += 1)),
         ];
         for (field, change) in changes {

@@ -31,7 +31,7 @@ pub struct PromiseStatus {
     pub text: &'static str,
     pub tier: Tier,
     /// The layers (or server mechanisms) that hold it here; empty: not held.
-    pub held_by: Vec<&'static str>,
+    pub held_by: Vec<Holder>,
     /// What would hold it, said when nothing does.
     pub needs: &'static str,
 }
@@ -39,6 +39,34 @@ pub struct PromiseStatus {
 impl PromiseStatus {
     pub fn held(&self) -> bool {
         !self.held_by.is_empty()
+    }
+}
+
+/// What holds a promise: a layer, or what every run has whatever its
+/// layers. `sandbox status --json` and the start-up line write its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    Layer(Layer),
+    /// `no_new_privs`, set in every run.
+    NoNewPrivs,
+    /// The run's helper as its child subreaper, where there is no PID
+    /// namespace.
+    Subreaper,
+}
+
+impl Holder {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Holder::Layer(l) => l.name(),
+            Holder::NoNewPrivs => "no_new_privs",
+            Holder::Subreaper => "subreaper",
+        }
+    }
+}
+
+impl serde::Serialize for Holder {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
     }
 }
 
@@ -53,21 +81,21 @@ pub struct Facts {
 }
 
 /// Names `layer` in `list` when `cond` holds.
-fn on(list: &mut Vec<&'static str>, cond: bool, layer: Layer) {
+fn on(list: &mut Vec<Holder>, cond: bool, layer: Layer) {
     if cond {
-        list.push(layer.name());
+        list.push(Holder::Layer(layer));
     }
 }
 
 /// Names `layer` in `list` when the run applies it.
-fn with(list: &mut Vec<&'static str>, l: &Layers, layer: Layer) {
+fn with(list: &mut Vec<Holder>, l: &Layers, layer: Layer) {
     on(list, l.has(layer), layer);
 }
 
 /// Every promise, in the order the README lists them. Pure.
 pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
     let mut out = Vec::new();
-    let mut push = |id, text, tier, held_by: Vec<&'static str>, needs| {
+    let mut push = |id, text, tier, held_by: Vec<Holder>, needs| {
         out.push(PromiseStatus {
             id,
             text,
@@ -113,7 +141,7 @@ pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
     );
 
     // no_new_privs is set in every run whatever the layers.
-    let mut privs = vec!["no_new_privs"];
+    let mut privs = vec![Holder::NoNewPrivs];
     with(&mut privs, l, Layer::Caps);
     push(
         "no_privileges",
@@ -130,9 +158,9 @@ pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
         "nothing outlives its call",
         Tier::Always,
         vec![if l.has(Layer::Pidns) {
-            Layer::Pidns.name()
+            Holder::Layer(Layer::Pidns)
         } else {
-            "subreaper"
+            Holder::Subreaper
         }],
         "",
     );
@@ -164,7 +192,7 @@ pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
         "the host not observable (its name; stat, readlink, xattrs of paths outside the grant)",
         Tier::WhereAvailable,
         if l.has(Layer::Mountns) && l.has(Layer::Utsns) {
-            vec![Layer::Mountns.name(), Layer::Utsns.name()]
+            vec![Holder::Layer(Layer::Mountns), Holder::Layer(Layer::Utsns)]
         } else {
             Vec::new()
         },
@@ -214,7 +242,8 @@ pub fn line(ps: &[PromiseStatus], drafts: bool) -> String {
             continue;
         }
         if p.held() {
-            held.push(format!("{}({})", p.id, p.held_by.join(" ")));
+            let by: Vec<&str> = p.held_by.iter().map(|h| h.name()).collect();
+            held.push(format!("{}({})", p.id, by.join(" ")));
         } else {
             not.push(p.id);
         }
@@ -231,44 +260,54 @@ mod tests {
     use super::*;
 
     fn full() -> Layers {
-        Layers {
-            userns: true,
-            netns: true,
-            ipcns: true,
-            utsns: true,
-            pidns: true,
-            pid_max: Some(512),
-            ns_limits: true,
-            landlock_abi: Some(7),
-            landlock_net: true,
-            landlock_scope: true,
-            seccomp: true,
-            caps: true,
-            caps_bounding: true,
-            rlimits: true,
-            mountns: true,
-            cgroup: false,
+        {
+            let mut l = Layers::of(&[
+                Layer::Userns,
+                Layer::Netns,
+                Layer::Ipcns,
+                Layer::Utsns,
+                Layer::Pidns,
+                Layer::LandlockTcp,
+                Layer::LandlockScope,
+                Layer::Seccomp,
+                Layer::Caps,
+                Layer::Rlimits,
+                Layer::Mountns,
+            ])
+            .without(Layer::Cgroup);
+            l.set_pid_max(Some(512));
+            l.ns_limits = true;
+            l.set_landlock_abi(Some(7));
+            l.caps_bounding = true;
+            l
         }
     }
 
     /// Shape (c) for an ordinary user: no namespace at all.
     fn no_namespaces() -> Layers {
-        Layers {
-            userns: false,
-            netns: false,
-            ipcns: false,
-            utsns: false,
-            pidns: false,
-            pid_max: None,
-            ns_limits: false,
-            mountns: false,
-            caps_bounding: false,
-            ..full()
+        {
+            let mut l = full()
+                .without(Layer::Userns)
+                .without(Layer::Netns)
+                .without(Layer::Ipcns)
+                .without(Layer::Utsns)
+                .without(Layer::Pidns)
+                .without(Layer::Mountns);
+            l.set_pid_max(None);
+            l.ns_limits = false;
+            l.caps_bounding = false;
+            l
         }
     }
 
     fn held(ps: &[PromiseStatus], id: &str) -> Vec<&'static str> {
-        ps.iter().find(|p| p.id == id).unwrap().held_by.clone()
+        ps.iter()
+            .find(|p| p.id == id)
+            .unwrap()
+            .held_by
+            .iter()
+            .map(|h| h.name())
+            .collect()
     }
 
     #[test]
@@ -308,9 +347,10 @@ mod tests {
 
     #[test]
     fn root_without_pid_max_or_a_cgroup_has_no_process_bound() {
-        let l = Layers {
-            pid_max: None,
-            ..no_namespaces()
+        let l = {
+            let mut l = no_namespaces();
+            l.set_pid_max(None);
+            l
         };
         let ps = assess(
             &l,
@@ -324,7 +364,7 @@ mod tests {
         assert!(unheld[0].starts_with("a run's processes bounded (needs for a server run as root"));
         // A cgroup holds it for root.
         let ps = assess(
-            &Layers { cgroup: true, ..l },
+            &l.with(Layer::Cgroup),
             Facts {
                 root: true,
                 ..Facts::default()
@@ -335,18 +375,11 @@ mod tests {
 
     #[test]
     fn the_network_needs_seccomp_or_a_namespace_landlock_tcp_is_not_enough() {
-        let l = Layers {
-            seccomp: false,
-            ..no_namespaces()
-        };
+        let l = no_namespaces().without(Layer::Seccomp);
         let ps = assess(&l, Facts::default());
         assert!(held(&ps, "no_network").is_empty());
         assert_eq!(unheld_always(&ps).len(), 1);
-        let l = Layers {
-            seccomp: false,
-            netns: true,
-            ..no_namespaces()
-        };
+        let l = no_namespaces().without(Layer::Seccomp).with(Layer::Netns);
         assert_eq!(
             held(&assess(&l, Facts::default()), "no_network"),
             vec!["netns", "landlock_tcp"]
@@ -355,18 +388,20 @@ mod tests {
 
     #[test]
     fn files_need_landlock_or_the_mount_layer() {
-        let l = Layers {
-            landlock_abi: None,
-            landlock_net: false,
-            landlock_scope: false,
-            ..no_namespaces()
+        let l = {
+            let mut l = no_namespaces()
+                .without(Layer::LandlockTcp)
+                .without(Layer::LandlockScope);
+            l.set_landlock_abi(None);
+            l
         };
         let ps = assess(&l, Facts::default());
         let unheld = unheld_always(&ps);
         assert_eq!(unheld.len(), 2, "{unheld:?}");
-        let l = Layers {
-            landlock_abi: None,
-            ..full()
+        let l = {
+            let mut l = full();
+            l.set_landlock_abi(None);
+            l
         };
         assert_eq!(
             held(&assess(&l, Facts::default()), "reads_confined"),
@@ -386,9 +421,10 @@ mod tests {
             held(&assess(&no_namespaces(), alone), "draft_confined"),
             vec!["landlock"]
         );
-        let no_ll = Layers {
-            landlock_abi: None,
-            ..no_namespaces()
+        let no_ll = {
+            let mut l = no_namespaces();
+            l.set_landlock_abi(None);
+            l
         };
         assert!(held(&assess(&no_ll, alone), "draft_confined").is_empty());
         // The mount layer holds it whatever the folder holds.

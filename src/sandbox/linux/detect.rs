@@ -17,21 +17,19 @@ pub const PID_MAX: u32 = 512;
 pub struct Detected {
     pub kernel: String,
     pub landlock_abi: i32,
-    pub seccomp: Result<(), String>,
-    pub userns: Result<(), String>,
-    pub netns: Result<(), String>,
-    pub ipcns: Result<(), String>,
-    pub utsns: Result<(), String>,
-    pub pidns: Result<(), String>,
-    pub pid_max: Result<(), String>,
-    pub mountns: Result<(), String>,
-    pub cgroup: Result<(), String>,
+    /// What a probe found of each layer the kernel is asked about (the
+    /// namespaces, `pid_max`, the minimal root, the cgroup, seccomp): why
+    /// not, when it is not there. See [`Detected::probed`].
+    probed: Vec<(Layer, Result<(), String>)>,
     /// The server holds CAP_SETPCAP (root): a run without a user namespace
     /// of its own can still empty its bounding set and lock its securebits.
     pub setpcap: bool,
     /// The server runs as uid 0, which `RLIMIT_NPROC` does not bind.
     pub root: bool,
 }
+
+/// Said of a layer no probe asked about.
+const NOT_PROBED: &str = "not probed";
 
 impl Detected {
     pub fn probe() -> Detected {
@@ -76,16 +74,18 @@ impl Detected {
             Err(_) => Err("needs a PID namespace".into()),
         };
         Detected {
-            mountns,
-            cgroup: cgroup::available().map(|_| ()),
             landlock_abi: landlock::kernel_abi(),
-            seccomp: seccomp_available(),
-            utsns,
-            userns,
-            netns,
-            ipcns,
-            pidns,
-            pid_max,
+            probed: vec![
+                (Layer::Userns, userns),
+                (Layer::Netns, netns),
+                (Layer::Ipcns, ipcns),
+                (Layer::Utsns, utsns),
+                (Layer::Pidns, pidns),
+                (Layer::PidMax, pid_max),
+                (Layer::Mountns, mountns),
+                (Layer::Cgroup, cgroup::available().map(|_| ())),
+                (Layer::Seccomp, seccomp_available()),
+            ],
             setpcap: super::caps::holds_setpcap(),
             // SAFETY: geteuid can't fail.
             root: unsafe { libc::geteuid() } == 0,
@@ -93,11 +93,32 @@ impl Detected {
         }
     }
 
+    /// What the probe found of `layer`: `Err` with why it is not there. A
+    /// layer no probe asks about (Landlock's, which go by the ABI; caps and
+    /// rlimits, always there) reads as not there.
+    pub fn probed(&self, layer: Layer) -> Result<(), &str> {
+        self.probed
+            .iter()
+            .find(|(l, _)| *l == layer)
+            .map_or(Err(NOT_PROBED), |(_, r)| {
+                r.as_ref().map_err(String::as_str).copied()
+            })
+    }
+
+    /// Records what a probe found of `layer`.
+    #[cfg(test)]
+    pub fn set_probed(&mut self, layer: Layer, found: Result<(), String>) {
+        match self.probed.iter_mut().find(|(l, _)| *l == layer) {
+            Some((_, r)) => *r = found,
+            None => self.probed.push((layer, found)),
+        }
+    }
+
     /// Whether a run can empty its bounding set: in a user namespace of its
     /// own it holds every capability there; without one, only if the
     /// server holds CAP_SETPCAP.
     pub fn caps_bounding(&self) -> bool {
-        self.userns.is_ok() || self.setpcap
+        self.probed(Layer::Userns).is_ok() || self.setpcap
     }
 
     /// What the capability layer does here, for `sandbox status`.
@@ -113,51 +134,56 @@ impl Detected {
         }
     }
 
+    /// What `sandbox status` says of `layer` here: `Ok` with what it
+    /// holds when a run can have it, `Err` with why not; `None` for a layer
+    /// of another platform.
+    pub fn availability(&self, layer: Layer) -> Option<Result<String, String>> {
+        let probed = |what: String| match self.probed(layer) {
+            Ok(()) => Ok(what),
+            Err(why) => Err(why.to_string()),
+        };
+        let abi = self.landlock_abi;
+        let landlock = |min: i32| {
+            if abi >= min {
+                Ok(format!("{} (Landlock ABI {abi})", layer.holds()))
+            } else if abi == 0 {
+                Err("Landlock is not enabled in this kernel".to_string())
+            } else {
+                Err(format!("needs Landlock ABI {min}, kernel has {abi}"))
+            }
+        };
+        // What a layer holds is said once, in the layer list.
+        Some(match layer {
+            Layer::Userns
+            | Layer::Netns
+            | Layer::Ipcns
+            | Layer::Utsns
+            | Layer::Pidns
+            | Layer::PidMax
+            | Layer::Mountns
+            | Layer::Cgroup
+            | Layer::Seccomp => probed(layer.holds().to_string()),
+            Layer::Rlimits => Ok(layer.holds().to_string()),
+            Layer::Landlock => landlock(1),
+            Layer::LandlockTcp => landlock(4),
+            Layer::LandlockScope => landlock(6),
+            Layer::Caps => Ok(self.caps_detail()),
+            // macOS only.
+            Layer::SandboxExec => return None,
+        })
+    }
+
     /// Every layer, available or not, for `sandbox status`, in the order of
     /// the one layer list (which the attestation uses too).
     pub fn report(&self) -> Vec<LayerStatus> {
-        let r = |layer: Layer, res: &Result<(), String>, ok: &str| LayerStatus {
-            name: layer.name(),
-            available: res.is_ok(),
-            detail: match res {
-                Ok(()) => ok.to_string(),
-                Err(e) => e.clone(),
-            },
-        };
-        // What a layer holds is said once, in the layer list.
-        let held = |layer: Layer, res: &Result<(), String>| r(layer, res, layer.holds());
-        let abi = self.landlock_abi;
-        let ll = |layer: Layer, min: i32| LayerStatus {
-            name: layer.name(),
-            available: abi >= min,
-            detail: if abi >= min {
-                format!("{} (Landlock ABI {abi})", layer.holds())
-            } else if abi == 0 {
-                "Landlock is not enabled in this kernel".to_string()
-            } else {
-                format!("needs Landlock ABI {min}, kernel has {abi}")
-            },
-        };
         Layer::ALL
             .iter()
             .filter_map(|&layer| {
-                Some(match layer {
-                    Layer::Userns => held(layer, &self.userns),
-                    Layer::Netns => held(layer, &self.netns),
-                    Layer::Ipcns => held(layer, &self.ipcns),
-                    Layer::Utsns => held(layer, &self.utsns),
-                    Layer::Pidns => held(layer, &self.pidns),
-                    Layer::PidMax => held(layer, &self.pid_max),
-                    Layer::Mountns => held(layer, &self.mountns),
-                    Layer::Cgroup => held(layer, &self.cgroup),
-                    Layer::Rlimits => held(layer, &Ok(())),
-                    Layer::Landlock => ll(layer, 1),
-                    Layer::LandlockTcp => ll(layer, 4),
-                    Layer::LandlockScope => ll(layer, 6),
-                    Layer::Caps => r(layer, &Ok(()), &self.caps_detail()),
-                    Layer::Seccomp => held(layer, &self.seccomp),
-                    // macOS only.
-                    Layer::SandboxExec => return None,
+                let found = self.availability(layer)?;
+                Some(LayerStatus {
+                    layer,
+                    available: found.is_ok(),
+                    detail: found.unwrap_or_else(|why| why),
                 })
             })
             .collect()
@@ -167,30 +193,36 @@ impl Detected {
     /// switched off.
     pub fn layers(&self, without: &[Layer]) -> Layers {
         let off = |l: Layer| without.contains(&l);
-        let userns = self.userns.is_ok();
-        let pidns = self.pidns.is_ok() && !off(Layer::Pidns);
-        let ll = !off(Layer::Landlock) && self.landlock_abi >= 1;
-        Layers {
-            userns,
-            netns: self.netns.is_ok() && !off(Layer::Netns),
-            ipcns: self.ipcns.is_ok(),
-            utsns: self.utsns.is_ok() && !off(Layer::Utsns),
-            pidns,
-            pid_max: (pidns && self.pid_max.is_ok()).then_some(PID_MAX),
-            // The counters are the run's own only in a user namespace of its
-            // own; without one they are the host's, never to be written.
-            ns_limits: userns,
-            landlock_abi: ll.then_some(self.landlock_abi),
-            landlock_net: ll && self.landlock_abi >= 4 && !off(Layer::LandlockTcp),
-            landlock_scope: ll && self.landlock_abi >= 6 && !off(Layer::LandlockScope),
-            seccomp: self.seccomp.is_ok() && !off(Layer::Seccomp),
-            caps: !off(Layer::Caps),
-            caps_bounding: self.caps_bounding(),
-            rlimits: true,
-            mountns: pidns && self.mountns.is_ok() && !off(Layer::Mountns),
-            // Entered by the run's init, which only the zygote shape has.
-            cgroup: userns && pidns && self.cgroup.is_ok(),
+        let ok = |l: Layer| self.probed(l).is_ok();
+        let pidns = ok(Layer::Pidns) && !off(Layer::Pidns);
+        let landlock = !off(Layer::Landlock) && self.landlock_abi >= 1;
+        let pid_max = pidns && ok(Layer::PidMax);
+        let mut layers = Layers::default();
+        for &layer in Layer::ALL {
+            let on = match layer {
+                Layer::Userns | Layer::Ipcns => ok(layer),
+                Layer::Netns | Layer::Utsns | Layer::Seccomp => ok(layer) && !off(layer),
+                Layer::Pidns => pidns,
+                Layer::PidMax => pid_max,
+                Layer::Mountns => pidns && ok(layer) && !off(layer),
+                // Entered by the run's init, which only the zygote shape has.
+                Layer::Cgroup => ok(Layer::Userns) && pidns && ok(layer),
+                Layer::Rlimits => true,
+                Layer::Landlock => landlock,
+                Layer::LandlockTcp => landlock && self.landlock_abi >= 4 && !off(layer),
+                Layer::LandlockScope => landlock && self.landlock_abi >= 6 && !off(layer),
+                Layer::Caps => !off(layer),
+                Layer::SandboxExec => false,
+            };
+            layers.set(layer, on);
         }
+        layers.set_pid_max(pid_max.then_some(PID_MAX));
+        layers.set_landlock_abi(landlock.then_some(self.landlock_abi));
+        // The counters are the run's own only in a user namespace of its
+        // own; without one they are the host's, never to be written.
+        layers.ns_limits = ok(Layer::Userns);
+        layers.caps_bounding = self.caps_bounding();
+        layers
     }
 }
 
@@ -241,7 +273,7 @@ fn in_force(layers: &Layers) -> String {
     let ns: Vec<String> = on
         .iter()
         .filter(|l| word(**l) == Word::Namespace)
-        .map(|l| match (l, layers.pid_max) {
+        .map(|l| match (l, layers.pid_max()) {
             (Layer::Pidns, Some(max)) => format!("pidns(pid_max {max})"),
             _ => l.name().to_string(),
         })
@@ -249,7 +281,7 @@ fn in_force(layers: &Layers) -> String {
     if !ns.is_empty() {
         parts.push(ns.join("+"));
     }
-    if let Some(abi) = layers.landlock_abi {
+    if let Some(abi) = layers.landlock_abi() {
         let what: Vec<&str> = on
             .iter()
             .filter_map(|l| match word(*l) {
@@ -278,7 +310,7 @@ pub fn layers_line(d: &Detected, layers: &Layers, mode: SandboxMode, without: &[
     if mode == SandboxMode::BestEffort || !without.is_empty() {
         for s in d.report() {
             if !s.available {
-                dropped.push(format!("{} ({})", s.name, s.detail));
+                dropped.push(format!("{} ({})", s.name(), s.detail));
             }
         }
     }
@@ -440,7 +472,7 @@ mod tests {
 
     impl Detected {
         fn with_cgroup(mut self) -> Detected {
-            self.cgroup = Ok(());
+            self.set_probed(Layer::Cgroup, Ok(()));
             self
         }
     }
@@ -449,15 +481,17 @@ mod tests {
         Detected {
             kernel: "6.18.0".into(),
             landlock_abi: abi,
-            seccomp: Ok(()),
-            userns: Ok(()),
-            netns: if net { Ok(()) } else { Err("EPERM".into()) },
-            ipcns: Ok(()),
-            utsns: Ok(()),
-            pidns: Ok(()),
-            pid_max: Ok(()),
-            mountns: Ok(()),
-            cgroup: Err("cgroup v1".into()),
+            probed: vec![
+                (Layer::Seccomp, Ok(())),
+                (Layer::Userns, Ok(())),
+                (Layer::Netns, if net { Ok(()) } else { Err("EPERM".into()) }),
+                (Layer::Ipcns, Ok(())),
+                (Layer::Utsns, Ok(())),
+                (Layer::Pidns, Ok(())),
+                (Layer::PidMax, Ok(())),
+                (Layer::Mountns, Ok(())),
+                (Layer::Cgroup, Err("cgroup v1".into())),
+            ],
             setpcap: true,
             root: true,
         }
@@ -466,26 +500,40 @@ mod tests {
     #[test]
     fn without_a_user_namespace_root_keeps_the_other_namespaces_and_the_bounding_set() {
         let mut d = detected(7, true);
-        d.userns = Err("ENOSPC".into());
+        d.set_probed(Layer::Userns, Err("ENOSPC".into()));
         let l = d.layers(&[]);
-        assert!(!l.userns && l.netns && l.pidns && l.mountns && l.caps_bounding);
+        assert!(
+            !l.has(Layer::Userns)
+                && l.has(Layer::Netns)
+                && l.has(Layer::Pidns)
+                && l.has(Layer::Mountns)
+                && l.caps_bounding
+        );
         // The host's namespace counters are never the run's to write.
         assert!(!l.ns_limits);
         // The cgroup is entered by the zygote's init only.
-        d.cgroup = Ok(());
-        assert!(!d.layers(&[]).cgroup);
-        assert!(detected(7, true).with_cgroup().layers(&[]).cgroup);
+        d.set_probed(Layer::Cgroup, Ok(()));
+        assert!(!d.layers(&[]).has(Layer::Cgroup));
+        assert!(detected(7, true)
+            .with_cgroup()
+            .layers(&[])
+            .has(Layer::Cgroup));
         // An ordinary user there: no namespace, no CAP_SETPCAP.
         let mut u = detected(7, true);
-        u.userns = Err("ENOSPC".into());
-        u.netns = Err("EPERM".into());
-        u.ipcns = Err("EPERM".into());
-        u.pidns = Err("EPERM".into());
+        u.set_probed(Layer::Userns, Err("ENOSPC".into()));
+        u.set_probed(Layer::Netns, Err("EPERM".into()));
+        u.set_probed(Layer::Ipcns, Err("EPERM".into()));
+        u.set_probed(Layer::Pidns, Err("EPERM".into()));
         u.setpcap = false;
         u.root = false;
         let l = u.layers(&[]);
-        assert!(!l.netns && !l.pidns && !l.mountns && l.pid_max.is_none());
-        assert!(l.caps && !l.caps_bounding);
+        assert!(
+            !l.has(Layer::Netns)
+                && !l.has(Layer::Pidns)
+                && !l.has(Layer::Mountns)
+                && l.pid_max().is_none()
+        );
+        assert!(l.has(Layer::Caps) && !l.caps_bounding);
         assert!(u.caps_detail().contains("the bounding set is kept"));
         assert!(detected(7, true)
             .caps_detail()
@@ -511,37 +559,48 @@ mod tests {
     fn landlock_tcp_and_scope_can_be_switched_off_alone() {
         let d = detected(7, true);
         let l = d.layers(&[Layer::LandlockTcp]);
-        assert!(!l.landlock_net && l.landlock_scope && l.landlock_abi == Some(7));
+        assert!(
+            !l.has(Layer::LandlockTcp)
+                && l.has(Layer::LandlockScope)
+                && l.landlock_abi() == Some(7)
+        );
         let l = d.layers(&[Layer::LandlockScope]);
-        assert!(l.landlock_net && !l.landlock_scope);
+        assert!(l.has(Layer::LandlockTcp) && !l.has(Layer::LandlockScope));
         // ABI 3 has neither; ABI 4 and 5 have TCP rules only.
         let l = detected(3, true).layers(&[]);
-        assert!(!l.landlock_net && !l.landlock_scope);
+        assert!(!l.has(Layer::LandlockTcp) && !l.has(Layer::LandlockScope));
         let l = detected(4, true).layers(&[]);
-        assert!(l.landlock_net && !l.landlock_scope);
+        assert!(l.has(Layer::LandlockTcp) && !l.has(Layer::LandlockScope));
         let l = detected(5, true).layers(&[]);
-        assert!(l.landlock_net && !l.landlock_scope);
+        assert!(l.has(Layer::LandlockTcp) && !l.has(Layer::LandlockScope));
         let l = detected(6, true).layers(&[]);
-        assert!(l.landlock_net && l.landlock_scope);
+        assert!(l.has(Layer::LandlockTcp) && l.has(Layer::LandlockScope));
     }
 
     #[test]
     fn layers_follow_what_is_available_and_switched_off() {
         let d = detected(7, true);
         let all = d.layers(&[]);
-        assert!(all.userns && all.netns && all.ipcns && all.pidns && all.seccomp && all.caps);
-        assert_eq!(all.landlock_abi, Some(7));
-        assert!(all.landlock_net && all.landlock_scope);
-        assert_eq!(all.pid_max, Some(PID_MAX));
+        assert!(
+            all.has(Layer::Userns)
+                && all.has(Layer::Netns)
+                && all.has(Layer::Ipcns)
+                && all.has(Layer::Pidns)
+                && all.has(Layer::Seccomp)
+                && all.has(Layer::Caps)
+        );
+        assert_eq!(all.landlock_abi(), Some(7));
+        assert!(all.has(Layer::LandlockTcp) && all.has(Layer::LandlockScope));
+        assert_eq!(all.pid_max(), Some(PID_MAX));
         let l = d.layers(&[Layer::Landlock]);
-        assert_eq!(l.landlock_abi, None);
-        assert!(!l.landlock_net && !l.landlock_scope);
-        assert!(!d.layers(&[Layer::Seccomp]).seccomp);
-        assert!(!d.layers(&[Layer::Netns]).netns);
-        assert!(d.layers(&[Layer::Netns]).userns);
-        assert!(!d.layers(&[Layer::Caps]).caps);
+        assert_eq!(l.landlock_abi(), None);
+        assert!(!l.has(Layer::LandlockTcp) && !l.has(Layer::LandlockScope));
+        assert!(!d.layers(&[Layer::Seccomp]).has(Layer::Seccomp));
+        assert!(!d.layers(&[Layer::Netns]).has(Layer::Netns));
+        assert!(d.layers(&[Layer::Netns]).has(Layer::Userns));
+        assert!(!d.layers(&[Layer::Caps]).has(Layer::Caps));
         let old = detected(5, true).layers(&[]);
-        assert!(old.landlock_net && !old.landlock_scope);
+        assert!(old.has(Layer::LandlockTcp) && !old.has(Layer::LandlockScope));
     }
 
     #[test]
@@ -566,13 +625,11 @@ mod tests {
         assert!(line.contains("landlock_scope"), "{line}");
         // Without a PID namespace its limit is not written; Landlock's
         // words follow what it holds.
-        let sparse = Layers {
-            netns: true,
-            pid_max: Some(PID_MAX),
-            landlock_abi: Some(4),
-            landlock_net: true,
-            rlimits: true,
-            ..Layers::default()
+        let sparse = {
+            let mut l = Layers::of(&[Layer::Netns, Layer::LandlockTcp, Layer::Rlimits]);
+            l.set_pid_max(Some(PID_MAX));
+            l.set_landlock_abi(Some(4));
+            l
         };
         assert_eq!(in_force(&sparse), "netns landlock(abi4: fs tcp) rlimits");
         assert_eq!(in_force(&Layers::default()), "");

@@ -8,11 +8,12 @@
 //! status. A `draft` run's init applies those layers once its request is
 //! there, as the re-executed helper does.
 
+use crate::sandbox::Layer;
 use std::convert::Infallible;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 
-use super::wire::status::PROCESS;
+use super::wire::RunStep;
 use super::wire::{channel, ready, request};
 use super::wire::{
     last_error, report, report_to, Config, Failure, CGROUP_FD, PASSED, PASSED_STATUS,
@@ -116,13 +117,13 @@ impl Init {
         if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
             return Err(last_error("dumpable for the id maps"));
         }
-        namespaces::map_to_themselves(self.uid, self.gid).map_err(Failure::of("userns"))?;
+        namespaces::map_to_themselves(self.uid, self.gid).map_err(Failure::of(Layer::Userns))?;
         // SAFETY: integer-only prctl.
         if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
             return Err(last_error("not dumpable"));
         }
-        if self.config.layers.utsns {
-            namespaces::name_uts().map_err(Failure::of("utsns"))?;
+        if self.config.layers.has(Layer::Utsns) {
+            namespaces::name_uts().map_err(Failure::of(Layer::Utsns))?;
         }
         init_namespace(&self.config.layers)?;
         minimal_root_and_limits(&self.config.layers, self.config.plan(kind))?;
@@ -131,7 +132,7 @@ impl Init {
         };
         if armed.layers != self.config.layers || armed.mounts.as_ref() != self.config.plan(kind) {
             return Err(Failure::layer(
-                PROCESS,
+                RunStep::Request,
                 "the policy to arm with is not the one its zygote was started for",
             ));
         }
@@ -140,7 +141,7 @@ impl Init {
 
     /// The seccomp program, when these layers have seccomp.
     fn program_for(&self, layers: &Layers) -> Option<&seccompiler::BpfProgram> {
-        self.program.as_ref().filter(|_| layers.seccomp)
+        self.program.as_ref().filter(|_| layers.has(Layer::Seccomp))
     }
 
     /// The request is here: descriptors in place, the run's cgroup, the
@@ -170,10 +171,10 @@ impl Init {
             }
         }
         let p: Policy = serde_json::from_slice(policy)
-            .map_err(|e| Failure::layer(PROCESS, format!("policy: {e}")))?;
+            .map_err(|e| Failure::layer(RunStep::Request, format!("policy: {e}")))?;
         // Into the run's cgroup before anything else, so all the run starts
         // is counted there; then the descriptor goes.
-        let entered = if p.layers.cgroup {
+        let entered = if p.layers.has(Layer::Cgroup) {
             enter_cgroup(CGROUP_FD)
         } else {
             Ok(())
@@ -183,20 +184,20 @@ impl Init {
         entered?;
         if p.layers != self.config.layers {
             return Err(Failure::layer(
-                PROCESS,
+                RunStep::Request,
                 "the run's layers are not the ones its zygote was started for",
             ));
         }
         if p.kind != kind || p.mounts.as_ref() != self.config.plan(kind) {
             return Err(Failure::layer(
-                "mountns",
+                Layer::Mountns,
                 "the run's file system view is not the one its spare built",
             ));
         }
         let armed = self.config.armed(kind);
         if armed.is_some_and(|a| a.confinement() != p.confinement()) {
             return Err(Failure::layer(
-                PROCESS,
+                RunStep::Request,
                 "the run's confinement is not the one its spare applied",
             ));
         }
@@ -206,7 +207,10 @@ impl Init {
             last_cap: self.last_cap,
         };
         std::env::set_current_dir(&p.cwd).map_err(|e| {
-            Failure::layer(PROCESS, format!("working folder {}: {e}", p.cwd.display()))
+            Failure::layer(
+                RunStep::Request,
+                format!("working folder {}: {e}", p.cwd.display()),
+            )
         })?;
         if armed.is_none() {
             apply_layers(&p, prepared.program, prepared.last_cap)?;
@@ -230,7 +234,7 @@ fn enter_cgroup(fd: RawFd) -> Result<(), Failure> {
         Ok(())
     } else {
         Err(super::wire::status::last_error_in(
-            "cgroup",
+            Layer::Cgroup,
             "entering the run's cgroup",
         ))
     }
@@ -251,19 +255,24 @@ pub(super) fn apply_layers(
     program: Option<&seccompiler::BpfProgram>,
     last_cap: u32,
 ) -> Result<(), Failure> {
-    if p.layers.rlimits {
-        rlimits::apply(&p.rlimits).map_err(Failure::of("rlimits"))?;
+    if p.layers.has(Layer::Rlimits) {
+        rlimits::apply(&p.rlimits).map_err(Failure::of(Layer::Rlimits))?;
     }
-    if let Some(abi) = p.layers.landlock_abi {
-        landlock::apply(p, abi, p.layers.landlock_net, p.layers.landlock_scope)
-            .map_err(Failure::of("landlock"))?;
+    if let Some(abi) = p.layers.landlock_abi() {
+        landlock::apply(
+            p,
+            abi,
+            p.layers.has(Layer::LandlockTcp),
+            p.layers.has(Layer::LandlockScope),
+        )
+        .map_err(Failure::of(Layer::Landlock))?;
     }
-    if p.layers.caps {
-        caps::apply(last_cap, p.layers.caps_bounding).map_err(Failure::of("caps"))?;
+    if p.layers.has(Layer::Caps) {
+        caps::apply(last_cap, p.layers.caps_bounding).map_err(Failure::of(Layer::Caps))?;
     }
-    caps::set_no_new_privs().map_err(Failure::of("caps"))?;
+    caps::set_no_new_privs().map_err(Failure::of(Layer::Caps))?;
     if let Some(program) = program {
-        seccomp::apply(program).map_err(Failure::of("seccomp"))?;
+        seccomp::apply(program).map_err(Failure::of(Layer::Seccomp))?;
     }
     Ok(())
 }
@@ -278,7 +287,8 @@ pub(super) struct ExecArgs {
 impl ExecArgs {
     pub(super) fn new(p: &Policy) -> Result<ExecArgs, Failure> {
         let c = |s: &str| {
-            CString::new(s).map_err(|_| Failure::layer(PROCESS, "a NUL byte in the command line"))
+            CString::new(s)
+                .map_err(|_| Failure::layer(RunStep::Request, "a NUL byte in the command line"))
         };
         let program = c(&p.program.to_string_lossy())?;
         let argv = p.argv.iter().map(|a| c(a)).collect::<Result<Vec<_>, _>>()?;
@@ -288,7 +298,7 @@ impl ExecArgs {
             .map(|(k, v)| c(&format!("{k}={v}")))
             .collect::<Result<Vec<_>, _>>()?;
         if argv.is_empty() {
-            return Err(Failure::layer(PROCESS, "empty command line"));
+            return Err(Failure::layer(RunStep::Request, "empty command line"));
         }
         Ok(ExecArgs { program, argv, env })
     }
@@ -323,14 +333,17 @@ impl ExecArgs {
 pub(super) fn init_namespace(layers: &Layers) -> Result<(), Failure> {
     // SAFETY: getpid can't fail.
     if unsafe { libc::getpid() } != 1 {
-        return Err(Failure::layer("pidns", "pidns: not the namespace's init"));
+        return Err(Failure::layer(
+            Layer::Pidns,
+            "pidns: not the namespace's init",
+        ));
     }
-    if let Some(max) = layers.pid_max {
+    if let Some(max) = layers.pid_max() {
         namespaces::set_pid_max(max)
-            .map_err(|e| Failure::layer("pid_max", format!("pid_max: {e}")))?;
+            .map_err(|e| Failure::layer(Layer::PidMax, format!("pid_max: {e}")))?;
     }
     namespaces::set_memfd_noexec()
-        .map_err(|e| Failure::layer(PROCESS, format!("memfd_noexec: {e}")))?;
+        .map_err(|e| Failure::layer(RunStep::Process, format!("memfd_noexec: {e}")))?;
     Ok(())
 }
 
@@ -344,24 +357,24 @@ pub(super) fn minimal_root_and_limits(
     let counters = if layers.ns_limits {
         Some(
             namespaces::open_ns_limits()
-                .map_err(|e| Failure::layer("userns", format!("nested namespaces: {e}")))?,
+                .map_err(|e| Failure::layer(Layer::Userns, format!("nested namespaces: {e}")))?,
         )
     } else {
         None
     };
-    match (plan, layers.mountns) {
-        (Some(plan), true) => mounts::apply(plan).map_err(Failure::of("mountns"))?,
+    match (plan, layers.has(Layer::Mountns)) {
+        (Some(plan), true) => mounts::apply(plan).map_err(Failure::of(Layer::Mountns))?,
         (None, false) => {}
         _ => {
             return Err(Failure::layer(
-                "mountns",
+                Layer::Mountns,
                 "mountns: the mount plan and the layers disagree",
             ))
         }
     }
     if let Some(c) = counters {
         namespaces::write_ns_limits(c)
-            .map_err(|e| Failure::layer("userns", format!("nested namespaces: {e}")))?;
+            .map_err(|e| Failure::layer(Layer::Userns, format!("nested namespaces: {e}")))?;
     }
     Ok(())
 }

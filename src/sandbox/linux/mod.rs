@@ -24,18 +24,23 @@
 //! `apparmor.rs` reads Ubuntu's AppArmor restriction on user namespaces for
 //! `sandbox status` and builds the profile `sandbox apparmor-profile` prints.
 //!
-//! Layers, one file each, in the order a run applies them: `namespaces.rs`,
-//! `mounts.rs`, `cgroup.rs` (entered by the init first, where available), `rlimits.rs`,
-//! `landlock.rs`, `caps.rs`, `seccomp.rs`. Their names come from the one
-//! list in `sandbox/layers.rs`.
+//! Layers, one file each: `namespaces.rs`, `mounts.rs`, `cgroup.rs`,
+//! `rlimits.rs`, `landlock.rs`, `caps.rs`, `seccomp.rs`. Their names come
+//! from the one list in `sandbox/layers.rs`. A spare init takes the
+//! namespaces and the minimal root when it is forked; a read-only run's
+//! spare also arms rlimits, Landlock, caps and seccomp then, before any
+//! request exists (every read-only run of a sandbox has the same grants),
+//! and enters the run's cgroup once its request arrives; a `draft` run's
+//! init enters the cgroup and applies those four only after its request.
 //!
 //! ```text
 //! server ──spawn once──▶ zygote (`__sandbox-helper @zygote`)
 //!   │  control socket      │ close fds, setsid, parent-death signal, user + empty network namespace
 //!   │  (policy + 6 fds)    └─clone(user, PID, IPC, UTS, mount)─▶ spare init (pid 1), forked ahead
 //!   │                            │ id maps, host name, pid_max, memfd_noexec, minimal root, no nested namespaces
+//!   │                            │ read-only: rlimits, Landlock, capabilities, seccomp (armed ahead)
 //!   │                            │ … request forwarded by the zygote …
-//!   │                            │ cgroup (where available), rlimits, Landlock, capabilities, seccomp
+//!   │                            │ cgroup (where available); draft: rlimits, Landlock, capabilities, seccomp
 //!   │                            └─fork─▶ execve(backend)
 //!   └── run channel (one per run): 'P' pid + pidfd, 'S' backend status, 'Z' init status
 //! ```

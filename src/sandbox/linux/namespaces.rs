@@ -13,6 +13,7 @@
 //! mapped id). Nested namespaces are refused by seccomp and, as a second
 //! layer, by setting the namespace's own `max_*_namespaces` counters to 0.
 
+use crate::sandbox::Layer;
 use std::io::Write;
 
 use crate::sandbox::policy::Layers;
@@ -45,22 +46,22 @@ pub fn same_id_map_line(id: u32) -> String {
 /// The `unshare` flags for the switched-on namespace layers. Pure.
 pub fn unshare_flags(layers: &Layers) -> libc::c_int {
     let mut flags = 0;
-    if layers.userns {
+    if layers.has(Layer::Userns) {
         flags |= libc::CLONE_NEWUSER;
     }
-    if layers.netns {
+    if layers.has(Layer::Netns) {
         flags |= libc::CLONE_NEWNET;
     }
-    if layers.ipcns {
+    if layers.has(Layer::Ipcns) {
         flags |= libc::CLONE_NEWIPC;
     }
-    if layers.utsns {
+    if layers.has(Layer::Utsns) {
         flags |= libc::CLONE_NEWUTS;
     }
-    if layers.pidns {
+    if layers.has(Layer::Pidns) {
         flags |= libc::CLONE_NEWPID;
     }
-    if layers.mountns {
+    if layers.has(Layer::Mountns) {
         flags |= libc::CLONE_NEWNS;
     }
     flags
@@ -124,13 +125,13 @@ pub fn unshare_and_map(layers: &Layers, uid: u32, gid: u32) -> Result<(), String
     if unsafe { libc::unshare(flags) } != 0 {
         return Err(format!("unshare: {}", std::io::Error::last_os_error()));
     }
-    if layers.userns {
+    if layers.has(Layer::Userns) {
         // setgroups must be denied before an unprivileged process may write gid_map.
         write_file("/proc/self/setgroups", "deny")?;
         write_file("/proc/self/uid_map", &id_map_line(uid))?;
         write_file("/proc/self/gid_map", &id_map_line(gid))?;
     }
-    if layers.utsns {
+    if layers.has(Layer::Utsns) {
         name_uts()?;
     }
     Ok(())
@@ -265,14 +266,13 @@ mod tests {
 
     #[test]
     fn flags_follow_the_layers() {
-        let all = Layers {
-            userns: true,
-            netns: true,
-            ipcns: true,
-            utsns: true,
-            pidns: true,
-            ..Layers::default()
-        };
+        let all = Layers::of(&[
+            Layer::Userns,
+            Layer::Netns,
+            Layer::Ipcns,
+            Layer::Utsns,
+            Layer::Pidns,
+        ]);
         assert_eq!(
             unshare_flags(&all),
             libc::CLONE_NEWUSER
@@ -281,15 +281,9 @@ mod tests {
                 | libc::CLONE_NEWUTS
                 | libc::CLONE_NEWPID
         );
-        let no_uts = Layers {
-            utsns: false,
-            ..all
-        };
+        let no_uts = all.without(Layer::Utsns);
         assert_eq!(unshare_flags(&no_uts) & libc::CLONE_NEWUTS, 0);
-        let no_net = Layers {
-            netns: false,
-            ..all
-        };
+        let no_net = all.without(Layer::Netns);
         assert_eq!(unshare_flags(&no_net) & libc::CLONE_NEWNET, 0);
         assert_eq!(unshare_flags(&Layers::default()), 0);
     }

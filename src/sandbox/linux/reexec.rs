@@ -2,13 +2,14 @@
 //! namespaces from a zygote, the server runs its own binary as
 //! `__sandbox-helper`, which confines itself and forks the run's init.
 
+use crate::sandbox::Layer;
 use std::convert::Infallible;
 use std::os::fd::RawFd;
 
 use super::init::{
     apply_layers, init_namespace, minimal_root_and_limits, run_as_init, ExecArgs, Prepared, Tell,
 };
-use super::wire::status::PROCESS;
+use super::wire::RunStep;
 use super::wire::{
     last_error, report, Failure, POLICY_ENV, POLICY_FROM_ENV, STATUS_FD, ZYGOTE_ARG,
 };
@@ -30,7 +31,7 @@ pub fn helper_main(arg: &str) -> anyhow::Result<u8> {
             Ok(never) => match never {},
             Err(f) => f,
         },
-        Err(e) => Failure::layer(PROCESS, format!("policy: {e}")),
+        Err(e) => Failure::layer(RunStep::Request, format!("policy: {e}")),
     };
     report(&failure);
     match failure {
@@ -64,17 +65,21 @@ pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
             libc::_exit(1);
         }
     }
-    std::env::set_current_dir(&p.cwd)
-        .map_err(|e| Failure::layer(PROCESS, format!("working folder {}: {e}", p.cwd.display())))?;
+    std::env::set_current_dir(&p.cwd).map_err(|e| {
+        Failure::layer(
+            RunStep::Request,
+            format!("working folder {}: {e}", p.cwd.display()),
+        )
+    })?;
 
     // Everything that can fail for lack of memory or bad input is prepared
     // before the first namespace change.
     let exec = ExecArgs::new(p)?;
     let last_cap = caps::last_cap();
-    let program = if p.layers.seccomp {
+    let program = if p.layers.has(Layer::Seccomp) {
         Some(
             seccomp::build_program()
-                .map_err(|e| Failure::layer("seccomp", format!("seccomp: {e}")))?,
+                .map_err(|e| Failure::layer(Layer::Seccomp, format!("seccomp: {e}")))?,
         )
     } else {
         None
@@ -83,7 +88,7 @@ pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
     // 3. Namespaces. The ids are read before: afterwards they'd be unmapped.
     // SAFETY: getuid/getgid can't fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    namespaces::unshare_and_map(&p.layers, uid, gid).map_err(Failure::of("userns"))?;
+    namespaces::unshare_and_map(&p.layers, uid, gid).map_err(Failure::of(Layer::Userns))?;
     // No core, no ptrace or /proc peeking by the owner's other processes.
     // Only now: a non-dumpable process can't write its own id maps.
     // SAFETY: integer-only prctl.
@@ -96,7 +101,7 @@ pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
         program: program.as_ref(),
         last_cap,
     };
-    if p.layers.pidns {
+    if p.layers.has(Layer::Pidns) {
         fork_init(p, &prepared)
     } else {
         subreaper(p, &prepared)
@@ -370,8 +375,12 @@ pub(super) fn init_main(
     // Before any layer that resolves paths (Landlock), so those resolve
     // inside the new root.
     minimal_root_and_limits(&p.layers, p.mounts.as_ref())?;
-    std::env::set_current_dir(&p.cwd)
-        .map_err(|e| Failure::layer(PROCESS, format!("working folder {}: {e}", p.cwd.display())))?;
+    std::env::set_current_dir(&p.cwd).map_err(|e| {
+        Failure::layer(
+            RunStep::Request,
+            format!("working folder {}: {e}", p.cwd.display()),
+        )
+    })?;
     apply_layers(p, prep.program, prep.last_cap)?;
     run_as_init(prep, sock, Tell::Helper)
 }

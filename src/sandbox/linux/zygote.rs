@@ -35,6 +35,7 @@
 //! so the run's pid stays the run's for as long as the server holds it, as
 //! with a child of its own.
 
+use crate::sandbox::Layer;
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -44,7 +45,7 @@ use super::init::Init;
 use super::wire::ready::{self, NotReady};
 use super::wire::{channel, request};
 use super::wire::{
-    last_error, report_to, usable, Config, Failure, CHANNEL_TIMEOUT, CONTROL_FD, PASSED,
+    last_error, report_to, usable, Config, Failure, RunStep, CHANNEL_TIMEOUT, CONTROL_FD, PASSED,
     PASSED_CHANNEL, PASSED_STATUS, POLICY_ENV,
 };
 use super::{caps, namespaces, seccomp};
@@ -95,7 +96,7 @@ pub fn main() -> anyhow::Result<u8> {
     let state = match serde_json::from_str::<Config>(&text) {
         Ok(config) => setup(config),
         Err(e) => Err(Failure::layer(
-            super::wire::status::PROCESS,
+            RunStep::Request,
             format!("zygote config: {e}"),
         )),
     };
@@ -135,15 +136,15 @@ pub(super) fn setup(config: Config) -> Result<ZygoteState, Failure> {
     }
     if !usable(&config.layers) {
         return Err(Failure::layer(
-            "pidns",
+            Layer::Pidns,
             "a zygote needs user and PID namespaces",
         ));
     }
     let last_cap = caps::last_cap();
-    let program = if config.layers.seccomp {
+    let program = if config.layers.has(Layer::Seccomp) {
         Some(
             seccomp::build_program()
-                .map_err(|e| Failure::layer("seccomp", format!("seccomp: {e}")))?,
+                .map_err(|e| Failure::layer(Layer::Seccomp, format!("seccomp: {e}")))?,
         )
     } else {
         None
@@ -151,12 +152,12 @@ pub(super) fn setup(config: Config) -> Result<ZygoteState, Failure> {
     // SAFETY: getuid/getgid can't fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     // The runs' own user, PID and IPC namespaces come with each run.
-    let shared = Layers {
-        userns: true,
-        netns: config.layers.netns,
-        ..Layers::default()
+    let shared = {
+        let mut l = Layers::of(&[Layer::Userns]);
+        l.set(Layer::Netns, config.layers.has(Layer::Netns));
+        l
     };
-    namespaces::unshare_and_map(&shared, uid, gid).map_err(Failure::of("userns"))?;
+    namespaces::unshare_and_map(&shared, uid, gid).map_err(Failure::of(Layer::Userns))?;
     // SAFETY: integer-only prctl.
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
         return Err(last_error("not dumpable"));
@@ -304,7 +305,7 @@ impl ZygoteState {
         let kind = match kind {
             Ok(k) => k,
             Err(e) => {
-                report_to(status, &Failure::layer(super::wire::status::PROCESS, e));
+                report_to(status, &Failure::layer(RunStep::Request, e));
                 return;
             }
         };
@@ -330,10 +331,7 @@ impl ZygoteState {
             reap(pid);
             report_to(
                 status,
-                &Failure::layer(
-                    super::wire::status::PROCESS,
-                    format!("handing the run over: {e}"),
-                ),
+                &Failure::layer(RunStep::Process, format!("handing the run over: {e}")),
             );
             return;
         }
@@ -390,7 +388,7 @@ impl ZygoteState {
                     pidfd_kill(&spare.pidfd);
                     reap(spare.pid);
                     return Err(Failure::layer(
-                        super::wire::status::PROCESS,
+                        RunStep::Process,
                         "the run's init did not get ready in time",
                     ));
                 }
@@ -401,10 +399,7 @@ impl ZygoteState {
                 }
             }
         }
-        Err(Failure::layer(
-            super::wire::status::PROCESS,
-            "no run could be forked",
-        ))
+        Err(Failure::layer(RunStep::Process, "no run could be forked"))
     }
 
     /// Fork the next run's init into its own user, PID, IPC, UTS and mount
@@ -416,15 +411,15 @@ impl ZygoteState {
             None,
             SockFlag::SOCK_CLOEXEC,
         )
-        .map_err(|e| Failure::layer(super::wire::status::PROCESS, format!("socketpair: {e}")))?;
+        .map_err(|e| Failure::layer(RunStep::Process, format!("socketpair: {e}")))?;
         let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_PIDFD;
-        if self.init.config.layers.ipcns {
+        if self.init.config.layers.has(Layer::Ipcns) {
             flags |= libc::CLONE_NEWIPC;
         }
-        if self.init.config.layers.utsns {
+        if self.init.config.layers.has(Layer::Utsns) {
             flags |= libc::CLONE_NEWUTS;
         }
-        if self.init.config.layers.mountns {
+        if self.init.config.layers.has(Layer::Mountns) {
             flags |= libc::CLONE_NEWNS;
         }
         let mut pidfd: libc::c_int = -1;

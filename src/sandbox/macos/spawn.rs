@@ -211,7 +211,7 @@ impl State {
         let mut child = cmd.spawn().map_err(SandboxError::Io)?;
         // What confined the run: the profile and argv sandbox-exec received.
         let attestation = crate::sandbox::layers::Attestation::new(
-            &[Layer::SandboxExec.name()],
+            [Layer::SandboxExec].into_iter().collect(),
             full.join("\0").as_bytes(),
         );
         Ok(SandboxedChild {
@@ -403,7 +403,7 @@ impl crate::sandbox::Platform for State {
 pub(super) fn layer_status() -> LayerStatus {
     let a = available();
     LayerStatus {
-        name: "sandbox-exec",
+        layer: Layer::SandboxExec,
         available: a.is_ok(),
         detail: a.err().unwrap_or_else(|| "deny-by-default profile".into()),
     }

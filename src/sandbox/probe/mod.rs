@@ -121,7 +121,7 @@ pub(super) fn run(json: bool, without: Option<Layer>, junit: Option<&Path>) -> a
         layers: line,
         without: without.map(Layer::name),
         uid,
-        landlock_abi: layers.landlock_abi,
+        landlock_abi: layers.landlock_abi(),
         attempts: lines,
         escaped,
         broken,

@@ -82,11 +82,11 @@ impl Holder {
         match self {
             Holder::Layer(_) | Holder::Tmpfs | Holder::Noexec | Holder::Helper => true,
             // Parts of a layer that are there only with more of it.
-            Holder::LandlockUnix => l.landlock_abi.is_some_and(|a| a >= 9),
+            Holder::LandlockUnix => l.landlock_abi().is_some_and(|a| a >= 9),
             Holder::NsLimits => l.ns_limits,
             Holder::Nproc | Holder::CapsUnprivileged => uid != 0,
             Holder::MemfdNoexec => uid == 0,
-            Holder::Subreaper => !l.pidns,
+            Holder::Subreaper => !l.has(Layer::Pidns),
         }
     }
 }
@@ -447,15 +447,17 @@ mod tests {
             let json = serde_json::to_string(&h).expect("a holder serializes");
             (json, format!("{h:?}").to_lowercase())
         };
-        let all = Layers {
-            userns: true,
-            pidns: true,
-            ns_limits: true,
-            landlock_abi: Some(9),
-            rlimits: true,
-            caps: true,
-            mountns: true,
-            ..Layers::default()
+        let all = {
+            let mut l = Layers::of(&[
+                Layer::Userns,
+                Layer::Pidns,
+                Layer::Rlimits,
+                Layer::Caps,
+                Layer::Mountns,
+            ]);
+            l.ns_limits = true;
+            l.set_landlock_abi(Some(9));
+            l
         };
         for (h, layer, json, junit) in parts {
             assert_eq!(h.layer(), layer, "{h:?}");
@@ -466,12 +468,12 @@ mod tests {
             assert!(h.active(&all, 0) || h.active(&all, 1000), "{h:?}");
             let mut off = all;
             match layer {
-                Layer::Landlock => off.landlock_abi = None,
-                Layer::Userns => off.userns = false,
-                Layer::Pidns => off.pidns = false,
-                Layer::Rlimits => off.rlimits = false,
-                Layer::Caps => off.caps = false,
-                Layer::Mountns => off.mountns = false,
+                Layer::Landlock => off.set_landlock_abi(None),
+                Layer::Userns => off.remove(Layer::Userns),
+                Layer::Pidns => off.remove(Layer::Pidns),
+                Layer::Rlimits => off.remove(Layer::Rlimits),
+                Layer::Caps => off.remove(Layer::Caps),
+                Layer::Mountns => off.remove(Layer::Mountns),
                 other => panic!("{h:?} is part of {other:?}, which this test can't switch off"),
             }
             assert!(!h.active(&off, 0) && !h.active(&off, 1000), "{h:?}");
@@ -488,10 +490,7 @@ mod tests {
         assert_eq!(words(Holder::Layer(Layer::LandlockTcp)).1, "landlocktcp");
         assert_eq!(words(Holder::Layer(Layer::PidMax)).1, "pidmax");
         // A whole layer and its parts are switched on exactly when it is.
-        let on = Layers {
-            mountns: true,
-            ..Layers::default()
-        };
+        let on = Layers::of(&[Layer::Mountns]);
         for uid in [0, 1000] {
             assert!(Noexec.active(&on, uid) && Tmpfs.active(&on, uid));
             assert!(Holder::Layer(Layer::Mountns).active(&on, uid));

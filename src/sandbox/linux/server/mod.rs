@@ -51,7 +51,7 @@ pub struct State {
     /// How the trial run at start ended.
     trial: Result<(), String>,
     /// Layers switched off because the trial run failed with them (best-effort).
-    given_up: Vec<&'static str>,
+    given_up: Vec<Layer>,
 }
 
 /// A zygote configuration and what it was built from.
@@ -80,6 +80,30 @@ fn db_alone(db: &Path) -> bool {
     })
 }
 
+/// Whether `--sandbox best-effort` may give `layer` up when the trial run
+/// fails with it, and in which turn (lowest first). Only one layer is
+/// given up, the first whose absence lets the trial pass, so the turn
+/// decides what a run loses; a layer with no turn is never given up.
+fn give_up_rank(layer: Layer) -> Option<u8> {
+    match layer {
+        Layer::Mountns => Some(0),
+        Layer::Landlock => Some(1),
+        Layer::Seccomp => Some(2),
+        Layer::Caps => Some(3),
+        Layer::Netns => Some(4),
+        Layer::Pidns => Some(5),
+        Layer::Userns
+        | Layer::Ipcns
+        | Layer::Utsns
+        | Layer::PidMax
+        | Layer::Cgroup
+        | Layer::Rlimits
+        | Layer::LandlockTcp
+        | Layer::LandlockScope
+        | Layer::SandboxExec => None,
+    }
+}
+
 /// The zygote's configuration for these layers and a sandbox's grants
 /// (both kinds of run's minimal roots, and the policy read-only spares arm
 /// themselves with), or `None` where runs need the re-executed helper.
@@ -88,7 +112,7 @@ fn zygote_config(layers: &Layers, opts: &SandboxOptions, runtime: &[PathBuf]) ->
         // Only with a minimal root is the temp folder the same for every
         // run; without one it is named per run on the host, and the run's
         // own layers wait for its request.
-        let armed = layers.mountns.then(|| {
+        let armed = layers.has(Layer::Mountns).then(|| {
             policy::build(&policy::BuildInput {
                 opts,
                 kind: RunKind::ReadOnly,
@@ -104,7 +128,7 @@ fn zygote_config(layers: &Layers, opts: &SandboxOptions, runtime: &[PathBuf]) ->
         // The armed policy carries the read-only minimal root already.
         let read_only = armed.as_ref().and_then(|p| p.mounts.clone());
         let draft = layers
-            .mountns
+            .has(Layer::Mountns)
             .then(|| policy::mount_plan(opts, runtime, RunKind::Draft));
         Config::new(layers, read_only, draft, armed)
     })
@@ -131,7 +155,7 @@ impl State {
             &opts.allow_read,
         );
         let mut layers = detected.layers(&[]);
-        let cgroups = if layers.cgroup {
+        let cgroups = if layers.has(Layer::Cgroup) {
             match set_up_cgroups() {
                 Ok(parent) => Some(parent),
                 // Found but not usable: fail closed where every available
@@ -142,7 +166,7 @@ impl State {
                     )))
                 }
                 Err(_) => {
-                    layers.cgroup = false;
+                    layers.remove(Layer::Cgroup);
                     None
                 }
             }
@@ -211,19 +235,17 @@ impl State {
     /// In best-effort mode: switch off, one at a time, each layer whose
     /// absence lets the trial run pass, and remember what was given up.
     fn give_up_failing_layers(&mut self, opts: &SandboxOptions) {
-        for layer in [
-            Layer::Mountns,
-            Layer::Landlock,
-            Layer::Seccomp,
-            Layer::Caps,
-            Layer::Netns,
-            Layer::Pidns,
-        ] {
+        let mut order: Vec<(u8, Layer)> = Layer::ALL
+            .iter()
+            .filter_map(|&l| Some((give_up_rank(l)?, l)))
+            .collect();
+        order.sort_unstable_by_key(|(rank, _)| *rank);
+        for (_, layer) in order {
             let before = (self.layers, self.without.clone());
             self.without(layer);
             match self.trial_run(opts) {
                 Ok(()) => {
-                    self.given_up.push(layer.name());
+                    self.given_up.push(layer);
                     self.trial = Ok(());
                     return;
                 }
@@ -269,7 +291,11 @@ impl State {
         if !self.given_up.is_empty() {
             line.push_str(&format!(
                 "; GIVEN UP (failed in a trial run): {}",
-                self.given_up.join(", ")
+                self.given_up
+                    .iter()
+                    .map(|l| l.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         line
@@ -339,12 +365,12 @@ impl State {
         let layers = self.layers;
         // With a minimal root the run's temp folder is a tmpfs of its own
         // mount namespace: nothing on the host to make, name or clean up.
-        if !layers.mountns {
+        if !layers.has(Layer::Mountns) {
             // Without a minimal root the paths are granted by name: refuse
             // a run once one of them names another file than at start.
             policy::check_pins(&opts.pins).map_err(SandboxError::LayerFailed)?;
         }
-        let (tmpdir, guard) = if layers.mountns {
+        let (tmpdir, guard) = if layers.has(Layer::Mountns) {
             // Replaced by the plan's own folder when the policy is built.
             (PathBuf::new(), crate::sandbox::TmpGuard(None))
         } else {
@@ -384,12 +410,12 @@ impl State {
             _ => None,
         };
         let attestation = crate::sandbox::layers::Attestation::new(
-            &layers.names(),
+            layers.set_of(),
             &serde_json::to_vec(&policy).unwrap_or_default(),
         );
         // The run's cgroup lives as long as the run; a layer in force that
         // cannot be set up fails the run.
-        let mut run_cgroup = match (layers.cgroup, self.cgroups.as_ref()) {
+        let mut run_cgroup = match (layers.has(Layer::Cgroup), self.cgroups.as_ref()) {
             (false, _) => None,
             (true, Some(parent)) => Some(parent.run().map_err(|e| match e.errno {
                 // The server's own descriptors ran out, not the layer.
@@ -428,7 +454,7 @@ impl State {
                     procs,
                 )
             }
-            None if layers.cgroup => {
+            None if layers.has(Layer::Cgroup) => {
                 return Err(SandboxError::LayerFailed(
                     "cgroup: runs without their own PID namespace cannot enter a cgroup".into(),
                 ))

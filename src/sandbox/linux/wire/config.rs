@@ -2,6 +2,7 @@
 //! argument, the environment variable its configuration travels in) and
 //! the configuration itself, built once per sandbox by the server.
 
+use crate::sandbox::Layer;
 use serde::{Deserialize, Serialize};
 
 use crate::sandbox::policy::{Layers, MountPlan, Policy};
@@ -20,7 +21,7 @@ pub const POLICY_FROM_ENV: &str = "@env";
 /// its own user and PID namespaces (the PID namespace is what kills a run's
 /// whole tree); without them the re-exec helper serves.
 pub(crate) fn usable(layers: &Layers) -> bool {
-    layers.userns && layers.pidns
+    layers.has(Layer::Userns) && layers.has(Layer::Pidns)
 }
 
 /// What the zygote is started with: the layers of every run it forks, the
@@ -78,20 +79,10 @@ mod tests {
 
     #[test]
     fn zygotes_serve_only_runs_with_user_and_pid_namespaces() {
-        let all = Layers {
-            userns: true,
-            pidns: true,
-            ..Layers::default()
-        };
+        let all = Layers::of(&[Layer::Userns, Layer::Pidns]);
         assert!(usable(&all));
-        assert!(!usable(&Layers {
-            pidns: false,
-            ..all
-        }));
-        assert!(!usable(&Layers {
-            userns: false,
-            ..all
-        }));
+        assert!(!usable(&all.without(Layer::Pidns)));
+        assert!(!usable(&all.without(Layer::Userns)));
     }
 
     #[test]

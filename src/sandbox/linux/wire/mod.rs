@@ -23,7 +23,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 pub(crate) use config::{usable, Config, POLICY_ENV, POLICY_FROM_ENV, ZYGOTE_ARG};
-pub(crate) use status::{last_error, report, report_to, Failure};
+pub(crate) use status::{last_error, report, report_to, Failure, RunStep};
 
 /// The helper's status pipe is always this descriptor.
 pub(crate) const STATUS_FD: RawFd = 3;

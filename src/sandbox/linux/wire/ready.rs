@@ -90,7 +90,7 @@ mod tests {
         assert_eq!(read(&a, Duration::from_secs(5)), Ok(()));
 
         let (a, b) = pair();
-        let f = Failure::layer("mountns", "mountns: pivot_root");
+        let f = Failure::layer(crate::sandbox::Layer::Mountns, "mountns: pivot_root");
         refuse(b.as_raw_fd(), &f);
         drop(b);
         assert_eq!(read(&a, Duration::from_secs(5)), Err(NotReady::Failed(f)));

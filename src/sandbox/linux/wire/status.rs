@@ -10,19 +10,46 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::STATUS_FD;
-use crate::sandbox::SandboxError;
+use crate::sandbox::{Layer, SandboxError};
 
-/// The layer name of the helper's and init's own process steps (fork,
-/// clone, descriptors, session), as opposed to one of the sandbox's layers.
-pub(crate) const PROCESS: &str = "process";
+/// A step of setting up a run that belongs to no layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RunStep {
+    /// The helper's, zygote's and init's own process steps: fork, clone,
+    /// descriptors, session, the namespace's `memfd_noexec`. Only these
+    /// can fail for want of processes, memory or descriptors.
+    Process,
+    /// Reading and checking what the run was asked to be: the policy, the
+    /// zygote's configuration, the command line, the working folder.
+    Request,
+}
 
-/// One step of setting up a run that failed: which layer, which step, and
-/// the kernel's error number when a call failed.
+/// Whose step failed: a layer's, or the run's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Part {
+    Layer(Layer),
+    Run(RunStep),
+}
+
+impl From<Layer> for Part {
+    fn from(l: Layer) -> Part {
+        Part::Layer(l)
+    }
+}
+
+impl From<RunStep> for Part {
+    fn from(s: RunStep) -> Part {
+        Part::Run(s)
+    }
+}
+
+/// One step of setting up a run that failed: whose, which step, and the
+/// kernel's error number when a call failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct LayerFailure {
-    /// A layer's name (`landlock`, `seccomp`, `mountns`, ...), or
-    /// [`PROCESS`] for the helper's own steps.
-    pub(crate) layer: String,
+    pub(crate) part: Part,
     /// What was being done, as the owner reads it.
     pub(crate) step: String,
     pub(crate) errno: Option<i32>,
@@ -47,17 +74,17 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
-    /// A layer's own failure, described by the layer's code.
-    pub(crate) fn layer(layer: &str, step: impl Into<String>) -> Failure {
+    /// A step's failure, described by the code that took it.
+    pub(crate) fn layer(part: impl Into<Part>, step: impl Into<String>) -> Failure {
         Failure::Layer(LayerFailure {
-            layer: layer.to_string(),
+            part: part.into(),
             step: step.into(),
             errno: None,
         })
     }
 
     /// For `map_err`: a layer function's message, attributed to `layer`.
-    pub(crate) fn of(layer: &'static str) -> impl Fn(String) -> Failure {
+    pub(crate) fn of(layer: Layer) -> impl Fn(String) -> Failure {
         move |m| Failure::layer(layer, m)
     }
 
@@ -72,7 +99,7 @@ impl Failure {
     pub(crate) fn decode(bytes: &[u8]) -> Failure {
         serde_json::from_slice(bytes).unwrap_or_else(|_| {
             Failure::layer(
-                PROCESS,
+                RunStep::Process,
                 format!(
                     "an unreadable status message: {}",
                     String::from_utf8_lossy(bytes)
@@ -91,7 +118,10 @@ impl Failure {
                 SandboxError::Exec(std::io::Error::new(os.kind(), format!("{what}: {os}")))
             }
             Failure::Layer(f) => match f.errno {
-                Some(n) if f.layer == PROCESS && crate::sandbox::shortage(n).is_some() => {
+                Some(n)
+                    if f.part == Part::Run(RunStep::Process)
+                        && crate::sandbox::shortage(n).is_some() =>
+                {
                     SandboxError::Exhausted(f.to_string(), n)
                 }
                 _ => SandboxError::LayerFailed(f.to_string()),
@@ -102,16 +132,16 @@ impl Failure {
 
 /// A process step that failed with the last error number.
 pub(crate) fn last_error(what: &str) -> Failure {
-    last_error_in(PROCESS, what)
+    last_error_in(RunStep::Process, what)
 }
 
-/// A step of `layer` that failed with the last error number.
-pub(crate) fn last_error_in(layer: &str, what: &str) -> Failure {
+/// A step of `part` that failed with the last error number.
+pub(crate) fn last_error_in(part: impl Into<Part>, what: &str) -> Failure {
     let errno = std::io::Error::last_os_error()
         .raw_os_error()
         .unwrap_or(libc::EIO);
     Failure::Layer(LayerFailure {
-        layer: layer.to_string(),
+        part: part.into(),
         step: what.to_string(),
         errno: Some(errno),
     })
@@ -188,9 +218,9 @@ mod tests {
 
     #[test]
     fn a_layers_failure_keeps_its_layer_step_and_text() {
-        let f = Failure::layer("landlock", "landlock: the ruleset is not enforced");
+        let f = Failure::layer(Layer::Landlock, "landlock: the ruleset is not enforced");
         let Failure::Layer(l) = &f else { panic!() };
-        assert_eq!(l.layer, "landlock");
+        assert_eq!(l.part, Part::Layer(Layer::Landlock));
         match round_trip(&f) {
             SandboxError::LayerFailed(m) => assert_eq!(m, "landlock: the ruleset is not enforced"),
             other => panic!("{other:?}"),
@@ -229,7 +259,7 @@ mod tests {
             (libc::ENFILE, "open files"),
         ] {
             let f = Failure::Layer(LayerFailure {
-                layer: PROCESS.into(),
+                part: Part::Run(RunStep::Process),
                 step: "fork".into(),
                 errno: Some(errno),
             });
@@ -247,7 +277,7 @@ mod tests {
         }
         // Any other error number of the same step is the sandbox's failure.
         let e = round_trip(&Failure::Layer(LayerFailure {
-            layer: PROCESS.into(),
+            part: Part::Run(RunStep::Process),
             step: "clone".into(),
             errno: Some(libc::EPERM),
         }));
@@ -256,7 +286,7 @@ mod tests {
         // A layer's own ENOMEM is that layer failing, not a shortage of the
         // process steps.
         let e = round_trip(&Failure::Layer(LayerFailure {
-            layer: "seccomp".into(),
+            part: Part::Layer(Layer::Seccomp),
             step: "seccomp: load".into(),
             errno: Some(libc::ENOMEM),
         }));
@@ -271,7 +301,10 @@ mod tests {
         let Failure::Layer(f) = last_error("close") else {
             panic!()
         };
-        assert_eq!((f.layer.as_str(), f.step.as_str()), (PROCESS, "close"));
+        assert_eq!(
+            (f.part, f.step.as_str()),
+            (Part::Run(RunStep::Process), "close")
+        );
         assert_eq!(f.errno, Some(libc::EBADF));
     }
 
@@ -281,6 +314,6 @@ mod tests {
             SandboxError::LayerFailed(m) => assert!(m.contains("Lold style"), "{m}"),
             other => panic!("{other:?}"),
         }
-        assert!(!Failure::layer(PROCESS, "").encode().is_empty());
+        assert!(!Failure::layer(RunStep::Process, "").encode().is_empty());
     }
 }
