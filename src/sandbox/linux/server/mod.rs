@@ -335,7 +335,7 @@ impl State {
         let config = zygote_config(layers, opts, &self.runtime).map(Arc::new);
         // Only a zygote's spares build their minimal root ahead of a call.
         let masks = Arc::new(masks::MaskWatch::new(match &config {
-            Some(_) if layers.mountns => &opts.masks,
+            Some(_) if layers.has(Layer::Mountns) => &opts.masks,
             _ => &[],
         }));
         *built = Some(BuiltConfig {
