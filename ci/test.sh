@@ -148,6 +148,10 @@ check "no import circle between the server's modules (ci/check_import_cycles.py)
 check "file size check self-test (1,001 lines fail, 1,000 pass)" python3 ci/check_file_sizes.py --self-test
 check "no source file over 1,000 lines before its unit tests (ci/check_file_sizes.py)" \
     python3 ci/check_file_sizes.py src
+# A new member of the layer list must fail the build at every place
+# sandbox/LAYERS.md names, so no place handles it by accident.
+check "a new Layer member breaks the build at every place LAYERS.md lists (ci/check_layer_exhaustive.sh)" \
+    bash ci/check_layer_exhaustive.sh
 
 # ---------------------------------------------------------------------------
 say "2. build and Rust tests"
