@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::cleanup;
 use super::host_attempts;
 use super::model::Which;
 
@@ -65,7 +64,7 @@ pub(super) struct Fixture {
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        let _ = cleanup::remove_deep(&self.ctl_tmp);
+        let _ = crate::sandbox::tmpdir::try_remove_tree(&self.ctl_tmp);
         crate::sandbox::remove_tree(&self.base);
         crate::sandbox::remove_tree(&self.sock_dir);
     }
@@ -270,7 +269,7 @@ impl Fixture {
 
     /// An empty TMPDIR for the next positive control.
     pub(super) fn fresh_ctl_tmp(&self) {
-        let _ = cleanup::remove_deep(&self.ctl_tmp);
+        let _ = crate::sandbox::tmpdir::try_remove_tree(&self.ctl_tmp);
         let _ = std::fs::create_dir(&self.ctl_tmp);
     }
 

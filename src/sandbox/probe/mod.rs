@@ -25,7 +25,6 @@
 //! inside, are `attempts.rs` and `host_attempts.rs`.
 
 pub(super) mod attempts;
-mod cleanup;
 mod errno;
 mod fixture;
 pub(super) mod host_attempts;

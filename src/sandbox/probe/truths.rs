@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::cleanup;
 use super::fixture::{kill_marker, marker_pids, wait_for, Fixture};
 use super::model::{spec, Outcome, Spec};
 use super::runner::{parse_report, reader, run_control, run_inside, signal_name, RUN_TIMEOUT};
@@ -90,7 +89,7 @@ pub(super) fn deep_tmp_inside(fx: &Fixture, sp: &Spec) -> Outcome {
         }
     }
     for p in &left {
-        let _ = cleanup::remove_deep(p);
+        let _ = crate::sandbox::tmpdir::try_remove_tree(p);
     }
     use std::os::unix::process::ExitStatusExt;
     if let Some(sig) = status.and_then(|s| s.signal()) {
