@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::host_attempts;
+use super::attempts;
 use super::model::Which;
 
 #[derive(Default)]
@@ -447,12 +447,8 @@ pub(super) fn inode_flags(p: &Path) -> String {
     // SAFETY: the two get ioctls write integers we own.
     let (a, b) = unsafe {
         (
-            libc::ioctl(f.as_raw_fd(), host_attempts::FS_IOC_GETFLAGS, &mut flags),
-            libc::ioctl(
-                f.as_raw_fd(),
-                host_attempts::FS_IOC_GETVERSION,
-                &mut generation,
-            ),
+            libc::ioctl(f.as_raw_fd(), attempts::FS_IOC_GETFLAGS, &mut flags),
+            libc::ioctl(f.as_raw_fd(), attempts::FS_IOC_GETVERSION, &mut generation),
         )
     };
     format!(

@@ -25,14 +25,13 @@
 //! inside, are `attempts.rs` and `host_attempts.rs`.
 
 pub(super) mod attempts;
-mod errno;
 mod fixture;
-pub(super) mod host_attempts;
+
+mod host_checks;
 mod junit;
 mod model;
 mod runner;
 mod specs;
-mod truths;
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -42,13 +41,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use self::fixture::{fingerprint, wait_for, Fixture, Pty, PLANTED_ENV};
-use self::model::{Line, Outcome, Prediction, Report, Spec, Truth, Verdict};
-use self::runner::{run_control, run_control_watched, run_inside, run_inside_watched};
-pub(crate) use self::truths::serve_one_call;
-use self::truths::{
+pub(crate) use self::host_checks::serve_one_call;
+use self::host_checks::{
     carries_pid, daemon, deep_tmp_control, deep_tmp_inside, exec_bits, flood, next_call,
     outlive_control, outlive_inside,
 };
+use self::model::{Line, Outcome, Prediction, Report, Spec, Truth, Verdict};
+use self::runner::{run_control, run_control_watched, run_inside, run_inside_watched};
 use super::policy::Layers;
 use super::{Layer, Sandbox, SandboxOptions};
 use crate::sandbox::SandboxMode;
@@ -354,7 +353,7 @@ fn run_one(
             (c, i)
         }
         Truth::HostMounts => {
-            let host: std::collections::BTreeSet<u64> = host_attempts::listmount()
+            let host: std::collections::BTreeSet<u64> = attempts::listmount()
                 .unwrap_or_default()
                 .into_iter()
                 .collect();

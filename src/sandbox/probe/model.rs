@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::attempts::Attempt;
 use crate::sandbox::policy::Layers;
 use crate::sandbox::{Layer, RunKind};
 
@@ -198,7 +199,7 @@ pub(super) enum Which {
 
 pub(super) struct Spec {
     pub(super) name: String,
-    pub(super) attempt: &'static str,
+    pub(super) attempt: Attempt,
     pub(super) args: Vec<String>,
     pub(super) control: Control,
     /// What the inside run must report (a prefix); for allowed attempts,
@@ -214,7 +215,7 @@ pub(super) struct Spec {
 
 pub(super) fn spec(
     name: impl Into<String>,
-    attempt: &'static str,
+    attempt: Attempt,
     args: Vec<String>,
     expect: &str,
     holders: &[Holder],
