@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 mod remove;
-pub(crate) use self::remove::{remove_tree, try_remove_tree};
+pub(crate) use self::remove::remove_tree;
+#[cfg(target_os = "linux")]
+pub(crate) use self::remove::try_remove_tree;
 
 /// Run folders: `reachweaver-run-TOKEN-RANDOM` (both 16 hex digits), or an
 /// older version's `reachweaver-run-PID-PIDNS-RANDOM`.

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::attempts::Attempt;
+pub(super) use super::listeners::Which;
 use crate::sandbox::policy::Layers;
 use crate::sandbox::{Layer, RunKind};
 
@@ -186,15 +187,6 @@ impl Trigger {
             }
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Which {
-    Tcp4,
-    Tcp6,
-    Udp,
-    Unix,
-    Abstract,
 }
 
 pub(super) struct Spec {

@@ -50,7 +50,7 @@ impl Fixture {
             spec(
                 "tcp-connect-127.0.0.1",
                 A::TcpConnect,
-                vec![self.tcp4.to_string()],
+                vec![self.net.tcp4.to_string()],
                 "EPERM",
                 &[Layer(Seccomp), Layer(LandlockTcp), Layer(Netns)],
             )
@@ -58,7 +58,7 @@ impl Fixture {
             spec(
                 "tcp-connect-::1",
                 A::TcpConnect,
-                vec![self.tcp6.to_string()],
+                vec![self.net.tcp6.to_string()],
                 "EPERM",
                 &[Layer(Seccomp), Layer(LandlockTcp), Layer(Netns)],
             )
@@ -66,7 +66,7 @@ impl Fixture {
             spec(
                 "udp-send-127.0.0.1",
                 A::UdpSend,
-                vec![self.udp.to_string()],
+                vec![self.net.udp.to_string()],
                 "EPERM",
                 &[Layer(Seccomp), Layer(Netns)],
             )
@@ -74,7 +74,7 @@ impl Fixture {
             spec(
                 "mptcp-connect-127.0.0.1",
                 A::MptcpConnect,
-                vec![self.tcp4.to_string()],
+                vec![self.net.tcp4.to_string()],
                 "EPERM",
                 &[Layer(Seccomp), Layer(Netns)],
             )
@@ -119,7 +119,7 @@ impl Fixture {
             spec(
                 "abstract-unix-connect",
                 A::AbstractConnect,
-                vec![self.abstract_name.clone()],
+                vec![self.net.abstract_name.clone()],
                 "EPERM",
                 &[Layer(Seccomp), Layer(LandlockScope), Layer(Netns)],
             )
@@ -127,7 +127,7 @@ impl Fixture {
             spec(
                 "host-unix-connect",
                 A::UnixConnect,
-                vec![s(&self.host_sock)],
+                vec![s(&self.net.host_sock)],
                 "EPERM",
                 &[Layer(Seccomp), LandlockUnix, Layer(Mountns)],
             )

@@ -27,50 +27,13 @@ use serde_json::json;
 use self::errno::{arg, check};
 pub(super) use self::files::{FS_IOC_GETFLAGS, FS_IOC_GETVERSION};
 pub(super) use self::observation::listmount;
+use super::table::attempt_table;
 
 /// An attempt's outcome: `Ok(what happened)` or `Err(what stopped it)`.
 type Outcome = Result<String, String>;
 
-/// One table for the name, the command-line word and the code of every
-/// attempt, so a name can't be spelled two ways.
-macro_rules! attempts {
-    ($($(#[$doc:meta])* $v:ident = $word:literal => |$a:ident| $body:expr,)*) => {
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub(super) enum Attempt {
-            $($(#[$doc])* $v,)*
-        }
-
-        impl Attempt {
-            #[cfg(test)]
-            pub(super) const ALL: &'static [Attempt] = &[$(Attempt::$v,)*];
-
-            /// The word `__probe-attempt` takes.
-            pub(super) fn word(self) -> &'static str {
-                match self {
-                    $(Attempt::$v => $word,)*
-                }
-            }
-
-            pub(super) fn from_word(word: &str) -> Option<Attempt> {
-                match word {
-                    $($word => Some(Attempt::$v),)*
-                    _ => None,
-                }
-            }
-
-            fn run(self, args: &[String]) -> Outcome {
-                match self {
-                    $(Attempt::$v => {
-                        let $a = args;
-                        $body
-                    })*
-                }
-            }
-        }
-    };
-}
-
-attempts! {
+attempt_table! {
+    run -> Outcome;
     // Network.
     TcpConnect = "tcp-connect" => |a| network::tcp_connect(arg(a, 0)?),
     UdpSend = "udp-send" => |a| network::udp_send(arg(a, 0)?),
@@ -153,12 +116,6 @@ attempts! {
     ExecTmpdir = "exec-tmpdir" => |a| tmpdir::exec_tmpdir(arg(a, 0)?),
     ExecLoader = "exec-loader" => |a| tmpdir::exec_loader(arg(a, 0)?),
     MmapExecTmpdir = "mmap-exec-tmpdir" => |_a| tmpdir::mmap_exec_tmpdir(),
-}
-
-impl std::fmt::Display for Attempt {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.word())
-    }
 }
 
 /// Entry point of `__probe-attempt`.
