@@ -17,12 +17,14 @@
 //! checks the prediction against what happened, so the table in
 //! `sandbox/LAYERS.md` is tested, not just written.
 //!
-//! This file runs the suite and writes the report. What it reasons about
-//! (holders, truths, outcomes, verdicts) is in `model.rs`, the suite in
-//! `specs.rs`, the host's side of it (folders, listeners, fingerprints) in
-//! `fixture.rs`, starting one attempt in `runner.rs`, and the attempts the
-//! host checks itself in `truths.rs`. The attempts as they run, outside and
-//! inside, are `attempts.rs` and `host_attempts.rs`.
+//! Shared with macOS: the loopback listeners (`listeners.rs`) and the table
+//! that names a platform's attempts (`table.rs`). On Linux, `suite.rs` runs
+//! the suite and writes the report; what it reasons about (holders, truths,
+//! outcomes, verdicts) is in `model.rs`, the suite in `specs.rs`, the
+//! host's side of it (folders, fingerprints, terminal) in `fixture.rs`,
+//! starting one attempt in `runner.rs`, and what the probe checks from the
+//! host itself in `host_checks.rs`. `attempts/` is the code that runs as
+//! `__probe-attempt`, inside the sandbox and outside as the control.
 
 pub(super) mod listeners;
 pub(super) mod table;
