@@ -46,7 +46,7 @@ pub(crate) mod tmpdir;
 
 #[cfg(target_os = "linux")]
 pub mod linux;
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", target_os = "macos"))]
 mod probe;
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 mod unsupported;

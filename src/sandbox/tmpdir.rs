@@ -19,6 +19,8 @@ use std::sync::Mutex;
 
 mod remove;
 pub(crate) use self::remove::remove_tree;
+#[cfg(target_os = "linux")]
+pub(crate) use self::remove::try_remove_tree;
 
 /// Run folders: `reachweaver-run-TOKEN-RANDOM` (both 16 hex digits), or an
 /// older version's `reachweaver-run-PID-PIDNS-RANDOM`.

@@ -14,20 +14,17 @@
 //! and prints one line saying what happened.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, UdpSocket};
-use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
+use crate::sandbox::probe::listeners::{Listeners, Which};
 use crate::sandbox::SandboxMode;
 use crate::sandbox::{LayerStatus, RunKind, Sandbox, SandboxOptions, StatusReport};
 
 mod attempts;
 
 pub use self::attempts::attempt;
-use self::attempts::{launchd_job_exists, remove_launchd_job};
+use self::attempts::{launchd_job_exists, remove_launchd_job, Attempt};
 
 const LINE: &str = "sandbox-exec (deny-by-default profile, no network)";
 
@@ -89,8 +86,8 @@ enum Expect {
 enum Check {
     /// Only the attempt's own exit status.
     Report,
-    /// This many connections must reach the counter.
-    Counter(usize),
+    /// No connection or datagram may reach this listener.
+    Listener(Which),
     /// This path must not exist afterwards.
     Absent(usize),
     /// launchd must not know a job by this label afterwards.
@@ -102,7 +99,7 @@ enum Check {
 struct Spec {
     name: &'static str,
     what: String,
-    attempt: &'static str,
+    attempt: Attempt,
     args: Vec<String>,
     /// An escape (`Refused`) is first tried outside the sandbox as a
     /// positive control; an allowed operation needs none, as it must simply
@@ -141,7 +138,6 @@ impl Drop for FixtureDir {
 
 struct Fixture {
     _dir: FixtureDir,
-    _sockets: FixtureDir,
     root: PathBuf,
     outside: PathBuf,
     secret: PathBuf,
@@ -149,12 +145,7 @@ struct Fixture {
     db: PathBuf,
     /// Paths that attempts must not create, by index.
     absent: Vec<PathBuf>,
-    tcp: String,
-    udp: String,
-    unix: String,
-    tcp_hits: Arc<AtomicUsize>,
-    udp_hits: Arc<AtomicUsize>,
-    unix_hits: Arc<AtomicUsize>,
+    net: Listeners,
 }
 
 fn fixture() -> anyhow::Result<Fixture> {
@@ -179,71 +170,15 @@ fn fixture() -> anyhow::Result<Fixture> {
     let db = base.join("db/probe.db");
     std::fs::write(&db, b"")?;
 
-    let tcp_hits = Arc::new(AtomicUsize::new(0));
-    let udp_hits = Arc::new(AtomicUsize::new(0));
-    let unix_hits = Arc::new(AtomicUsize::new(0));
-    let tcp = TcpListener::bind("127.0.0.1:0")?;
-    let tcp_addr = tcp.local_addr()?.to_string();
-    {
-        let hits = tcp_hits.clone();
-        std::thread::spawn(move || {
-            for c in tcp.incoming() {
-                if c.is_ok() {
-                    hits.fetch_add(1, Ordering::SeqCst);
-                }
-            }
-        });
-    }
-    let udp = UdpSocket::bind("127.0.0.1:0")?;
-    let udp_addr = udp.local_addr()?.to_string();
-    {
-        let hits = udp_hits.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 64];
-            while udp.recv(&mut buf).is_ok() {
-                hits.fetch_add(1, Ordering::SeqCst);
-            }
-        });
-    }
-    // The socket lives apart, under a short name: the temp folder's path is
-    // already about 50 bytes, and a socket's path must fit sun_path (103
-    // bytes on macOS, the NUL aside).
-    use crate::sandbox::sockpath;
-    let sock_dir = sockpath::probe_socket_dir(crate::sandbox::random_u64());
-    std::fs::DirBuilder::new().mode(0o700).create(&sock_dir)?;
-    let sockets = FixtureDir(sock_dir);
-    let sock = sockets.0.join(sockpath::PROBE_SOCKET);
-    if !sockpath::fits_sun_path(&sock, sockpath::SUN_PATH) {
-        anyhow::bail!(
-            "the probe's socket path {} is too long for a unix socket",
-            sock.display()
-        );
-    }
-    let unix = UnixListener::bind(&sock)?;
-    {
-        let hits = unix_hits.clone();
-        std::thread::spawn(move || {
-            for c in unix.incoming() {
-                if c.is_ok() {
-                    hits.fetch_add(1, Ordering::SeqCst);
-                }
-            }
-        });
-    }
+    let net = Listeners::start()?;
     Ok(Fixture {
         _dir: dir,
-        _sockets: sockets,
         root,
         outside,
         secret,
         db,
         absent: Vec::new(),
-        tcp: tcp_addr,
-        udp: udp_addr,
-        unix: sock.display().to_string(),
-        tcp_hits,
-        udp_hits,
-        unix_hits,
+        net,
     })
 }
 
@@ -273,7 +208,7 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
         beside_db.clone(),
     ];
     let job = format!("org.reachweaver.probe.{marker}");
-    let spec = |name: &'static str, what: &str, attempt: &'static str, args: Vec<String>| Spec {
+    let spec = |name: &'static str, what: &str, attempt: Attempt, args: Vec<String>| Spec {
         name,
         what: what.to_string(),
         attempt,
@@ -290,45 +225,55 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
     let mut v = vec![
         // Network: nothing may leave, not even to loopback.
         Spec {
-            check: Check::Counter(0),
+            check: Check::Listener(Which::Tcp4),
             ..spec(
                 "net-tcp",
                 "TCP connect to 127.0.0.1",
-                "tcp",
-                vec![fx.tcp.clone()],
+                Attempt::Tcp,
+                vec![fx.net.tcp4.to_string()],
             )
         },
         Spec {
-            check: Check::Counter(1),
+            check: Check::Listener(Which::Udp),
             ..spec(
                 "net-udp",
                 "UDP send to 127.0.0.1",
-                "udp",
-                vec![fx.udp.clone()],
+                Attempt::Udp,
+                vec![fx.net.udp.to_string()],
             )
         },
         Spec {
-            check: Check::Counter(2),
+            check: Check::Listener(Which::Unix),
             ..spec(
                 "net-unix",
                 "connect to a unix socket outside the grants",
-                "unix",
-                vec![fx.unix.clone()],
+                Attempt::Unix,
+                vec![s(&fx.net.host_sock)],
             )
         },
-        spec("net-socket", "create an AF_INET socket", "socket", vec![]),
+        spec(
+            "net-socket",
+            "create an AF_INET socket",
+            Attempt::Socket,
+            vec![],
+        ),
         // Files outside the grants.
         spec(
             "read-outside",
             "read a file outside the grants",
-            "read",
+            Attempt::Read,
             vec![s(&fx.secret)],
         ),
-        spec("list-home", "list the home folder", "list", vec![s(home)]),
+        spec(
+            "list-home",
+            "list the home folder",
+            Attempt::List,
+            vec![s(home)],
+        ),
         spec(
             "read-keychains",
             "list ~/Library/Keychains",
-            "list",
+            Attempt::List,
             vec![s(&home.join("Library/Keychains"))],
         ),
         Spec {
@@ -336,7 +281,7 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             ..spec(
                 "write-outside",
                 "write a file outside the grants",
-                "write",
+                Attempt::Write,
                 vec![s(&outside_write)],
             )
         },
@@ -345,7 +290,7 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             ..spec(
                 "write-root",
                 "write in the read-only root",
-                "write",
+                Attempt::Write,
                 vec![s(&root_write)],
             )
         },
@@ -354,58 +299,58 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             ..spec(
                 "write-launchagents",
                 "write a LaunchAgent (runs at the next login)",
-                "write",
+                Attempt::Write,
                 vec![s(&launch_agent)],
             )
         },
         spec(
             "hardlink",
             "hard-link an outside file into the temp folder and read it",
-            "hardlink",
+            Attempt::Hardlink,
             vec![s(&fx.secret)],
         ),
         spec(
             "exec-tmpdir",
             "run a script written in the temp folder",
-            "exec-written",
+            Attempt::ExecWritten,
             vec![],
         ),
         // Other processes.
         spec(
             "procargs",
             "read the server's argv and environment (sysctl kern.procargs2)",
-            "procargs",
+            Attempt::Procargs,
             vec![pid.clone()],
         ),
         spec(
             "procinfo",
             "read the server's executable path (proc_pidpath)",
-            "procinfo",
+            Attempt::Procinfo,
             vec![pid.clone()],
         ),
         spec(
             "signal",
             "signal the server (kill 0)",
-            "signal",
+            Attempt::Signal,
             vec![pid.clone()],
         ),
         spec(
             "env-secret",
             "see a secret-named variable of the server",
-            "env",
+            Attempt::Env,
             vec!["REACHWEAVER_PROBE_API_TOKEN".into()],
         ),
         // Services: the keychain, Launch Services (`open`), Apple Events.
         spec(
             "keychain",
             "look up the keychain service (securityd)",
-            "mach",
+            Attempt::Mach,
             vec!["com.apple.SecurityServer".into()],
         ),
         spec(
             "keychain-xpc",
             "look up the keychain service (securityd.xpc)",
-            "mach",
+            Attempt::Mach,
             vec!["com.apple.securityd.xpc".into()],
         ),
         Spec {
@@ -413,7 +358,7 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             ..spec(
                 "open",
                 "look up Launch Services, as `open` does",
-                "mach",
+                Attempt::Mach,
                 vec!["com.apple.coreservices.launchservicesd".into()],
             )
         },
@@ -422,7 +367,7 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             ..spec(
                 "appleevents",
                 "look up the Apple Event manager",
-                "mach",
+                Attempt::Mach,
                 vec!["com.apple.coreservices.appleevents".into()],
             )
         },
@@ -431,7 +376,7 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             ..spec(
                 "pasteboard",
                 "look up the pasteboard (what was copied)",
-                "mach",
+                Attempt::Mach,
                 vec!["com.apple.pasteboard.1".into()],
             )
         },
@@ -440,7 +385,7 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             ..spec(
                 "notifications",
                 "look up distributed notifications (messages to every app)",
-                "mach",
+                Attempt::Mach,
                 vec!["com.apple.distributed_notifications@Uv3".into()],
             )
         },
@@ -452,7 +397,7 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             ..spec(
                 "launchctl-submit",
                 "submit a launchd job (runs outside the sandbox)",
-                "exec",
+                Attempt::Exec,
                 vec![
                     "/bin/launchctl".into(),
                     "submit".into(),
@@ -466,7 +411,7 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
         spec(
             "iokit-properties",
             "read the machine's hardware identifier (IOKit IOPlatformUUID)",
-            "iokit",
+            Attempt::Iokit,
             vec!["IOPlatformUUID".into()],
         ),
         // A draft writes the database and its companions, nothing beside
@@ -477,7 +422,7 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             ..spec(
                 "draft-write-beside",
                 "write beside the database in a draft run",
-                "write",
+                Attempt::Write,
                 vec![s(&beside_db)],
             )
         },
@@ -487,7 +432,7 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             ..spec(
                 "draft-exec-bit",
                 "leave an execute bit on the database in a draft run",
-                "chmod-x",
+                Attempt::ChmodX,
                 vec![s(&fx.db)],
             )
         },
@@ -499,7 +444,7 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             ..spec(
                 "open-tool",
                 "run /usr/bin/open (Launch Services starts an app)",
-                "exec",
+                Attempt::Exec,
                 vec![
                     "/usr/bin/open".into(),
                     "-g".into(),
@@ -515,37 +460,37 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
         (
             "allowed-read-root",
             "read a file in the root",
-            "read",
+            Attempt::Read,
             vec![s(&fx.root.join("allowed.txt"))],
         ),
         (
             "allowed-write-tmpdir",
             "write in the private temp folder",
-            "write-tmpdir",
+            Attempt::WriteTmpdir,
             vec![],
         ),
         (
             "allowed-sysctl",
             "read hw.ncpu",
-            "sysctl",
+            Attempt::Sysctl,
             vec!["hw.ncpu".to_string()],
         ),
         (
             "allowed-exec-system",
             "run /usr/bin/true",
-            "exec",
+            Attempt::Exec,
             vec!["/usr/bin/true".to_string()],
         ),
         (
             "allowed-userinfo",
             "look up opendirectoryd (user lookups)",
-            "mach",
+            Attempt::Mach,
             vec!["com.apple.system.opendirectoryd.libinfo".to_string()],
         ),
         (
             "allowed-sh",
             "run /bin/sh -c (it reads which shell to be)",
-            "exec",
+            Attempt::Exec,
             vec!["/bin/sh".into(), "-c".into(), "exit 0".into()],
         ),
     ] {
@@ -560,7 +505,7 @@ fn specs(fx: &mut Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
         ..spec(
             "allowed-draft-write-db",
             "write the database in a draft run",
-            "write",
+            Attempt::Write,
             vec![s(&fx.db)],
         )
     });
@@ -679,7 +624,7 @@ fn clean_after_control(fx: &Fixture, sp: &Spec) -> anyhow::Result<()> {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
         }
-        Check::Report | Check::Counter(_) => {}
+        Check::Report | Check::Listener(_) => {}
     }
     for p in made {
         match std::fs::remove_file(&p) {
@@ -723,7 +668,9 @@ pub fn run(json: bool) -> anyhow::Result<u8> {
     for sp in &specs {
         let control = if sp.expect == Expect::Refused {
             let mut cmd = Command::new(&exe);
-            cmd.arg("__probe-attempt").arg(sp.attempt).args(&sp.args);
+            cmd.arg("__probe-attempt")
+                .arg(sp.attempt.word())
+                .args(&sp.args);
             cmd.current_dir(&fx.root);
             // The attempts that use "the temp folder" use, outside, a
             // folder no grant covers.
@@ -738,25 +685,18 @@ pub fn run(json: bool) -> anyhow::Result<u8> {
         } else {
             "none"
         };
-        let before = (
-            fx.tcp_hits.load(Ordering::SeqCst),
-            fx.udp_hits.load(Ordering::SeqCst),
-            fx.unix_hits.load(Ordering::SeqCst),
-        );
+        let before = match &sp.check {
+            Check::Listener(w) => fx.net.counters.get(*w),
+            _ => 0,
+        };
         let (ok, detail) = run_inside(&sb, &exe, &fx.root, sp);
         std::thread::sleep(std::time::Duration::from_millis(50));
-        let after = (
-            fx.tcp_hits.load(Ordering::SeqCst),
-            fx.udp_hits.load(Ordering::SeqCst),
-            fx.unix_hits.load(Ordering::SeqCst),
-        );
         let mut escaped = ok;
         let mut detail = detail;
         match &sp.check {
             Check::Report => {}
-            Check::Counter(i) => {
-                let d = [after.0 - before.0, after.1 - before.1, after.2 - before.2];
-                escaped |= d.get(*i).copied().unwrap_or(0) > 0;
+            Check::Listener(w) => {
+                escaped |= fx.net.counters.get(*w) > before;
             }
             Check::Absent(i) => {
                 if let Some(p) = fx.absent.get(*i) {
@@ -975,7 +915,7 @@ mod tests {
     #[test]
     fn the_probe_socket_fits_and_is_removed_with_the_fixture() {
         let fx = fixture().unwrap();
-        let sock = PathBuf::from(&fx.unix);
+        let sock = fx.net.host_sock.clone();
         assert!(crate::sandbox::sockpath::fits_sun_path(
             &sock,
             crate::sandbox::sockpath::SUN_PATH_MACOS
@@ -1000,5 +940,14 @@ mod tests {
             let _kept = MadeDir::ensure(&agents).unwrap();
         }
         assert!(agents.is_dir());
+    }
+
+    #[test]
+    fn every_attempt_has_one_word_and_is_found_by_it() {
+        let mut words = std::collections::BTreeSet::new();
+        for a in Attempt::ALL {
+            assert!(words.insert(a.word()), "{a:?}: {} twice", a.word());
+            assert_eq!(Attempt::from_word(a.word()), Some(*a));
+        }
     }
 }

@@ -3,41 +3,16 @@
 //! terminal and the marker processes an attempt may leave behind.
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::cleanup;
-use super::host_attempts;
-use super::model::Which;
-
-#[derive(Default)]
-pub(super) struct Counters {
-    pub(super) tcp4: AtomicUsize,
-    pub(super) tcp6: AtomicUsize,
-    pub(super) udp: AtomicUsize,
-    pub(super) unix: AtomicUsize,
-    pub(super) abstract_: AtomicUsize,
-}
-
-impl Counters {
-    pub(super) fn get(&self, w: Which) -> usize {
-        match w {
-            Which::Tcp4 => &self.tcp4,
-            Which::Tcp6 => &self.tcp6,
-            Which::Udp => &self.udp,
-            Which::Unix => &self.unix,
-            Which::Abstract => &self.abstract_,
-        }
-        .load(Ordering::SeqCst)
-    }
-}
+use super::attempts;
+use super::listeners::Listeners;
 
 /// The probe's world: a temp folder with the root, a backend home, a
 /// folder outside both, and the listeners.
@@ -52,22 +27,14 @@ pub(super) struct Fixture {
     pub(super) ctl_tmp: PathBuf,
     /// The canonical system temp folder.
     pub(super) tmp_base: PathBuf,
-    pub(super) host_sock: PathBuf,
-    /// The socket's own short folder under /tmp (see `sockpath`).
-    pub(super) sock_dir: PathBuf,
-    pub(super) abstract_name: String,
-    pub(super) tcp4: SocketAddr,
-    pub(super) tcp6: SocketAddr,
-    pub(super) udp: SocketAddr,
-    pub(super) counters: Arc<Counters>,
+    pub(super) net: Listeners,
     pub(super) marker_seq: AtomicUsize,
 }
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        let _ = cleanup::remove_deep(&self.ctl_tmp);
+        let _ = crate::sandbox::tmpdir::try_remove_tree(&self.ctl_tmp);
         crate::sandbox::remove_tree(&self.base);
-        crate::sandbox::remove_tree(&self.sock_dir);
     }
 }
 
@@ -83,76 +50,7 @@ impl Fixture {
         std::fs::create_dir(&base).with_context(|| format!("{}", base.display()))?;
         std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700))?;
         let fs = base.join("fs");
-        // The socket's path must fit sun_path (108 bytes) whatever TMPDIR
-        // is: a short folder of its own under /tmp.
-        let sock_dir = crate::sandbox::sockpath::probe_socket_dir(crate::sandbox::random_u64());
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&sock_dir)
-            .with_context(|| format!("{}", sock_dir.display()))?;
-        let counters = Arc::new(Counters::default());
-        let host_sock = sock_dir.join(crate::sandbox::sockpath::PROBE_SOCKET);
-        if !crate::sandbox::sockpath::fits_sun_path(&host_sock, crate::sandbox::sockpath::SUN_PATH)
-        {
-            anyhow::bail!(
-                "the probe's socket path {} is too long for a unix socket",
-                host_sock.display()
-            );
-        }
-        let abstract_name = format!(
-            "reachweaver-probe-{}-{:x}",
-            std::process::id(),
-            crate::sandbox::random_u64()
-        );
-
-        let tcp4l = TcpListener::bind("127.0.0.1:0")?;
-        let tcp4 = tcp4l.local_addr()?;
-        spawn_accept(tcp4l, counters.clone(), Which::Tcp4);
-        let tcp6 = match TcpListener::bind("[::1]:0") {
-            Ok(l) => {
-                let a = l.local_addr()?;
-                spawn_accept(l, counters.clone(), Which::Tcp6);
-                a
-            }
-            // No IPv6 loopback: the control will fail and say so.
-            Err(_) => "[::1]:9".parse()?,
-        };
-        let udpl = UdpSocket::bind("127.0.0.1:0")?;
-        let udp = udpl.local_addr()?;
-        {
-            let c = counters.clone();
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 2048];
-                while udpl.recv_from(&mut buf).is_ok() {
-                    c.udp.fetch_add(1, Ordering::SeqCst);
-                }
-            });
-        }
-        let unixl = std::os::unix::net::UnixListener::bind(&host_sock)?;
-        {
-            let c = counters.clone();
-            std::thread::spawn(move || {
-                for s in unixl.incoming() {
-                    if s.is_ok() {
-                        c.unix.fetch_add(1, Ordering::SeqCst);
-                    }
-                }
-            });
-        }
-        {
-            use std::os::linux::net::SocketAddrExt;
-            let addr =
-                std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())?;
-            let l = std::os::unix::net::UnixListener::bind_addr(&addr)?;
-            let c = counters.clone();
-            std::thread::spawn(move || {
-                for s in l.incoming() {
-                    if s.is_ok() {
-                        c.abstract_.fetch_add(1, Ordering::SeqCst);
-                    }
-                }
-            });
-        }
+        let net = Listeners::start()?;
         let fx = Fixture {
             root: fs.join("root"),
             home: fs.join("home"),
@@ -162,13 +60,7 @@ impl Fixture {
             tmp_base: tmp,
             base,
             exe,
-            host_sock,
-            sock_dir,
-            abstract_name,
-            tcp4,
-            tcp6,
-            udp,
-            counters,
+            net,
             marker_seq: AtomicUsize::new(0),
         };
         fx.reset()?;
@@ -270,7 +162,7 @@ impl Fixture {
 
     /// An empty TMPDIR for the next positive control.
     pub(super) fn fresh_ctl_tmp(&self) {
-        let _ = cleanup::remove_deep(&self.ctl_tmp);
+        let _ = crate::sandbox::tmpdir::try_remove_tree(&self.ctl_tmp);
         let _ = std::fs::create_dir(&self.ctl_tmp);
     }
 
@@ -300,20 +192,6 @@ pub(super) const PLANTED_ENV: &[(&str, &str)] = &[
         "probe-secret-value-0123456789",
     ),
 ];
-
-pub(super) fn spawn_accept(l: TcpListener, c: Arc<Counters>, w: Which) {
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            if s.is_ok() {
-                match w {
-                    Which::Tcp4 => &c.tcp4,
-                    _ => &c.tcp6,
-                }
-                .fetch_add(1, Ordering::SeqCst);
-            }
-        }
-    });
-}
 
 /// Sleeping marker processes (`__probe-attempt sleep-marker MARKER`); the
 /// processes that merely pass the marker along don't count.
@@ -448,12 +326,8 @@ pub(super) fn inode_flags(p: &Path) -> String {
     // SAFETY: the two get ioctls write integers we own.
     let (a, b) = unsafe {
         (
-            libc::ioctl(f.as_raw_fd(), host_attempts::FS_IOC_GETFLAGS, &mut flags),
-            libc::ioctl(
-                f.as_raw_fd(),
-                host_attempts::FS_IOC_GETVERSION,
-                &mut generation,
-            ),
+            libc::ioctl(f.as_raw_fd(), attempts::FS_IOC_GETFLAGS, &mut flags),
+            libc::ioctl(f.as_raw_fd(), attempts::FS_IOC_GETVERSION, &mut generation),
         )
     };
     format!(

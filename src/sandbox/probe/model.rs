@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::attempts::Attempt;
+pub(super) use super::listeners::Which;
 use crate::sandbox::policy::Layers;
 use crate::sandbox::{Layer, RunKind};
 
@@ -187,18 +189,9 @@ impl Trigger {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Which {
-    Tcp4,
-    Tcp6,
-    Udp,
-    Unix,
-    Abstract,
-}
-
 pub(super) struct Spec {
     pub(super) name: String,
-    pub(super) attempt: &'static str,
+    pub(super) attempt: Attempt,
     pub(super) args: Vec<String>,
     pub(super) control: Control,
     /// What the inside run must report (a prefix); for allowed attempts,
@@ -214,7 +207,7 @@ pub(super) struct Spec {
 
 pub(super) fn spec(
     name: impl Into<String>,
-    attempt: &'static str,
+    attempt: Attempt,
     args: Vec<String>,
     expect: &str,
     holders: &[Holder],

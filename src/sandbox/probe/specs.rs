@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
+use super::attempts::{self, Attempt as A};
 use super::fixture::{Fixture, PLANTED_ENV};
-use super::host_attempts;
 use super::model::{spec, Holder, Spec, Trigger, Truth, Which};
 
 impl Fixture {
@@ -18,28 +18,28 @@ impl Fixture {
             // Sanity: what a backend legitimately needs still works.
             spec(
                 "allowed-read-root",
-                "read",
+                A::Read,
                 vec![s(&self.root.join("sub/inside.txt"))],
                 "",
                 &[],
             )
             .allowed(),
-            spec("allowed-list-root", "list", vec![s(&self.root)], "", &[]).allowed(),
-            spec("allowed-read-db", "read", vec![s(&self.db)], "", &[]).allowed(),
-            spec("allowed-write-tmpdir", "write-tmpdir", vec![], "", &[]).allowed(),
+            spec("allowed-list-root", A::List, vec![s(&self.root)], "", &[]).allowed(),
+            spec("allowed-read-db", A::Read, vec![s(&self.db)], "", &[]).allowed(),
+            spec("allowed-write-tmpdir", A::WriteTmpdir, vec![], "", &[]).allowed(),
             spec(
                 "allowed-socketpair-stream",
-                "socketpair",
+                A::Socketpair,
                 vec!["stream".into()],
                 "",
                 &[],
             )
             .allowed(),
-            spec("allowed-start-child", "fork", vec![], "", &[]).allowed(),
+            spec("allowed-start-child", A::Fork, vec![], "", &[]).allowed(),
             // The draft kind may write the database's folder, and nothing more.
             spec(
                 "allowed-draft-writes-db-journal",
-                "create",
+                A::Create,
                 vec![format!("{}-journal", s(&self.db))],
                 "",
                 &[],
@@ -49,46 +49,46 @@ impl Fixture {
             // Network.
             spec(
                 "tcp-connect-127.0.0.1",
-                "tcp-connect",
-                vec![self.tcp4.to_string()],
+                A::TcpConnect,
+                vec![self.net.tcp4.to_string()],
                 "EPERM",
                 &[Layer(Seccomp), Layer(LandlockTcp), Layer(Netns)],
             )
             .truth(Truth::Listener(Which::Tcp4)),
             spec(
                 "tcp-connect-::1",
-                "tcp-connect",
-                vec![self.tcp6.to_string()],
+                A::TcpConnect,
+                vec![self.net.tcp6.to_string()],
                 "EPERM",
                 &[Layer(Seccomp), Layer(LandlockTcp), Layer(Netns)],
             )
             .truth(Truth::Listener(Which::Tcp6)),
             spec(
                 "udp-send-127.0.0.1",
-                "udp-send",
-                vec![self.udp.to_string()],
+                A::UdpSend,
+                vec![self.net.udp.to_string()],
                 "EPERM",
                 &[Layer(Seccomp), Layer(Netns)],
             )
             .truth(Truth::Listener(Which::Udp)),
             spec(
                 "mptcp-connect-127.0.0.1",
-                "mptcp-connect",
-                vec![self.tcp4.to_string()],
+                A::MptcpConnect,
+                vec![self.net.tcp4.to_string()],
                 "EPERM",
                 &[Layer(Seccomp), Layer(Netns)],
             )
             .truth(Truth::Listener(Which::Tcp4)),
             spec(
                 "dns-lookup-localhost",
-                "dns-lookup",
+                A::DnsLookup,
                 vec!["localhost".into()],
                 "EAI_",
                 &[Layer(Landlock), Layer(Mountns)],
             ),
             spec(
                 "socket-raw-icmp",
-                "socket",
+                A::Socket,
                 vec!["raw".into()],
                 "EPERM",
                 &[Layer(Seccomp), Layer(Caps), Layer(Userns)],
@@ -96,7 +96,7 @@ impl Fixture {
             .in_userns(),
             spec(
                 "socket-packet",
-                "socket",
+                A::Socket,
                 vec!["packet".into()],
                 "EPERM",
                 &[Layer(Seccomp), Layer(Caps), Layer(Userns)],
@@ -104,44 +104,44 @@ impl Fixture {
             .in_userns(),
             spec(
                 "socket-netlink",
-                "socket",
+                A::Socket,
                 vec!["netlink".into()],
                 "EPERM",
                 &[Layer(Seccomp)],
             ),
             spec(
                 "socket-vsock",
-                "socket",
+                A::Socket,
                 vec!["vsock".into()],
                 "EPERM",
                 &[Layer(Seccomp)],
             ),
             spec(
                 "abstract-unix-connect",
-                "abstract-connect",
-                vec![self.abstract_name.clone()],
+                A::AbstractConnect,
+                vec![self.net.abstract_name.clone()],
                 "EPERM",
                 &[Layer(Seccomp), Layer(LandlockScope), Layer(Netns)],
             )
             .truth(Truth::Listener(Which::Abstract)),
             spec(
                 "host-unix-connect",
-                "unix-connect",
-                vec![s(&self.host_sock)],
+                A::UnixConnect,
+                vec![s(&self.net.host_sock)],
                 "EPERM",
                 &[Layer(Seccomp), LandlockUnix, Layer(Mountns)],
             )
             .truth(Truth::Listener(Which::Unix)),
             spec(
                 "socketpair-dgram",
-                "socketpair",
+                A::Socketpair,
                 vec!["dgram".into()],
                 "EPERM",
                 &[Layer(Seccomp)],
             ),
             spec(
                 "socketpair-seqpacket",
-                "socketpair",
+                A::Socketpair,
                 vec!["seqpacket".into()],
                 "EPERM",
                 &[Layer(Seccomp)],
@@ -149,36 +149,36 @@ impl Fixture {
             // Kernel surface.
             spec(
                 "io-uring-setup",
-                "io-uring-setup",
+                A::IoUringSetup,
                 vec![],
                 "EPERM",
                 &[Layer(Seccomp)],
             ),
             spec(
                 "x32-syscall",
-                "x32-syscall",
+                A::X32Syscall,
                 vec![],
                 "SIGSYS",
                 &[Layer(Seccomp)],
             ),
             spec(
                 "unshare-userns",
-                "unshare-userns",
+                A::UnshareUserns,
                 vec![],
                 "EPERM",
                 &[Layer(Seccomp), NsLimits],
             ),
             spec(
                 "clone-newuser",
-                "clone-newuser",
+                A::CloneNewuser,
                 vec![],
                 "EPERM",
                 &[Layer(Seccomp), NsLimits],
             ),
-            spec("clone3", "clone3", vec![], "ENOSYS", &[Layer(Seccomp)]),
+            spec("clone3", A::Clone3, vec![], "ENOSYS", &[Layer(Seccomp)]),
             spec(
                 "mount-tmpfs",
-                "mount-tmpfs",
+                A::MountTmpfs,
                 vec![s(&self.root.join("mnt"))],
                 "EPERM",
                 &[Layer(Seccomp), Layer(Userns)],
@@ -187,42 +187,42 @@ impl Fixture {
             // Reading outside the root.
             spec(
                 "read-outside-root",
-                "read",
+                A::Read,
                 vec![s(&self.outside.join("secret.txt"))],
                 "ENOENT|EACCES",
                 &[Layer(Landlock), Layer(Mountns)],
             ),
             spec(
                 "list-outside-root",
-                "list",
+                A::List,
                 vec![s(&self.outside)],
                 "ENOENT|EACCES",
                 &[Layer(Landlock), Layer(Mountns)],
             ),
             spec(
                 "read-symlink-out-of-root",
-                "read",
+                A::Read,
                 vec![s(&self.root.join("link-out"))],
                 "ENOENT|EACCES",
                 &[Layer(Landlock), Layer(Mountns)],
             ),
             spec(
                 "read-dotdot-out-of-root",
-                "read",
+                A::Read,
                 vec![s(&self.root.join("../outside/secret.txt"))],
                 "ENOENT|EACCES",
                 &[Layer(Landlock), Layer(Mountns)],
             ),
             spec(
                 "exec-outside-runtime",
-                "exec",
+                A::Exec,
                 vec![s(&self.outside.join("true"))],
                 "ENOENT|EACCES",
                 &[Layer(Landlock), Layer(Mountns)],
             ),
             spec(
                 "write-database",
-                "write",
+                A::Write,
                 vec![s(&self.db)],
                 "EROFS|EACCES",
                 &[Layer(Landlock), Layer(Mountns)],
@@ -230,7 +230,7 @@ impl Fixture {
             .truth(Truth::Files),
             spec(
                 "draft-create-in-root",
-                "create",
+                A::Create,
                 vec![s(&self.root.join("new.txt"))],
                 "EROFS|EACCES",
                 &[Layer(Landlock), Layer(Mountns)],
@@ -239,7 +239,7 @@ impl Fixture {
             .draft(),
             spec(
                 "draft-create-in-home",
-                "create",
+                A::Create,
                 vec![s(&self.home.join("new.txt"))],
                 "EROFS|EACCES",
                 &[Layer(Landlock), Layer(Mountns)],
@@ -253,23 +253,23 @@ impl Fixture {
             ("outside", &self.outside),
         ] {
             let victim = s(&dir.join("victim.txt"));
-            let ops: [(&str, &'static str, Vec<String>); 8] = [
-                ("create", "create", vec![s(&dir.join("new.txt"))]),
-                ("write", "write", vec![victim.clone()]),
-                ("truncate", "truncate", vec![victim.clone()]),
+            let ops: [(&str, A, Vec<String>); 8] = [
+                ("create", A::Create, vec![s(&dir.join("new.txt"))]),
+                ("write", A::Write, vec![victim.clone()]),
+                ("truncate", A::Truncate, vec![victim.clone()]),
                 (
                     "rename",
-                    "rename",
+                    A::Rename,
                     vec![victim.clone(), s(&dir.join("renamed.txt"))],
                 ),
-                ("unlink", "unlink", vec![victim.clone()]),
-                ("mkdir", "mkdir", vec![s(&dir.join("newdir"))]),
+                ("unlink", A::Unlink, vec![victim.clone()]),
+                ("mkdir", A::Mkdir, vec![s(&dir.join("newdir"))]),
                 (
                     "link",
-                    "link",
+                    A::Link,
                     vec![victim.clone(), s(&dir.join("hardlink.txt"))],
                 ),
-                ("mknod", "mknod", vec![s(&dir.join("fifo"))]),
+                ("mknod", A::Mknod, vec![s(&dir.join("fifo"))]),
             ];
             for (op, attempt, args) in ops {
                 v.push(
@@ -300,7 +300,7 @@ impl Fixture {
         // Metadata changes Landlock does not cover: seccomp refuses them, and
         // a host file outside the grant isn't there to change.
         let host_file = s(&self.outside.join("victim.txt"));
-        for attempt in ["chmod", "chown", "utime", "setxattr"] {
+        for attempt in [A::Chmod, A::Chown, A::Utime, A::Setxattr] {
             v.push(
                 spec(
                     format!("{attempt}-host-file"),
@@ -318,35 +318,35 @@ impl Fixture {
             // capabilities there, doesn't have.
             spec(
                 "read-server-environ",
-                "read",
+                A::Read,
                 vec![format!("/proc/{server_pid}/environ")],
                 "ENOENT|EACCES",
                 &[Layer(Landlock), Layer(Userns), Layer(Mountns)],
             ),
             spec(
                 "read-server-cmdline",
-                "read",
+                A::Read,
                 vec![format!("/proc/{server_pid}/cmdline")],
                 "ENOENT|EACCES",
                 &[Layer(Landlock), Layer(Userns), Layer(Mountns)],
             ),
             spec(
                 "kill-server",
-                "kill",
+                A::Kill,
                 vec![server_pid.to_string()],
                 "ESRCH",
                 &[Layer(Pidns), Layer(LandlockScope)],
             ),
             spec(
                 "ptrace-server",
-                "ptrace",
+                A::Ptrace,
                 vec![server_pid.to_string()],
                 "EPERM",
                 &[Layer(Seccomp), Layer(Pidns), Layer(Landlock)],
             ),
             spec(
                 "tiocsti-terminal",
-                "tiocsti",
+                A::Tiocsti,
                 vec![],
                 "EPERM",
                 &[Layer(Seccomp)],
@@ -355,7 +355,7 @@ impl Fixture {
             // Privilege.
             spec(
                 "setuid-0",
-                "setuid-0",
+                A::Setuid0,
                 vec![],
                 "EINVAL|EPERM",
                 &[Layer(Userns), CapsUnprivileged],
@@ -363,14 +363,14 @@ impl Fixture {
             .in_userns(),
             spec(
                 "no-new-privs-off",
-                "no-new-privs-off",
+                A::NoNewPrivsOff,
                 vec![],
                 "NoNewPrivs=1",
                 &[Helper],
             ),
             spec(
                 "seccomp-off",
-                "seccomp-off",
+                A::SeccompOff,
                 vec![],
                 "Seccomp=2",
                 &[Layer(Seccomp)],
@@ -380,7 +380,7 @@ impl Fixture {
             // with every other set empty and no_new_privs, it grants nothing.
             spec(
                 "caps-held",
-                "caps-held",
+                A::CapsHeld,
                 vec![if caps_bounding { "all" } else { "sets" }.into()],
                 "CapEff=0 CapPrm=0 CapInh=0 CapBnd=0 CapAmb=0|CapEff=0 CapPrm=0 CapInh=0",
                 &[Layer(Caps)],
@@ -388,21 +388,21 @@ impl Fixture {
             // Resources and lifetime.
             spec(
                 "fork-bomb",
-                "fork-bomb",
+                A::ForkBomb,
                 vec!["600".into()],
                 "EAGAIN",
                 &[Nproc, Layer(PidMax)],
             ),
             spec(
                 "memory-bomb",
-                "memory-bomb",
+                A::MemoryBomb,
                 vec!["8".into()],
                 "ENOMEM",
                 &[Layer(Rlimits)],
             ),
             spec(
                 "stdout-flood",
-                "stdout-flood",
+                A::StdoutFlood,
                 vec![],
                 "contained",
                 &[Helper],
@@ -410,7 +410,7 @@ impl Fixture {
             .truth(Truth::Flood),
             spec(
                 "daemon-outlives-call",
-                "daemon",
+                A::Daemon,
                 vec![],
                 "gone",
                 &[Layer(Pidns), Subreaper],
@@ -418,7 +418,7 @@ impl Fixture {
             .truth(Truth::Daemon),
             spec(
                 "next-call-sees-nothing",
-                "find-traces",
+                A::FindTraces,
                 vec![],
                 "none",
                 // Each run's own TMPDIR (a tmpfs, or a host folder removed
@@ -428,7 +428,7 @@ impl Fixture {
             .truth(Truth::NextCall),
             spec(
                 "run-outlives-killed-server",
-                "sleep-marker",
+                A::SleepMarker,
                 vec![],
                 "gone",
                 // The run's init dies with its parent (the parent-death
@@ -438,7 +438,7 @@ impl Fixture {
             .truth(Truth::OutliveParent),
             spec(
                 "loader-and-secret-env",
-                "env",
+                A::Env,
                 PLANTED_ENV.iter().map(|(n, _)| n.to_string()).collect(),
                 "absent",
                 &[Helper],
@@ -466,7 +466,7 @@ impl Fixture {
             .map(PathBuf::from)
             .filter(|h| h.is_absolute() && h.is_dir())
             .unwrap_or_else(|| PathBuf::from("/root"));
-        let host_mount = host_attempts::listmount()
+        let host_mount = attempts::listmount()
             .ok()
             .and_then(|ids| ids.first().copied())
             .unwrap_or(0);
@@ -484,7 +484,7 @@ impl Fixture {
             // companions), nothing else in its folder.
             spec(
                 "draft-db-replaced-by-symlink",
-                "replace-with-symlink",
+                A::ReplaceWithSymlink,
                 vec![db.clone(), "/".into()],
                 "EBUSY",
                 &[Layer(Mountns)],
@@ -493,7 +493,7 @@ impl Fixture {
             .draft(),
             spec(
                 "draft-db-symlink-renamed-over",
-                "symlink-rename-over",
+                A::SymlinkRenameOver,
                 vec![db.clone(), "/".into()],
                 "EACCES",
                 &[Layer(Landlock), Layer(Mountns)],
@@ -502,7 +502,7 @@ impl Fixture {
             .draft(),
             spec(
                 "draft-symlink-in-db-folder",
-                "symlink",
+                A::Symlink,
                 vec!["/".into(), s(&db_dir.join("escape"))],
                 "EACCES|nothing left",
                 &[Layer(Landlock), Helper],
@@ -511,7 +511,7 @@ impl Fixture {
             .draft(),
             spec(
                 "draft-mkdir-in-db-folder",
-                "mkdir",
+                A::Mkdir,
                 vec![s(&db_dir.join("newdir"))],
                 "EACCES|nothing left",
                 &[Layer(Landlock), Helper],
@@ -520,7 +520,7 @@ impl Fixture {
             .draft(),
             spec(
                 "draft-fifo-in-db-folder",
-                "mknod",
+                A::Mknod,
                 vec![s(&db_dir.join("fifo"))],
                 "EPERM|EACCES|nothing left",
                 &[Layer(Seccomp), Layer(Landlock), Helper],
@@ -529,7 +529,7 @@ impl Fixture {
             .draft(),
             spec(
                 "draft-other-file-in-db-folder",
-                "create",
+                A::Create,
                 vec![s(&db_dir.join("other.txt"))],
                 "nothing left",
                 &[Helper],
@@ -538,7 +538,7 @@ impl Fixture {
             .draft(),
             spec(
                 "draft-rename-beside-db",
-                "rename",
+                A::Rename,
                 vec![beside.clone(), format!("{beside}.bak")],
                 "EBUSY",
                 &[Layer(Mountns)],
@@ -547,7 +547,7 @@ impl Fixture {
             .draft(),
             spec(
                 "draft-replace-beside-db",
-                "replace",
+                A::Replace,
                 vec![beside.clone()],
                 "EBUSY",
                 &[Layer(Mountns)],
@@ -556,7 +556,7 @@ impl Fixture {
             .draft(),
             spec(
                 "draft-write-beside-db",
-                "write",
+                A::Write,
                 vec![beside.clone()],
                 "EROFS",
                 &[Layer(Mountns)],
@@ -565,7 +565,7 @@ impl Fixture {
             .draft(),
             spec(
                 "draft-executable-in-db-folder",
-                "create-exec",
+                A::CreateExec,
                 vec![s(&db_dir.join("tool"))],
                 "EPERM|no executable left",
                 &[Layer(Seccomp), Helper],
@@ -574,7 +574,7 @@ impl Fixture {
             .draft(),
             spec(
                 "draft-mknod-exec-companion",
-                "mknod-exec",
+                A::MknodExec,
                 vec![format!("{db}-wal")],
                 "EPERM|no executable left",
                 &[Layer(Seccomp), Helper],
@@ -585,7 +585,7 @@ impl Fixture {
             // file-size limit, and no device appears in its folder.
             spec(
                 "allowed-draft-fallocate-db",
-                "fallocate",
+                A::Fallocate,
                 vec![db.clone(), "plain".into(), "1".into()],
                 "",
                 &[],
@@ -594,7 +594,7 @@ impl Fixture {
             .draft(),
             spec(
                 "draft-fallocate-keep-size",
-                "fallocate",
+                A::Fallocate,
                 vec![db.clone(), "keep-size".into(), reserve_mib.to_string()],
                 "EOPNOTSUPP",
                 &[Layer(Seccomp)],
@@ -603,7 +603,7 @@ impl Fixture {
             .draft(),
             spec(
                 "draft-rename-whiteout",
-                "rename-whiteout",
+                A::RenameWhiteout,
                 vec![format!("{db}-journal"), format!("{db}-wal")],
                 "EPERM|nothing left",
                 // The clean-up removes anything under a companion's name
@@ -613,17 +613,17 @@ impl Fixture {
             .truth(Truth::FilesAfter)
             .draft(),
             // A later read-only run must not follow what was planted.
-            spec("allowed-read-beside-db", "read", vec![beside], "", &[]).allowed(),
+            spec("allowed-read-beside-db", A::Read, vec![beside], "", &[]).allowed(),
             spec(
                 "read-through-planted-symlink",
-                "read",
+                A::Read,
                 vec![planted.clone()],
                 "ENOENT|EACCES",
                 &[Layer(Landlock), Layer(Mountns)],
             ),
             spec(
                 "stat-through-planted-symlink",
-                "stat",
+                A::Stat,
                 vec![planted],
                 "ENOENT",
                 &[Layer(Mountns)],
@@ -631,7 +631,7 @@ impl Fixture {
             // The run's temp folder.
             spec(
                 "tmpdir-deep-chain",
-                "deep-tmpdir",
+                A::DeepTmpdir,
                 vec!["1100".into(), self.marker()],
                 "cleaned up",
                 &[Tmpfs, Helper],
@@ -639,7 +639,7 @@ impl Fixture {
             .truth(Truth::DeepTmp),
             spec(
                 "tmpdir-size-cap",
-                "fill-size",
+                A::FillSize,
                 vec!["1024".into()],
                 "ENOSPC",
                 &[Tmpfs],
@@ -649,14 +649,14 @@ impl Fixture {
             // all, is done well within its time on a busy machine.
             spec(
                 "tmpdir-inode-cap",
-                "fill-inodes",
+                A::FillInodes,
                 vec!["8192".into()],
                 "ENOSPC",
                 &[Tmpfs],
             ),
             spec(
                 "tmpdir-name-carries-server-pid",
-                "tmpdir-path",
+                A::TmpdirPath,
                 vec![],
                 "no server pid",
                 &[Layer(Mountns), Helper],
@@ -665,7 +665,7 @@ impl Fixture {
             // Metadata of host files.
             spec(
                 "file-setattr-host-file",
-                "file-setattr",
+                A::FileSetattr,
                 vec![s(&self.outside.join("victim.txt"))],
                 "ENOSYS",
                 &[Layer(Seccomp), Layer(Mountns)],
@@ -673,7 +673,7 @@ impl Fixture {
             .truth(Truth::Files),
             spec(
                 "ioctl-setflags-read-only-fd",
-                "ioctl-flags",
+                A::IoctlFlags,
                 vec!["setflags".into(), s(&self.root.join("victim.txt"))],
                 "ENOTTY",
                 &[Layer(Seccomp), Layer(Mountns)],
@@ -681,7 +681,7 @@ impl Fixture {
             .truth(Truth::Files),
             spec(
                 "ioctl-fssetxattr-read-only-fd",
-                "ioctl-flags",
+                A::IoctlFlags,
                 vec!["fssetxattr".into(), s(&self.root.join("victim.txt"))],
                 "ENOTTY",
                 &[Layer(Seccomp), Layer(Mountns)],
@@ -689,7 +689,7 @@ impl Fixture {
             .truth(Truth::Files),
             spec(
                 "ioctl-ext4-setversion-read-only-fd",
-                "ioctl-flags",
+                A::IoctlFlags,
                 vec!["setversion".into(), s(&self.root.join("victim.txt"))],
                 "ENOTTY",
                 &[Layer(Seccomp), Layer(Mountns)],
@@ -698,14 +698,14 @@ impl Fixture {
             // Memory and code outside RLIMIT_AS and the runtime.
             spec(
                 "memfd-outside-rlimit-as",
-                "memfd-fill",
+                A::MemfdFill,
                 vec!["1024".into()],
                 "ENOSYS",
                 &[Layer(Seccomp)],
             ),
             spec(
                 "memfd-exec",
-                "memfd-exec",
+                A::MemfdExec,
                 vec![prog.clone()],
                 "ENOSYS|EACCES",
                 // Landlock's execute right is about files beneath a folder;
@@ -715,7 +715,7 @@ impl Fixture {
             // Observation outside the grant.
             spec(
                 "inotify-system-tmp",
-                "inotify-watch",
+                A::InotifyWatch,
                 vec![tmp.clone(), tmp_marker.clone()],
                 "ENOSYS|no event",
                 &[Layer(Seccomp), Layer(Mountns)],
@@ -725,7 +725,7 @@ impl Fixture {
             ))),
             spec(
                 "inotify-etc",
-                "inotify-watch",
+                A::InotifyWatch,
                 vec!["/etc".into(), "passwd".into()],
                 "ENOSYS|no event",
                 &[Layer(Seccomp), Layer(Mountns)],
@@ -736,7 +736,7 @@ impl Fixture {
             // opens.
             spec(
                 "inotify-shared-root",
-                "inotify-watch",
+                A::InotifyWatch,
                 vec![s(&self.root), "victim.txt".into()],
                 "ENOSYS",
                 &[Layer(Seccomp)],
@@ -744,14 +744,14 @@ impl Fixture {
             .truth(Truth::Watch(Trigger::Open(self.root.join("victim.txt")))),
             spec(
                 "fanotify-outside",
-                "fanotify-watch",
+                A::FanotifyWatch,
                 vec![s(&self.outside)],
                 "ENOSYS|ENOENT",
                 &[Layer(Seccomp), Layer(Mountns)],
             ),
             spec(
                 "getxattr-outside-file",
-                "getxattr",
+                A::Getxattr,
                 vec![
                     s(&self.outside.join("secret.txt")),
                     "user.reachweaver-probe".into(),
@@ -761,42 +761,42 @@ impl Fixture {
             ),
             spec(
                 "stat-etc-hostname",
-                "stat",
+                A::Stat,
                 vec!["/etc/hostname".into()],
                 "ENOENT",
                 &[Layer(Mountns)],
             ),
             spec(
                 "uname-nodename",
-                "uname-nodename",
+                A::UnameNodename,
                 vec![host_node, host_domain],
                 &run_names,
                 &[Layer(Utsns)],
             ),
             spec(
                 "stat-outside-file",
-                "stat",
+                A::Stat,
                 vec![s(&self.outside.join("secret.txt"))],
                 "ENOENT",
                 &[Layer(Mountns)],
             ),
             spec(
                 "stat-server-home",
-                "stat",
+                A::Stat,
                 vec![s(&server_home)],
                 "ENOENT",
                 &[Layer(Mountns)],
             ),
             spec(
                 "readlink-outside",
-                "readlink",
+                A::Readlink,
                 vec![s(&self.outside.join("alias"))],
                 "ENOENT",
                 &[Layer(Mountns)],
             ),
             spec(
                 "listmount-host-mounts",
-                "listmount",
+                A::Listmount,
                 vec![],
                 "ENOSYS",
                 &[Layer(Seccomp), Layer(Mountns)],
@@ -804,21 +804,21 @@ impl Fixture {
             .truth(Truth::HostMounts),
             spec(
                 "statmount-host-mount",
-                "statmount",
+                A::Statmount,
                 vec![host_mount.to_string()],
                 "ENOSYS",
                 &[Layer(Seccomp), Layer(Mountns)],
             ),
             spec(
                 "stat-proc-server",
-                "stat",
+                A::Stat,
                 vec![format!("/proc/{server_pid}")],
                 "ENOENT",
                 &[Layer(Mountns)],
             ),
             spec(
                 "list-proc",
-                "list-pids",
+                A::ListPids,
                 vec!["/proc".into()],
                 "EACCES|ENOENT|only the run's own",
                 &[Layer(Landlock), Layer(Mountns)],
@@ -827,21 +827,21 @@ impl Fixture {
             // Execution outside the runtime.
             spec(
                 "exec-from-tmpdir",
-                "exec-tmpdir",
+                A::ExecTmpdir,
                 vec![prog.clone()],
                 "EPERM|EACCES",
                 &[Layer(Seccomp), Layer(Landlock), Noexec],
             ),
             spec(
                 "exec-via-loader-from-tmpdir",
-                "exec-loader",
+                A::ExecLoader,
                 vec![prog],
                 "exit 127",
                 &[Noexec],
             ),
             spec(
                 "mmap-exec-tmpdir",
-                "mmap-exec-tmpdir",
+                A::MmapExecTmpdir,
                 vec![],
                 "EPERM",
                 &[Noexec],
@@ -849,7 +849,7 @@ impl Fixture {
             // Host files by handle, past every path check.
             spec(
                 "open-by-handle-outside",
-                "open-by-handle",
+                A::OpenByHandle,
                 vec![s(&self.outside.join("secret.txt")), s(&self.root)],
                 "ENOSYS|EPERM|ENOENT",
                 &[Layer(Seccomp), Layer(Caps), Layer(Mountns)],

@@ -7,6 +7,8 @@ use std::net::UdpSocket;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use crate::sandbox::probe::table::attempt_table;
+
 fn done(ok: bool, what: String) -> u8 {
     println!("{what}");
     u8::from(!ok)
@@ -193,16 +195,26 @@ fn arg(args: &[String], i: usize) -> &str {
     args.get(i).map(String::as_str).unwrap_or("")
 }
 
-pub fn attempt(name: &str, args: &[String]) -> u8 {
-    let a0 = arg(args, 0);
-    match name {
-        "tcp" => io(std::net::TcpStream::connect(a0), "connect tcp"),
-        "udp" => io(
+attempt_table! {
+    run -> u8;
+    Tcp = "tcp" => |args| {
+        let a0 = arg(args, 0);
+        io(std::net::TcpStream::connect(a0), "connect tcp")
+    },
+    Udp = "udp" => |args| {
+        let a0 = arg(args, 0);
+        io(
             UdpSocket::bind("127.0.0.1:0").and_then(|s| s.send_to(b"probe", a0)),
             "send udp",
-        ),
-        "unix" => io(std::os::unix::net::UnixStream::connect(a0), "connect unix"),
-        "socket" => {
+        )
+    },
+    Unix = "unix" => |args| {
+        let a0 = arg(args, 0);
+        io(std::os::unix::net::UnixStream::connect(a0), "connect unix")
+    },
+    Socket = "socket" => |args| {
+        let _ = args;
+        {
             // SAFETY: creating (and closing) a socket.
             let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
             if fd >= 0 {
@@ -218,10 +230,22 @@ pub fn attempt(name: &str, args: &[String]) -> u8 {
                 "socket(AF_INET)",
             )
         }
-        "read" => io(std::fs::read(a0), &format!("read {a0}")),
-        "list" => io(std::fs::read_dir(a0), &format!("list {a0}")),
-        "write" => io(std::fs::write(a0, b"probe"), &format!("write {a0}")),
-        "write-tmpdir" => {
+    },
+    Read = "read" => |args| {
+        let a0 = arg(args, 0);
+        io(std::fs::read(a0), &format!("read {a0}"))
+    },
+    List = "list" => |args| {
+        let a0 = arg(args, 0);
+        io(std::fs::read_dir(a0), &format!("list {a0}"))
+    },
+    Write = "write" => |args| {
+        let a0 = arg(args, 0);
+        io(std::fs::write(a0, b"probe"), &format!("write {a0}"))
+    },
+    WriteTmpdir = "write-tmpdir" => |args| {
+        let _ = args;
+        {
             let dir = std::env::var_os("TMPDIR")
                 .map(PathBuf::from)
                 .unwrap_or_default();
@@ -230,7 +254,10 @@ pub fn attempt(name: &str, args: &[String]) -> u8 {
                 "write $TMPDIR/probe",
             )
         }
-        "hardlink" => {
+    },
+    Hardlink = "hardlink" => |args| {
+        let a0 = arg(args, 0);
+        {
             // Link an outside file into the writable temp folder, then
             // read it through the link.
             let link = std::env::var_os("TMPDIR")
@@ -242,7 +269,10 @@ pub fn attempt(name: &str, args: &[String]) -> u8 {
                 &format!("link {a0} and read it"),
             )
         }
-        "exec-written" => {
+    },
+    ExecWritten = "exec-written" => |args| {
+        let _ = args;
+        {
             // Write a script where the run may write, then run it.
             use std::os::unix::fs::PermissionsExt;
             let script = std::env::var_os("TMPDIR")
@@ -263,18 +293,27 @@ pub fn attempt(name: &str, args: &[String]) -> u8 {
                 });
             io(r, "run a script written in a writable folder")
         }
-        "procargs" => {
+    },
+    Procargs = "procargs" => |args| {
+        let a0 = arg(args, 0);
+        {
             let pid: i32 = a0.parse().unwrap_or(0);
             io(
                 procargs(pid),
                 &format!("sysctl kern.procargs2 of pid {pid}"),
             )
         }
-        "procinfo" => {
+    },
+    Procinfo = "procinfo" => |args| {
+        let a0 = arg(args, 0);
+        {
             let pid: i32 = a0.parse().unwrap_or(0);
             io(proc_path(pid), &format!("proc_pidpath of pid {pid}"))
         }
-        "signal" => {
+    },
+    Signal = "signal" => |args| {
+        let a0 = arg(args, 0);
+        {
             let pid: i32 = a0.parse().unwrap_or(0);
             // SAFETY: signal 0 sends nothing; it only asks for permission.
             let r = unsafe { libc::kill(pid, 0) };
@@ -287,17 +326,32 @@ pub fn attempt(name: &str, args: &[String]) -> u8 {
                 &format!("kill({pid}, 0)"),
             )
         }
-        "sysctl" => io(sysctl_by_name(a0), &format!("sysctl {a0}")),
-        "iokit" => io(iokit_property(a0), &format!("IOKit property {a0}")),
-        "chmod-x" => {
+    },
+    Sysctl = "sysctl" => |args| {
+        let a0 = arg(args, 0);
+        io(sysctl_by_name(a0), &format!("sysctl {a0}"))
+    },
+    Iokit = "iokit" => |args| {
+        let a0 = arg(args, 0);
+        io(iokit_property(a0), &format!("IOKit property {a0}"))
+    },
+    ChmodX = "chmod-x" => |args| {
+        let a0 = arg(args, 0);
+        {
             use std::os::unix::fs::PermissionsExt;
             io(
                 std::fs::set_permissions(a0, std::fs::Permissions::from_mode(0o755)),
                 &format!("chmod 755 {a0}"),
             )
         }
-        "mach" => io(mach_lookup(a0), &format!("look up {a0}")),
-        "exec" => io(
+    },
+    Mach = "mach" => |args| {
+        let a0 = arg(args, 0);
+        io(mach_lookup(a0), &format!("look up {a0}"))
+    },
+    Exec = "exec" => |args| {
+        let a0 = arg(args, 0);
+        io(
             Command::new(a0)
                 .args(&args[1.min(args.len())..])
                 .stdin(Stdio::null())
@@ -312,8 +366,11 @@ pub fn attempt(name: &str, args: &[String]) -> u8 {
                     }
                 }),
             &format!("run {a0}"),
-        ),
-        "env" => {
+        )
+    },
+    Env = "env" => |args| {
+        let a0 = arg(args, 0);
+        {
             let seen = std::env::var_os(a0).is_some();
             done(
                 seen,
@@ -323,6 +380,13 @@ pub fn attempt(name: &str, args: &[String]) -> u8 {
                 ),
             )
         }
-        _ => done(false, format!("unknown attempt {name}")),
+    },
+}
+
+/// Entry point of `__probe-attempt` on macOS.
+pub fn attempt(name: &str, args: &[String]) -> u8 {
+    match Attempt::from_word(name) {
+        Some(a) => a.run(args),
+        None => done(false, format!("unknown attempt {name}")),
     }
 }

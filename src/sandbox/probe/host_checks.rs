@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::cleanup;
+use super::attempts::Attempt;
 use super::fixture::{kill_marker, marker_pids, wait_for, Fixture};
 use super::model::{spec, Outcome, Spec};
 use super::runner::{parse_report, reader, run_control, run_inside, signal_name, RUN_TIMEOUT};
@@ -49,7 +49,7 @@ pub(super) fn deep_tmp_inside(fx: &Fixture, sp: &Spec) -> Outcome {
         .arg(&fx.root)
         .arg(&fx.home)
         .arg(&fx.db)
-        .arg(sp.attempt)
+        .arg(sp.attempt.word())
         .args(&sp.args)
         .current_dir(&fx.root)
         .stdin(Stdio::null())
@@ -90,7 +90,7 @@ pub(super) fn deep_tmp_inside(fx: &Fixture, sp: &Spec) -> Outcome {
         }
     }
     for p in &left {
-        let _ = cleanup::remove_deep(p);
+        let _ = crate::sandbox::tmpdir::try_remove_tree(p);
     }
     use std::os::unix::process::ExitStatusExt;
     if let Some(sig) = status.and_then(|s| s.signal()) {
@@ -203,7 +203,7 @@ pub(super) fn flood(fx: &Fixture, sp: &Spec, sb: Option<&Sandbox>) -> Outcome {
     match sb {
         None => {
             let mut child = match Command::new(&fx.exe)
-                .args(["__probe-attempt", sp.attempt])
+                .args(["__probe-attempt", sp.attempt.word()])
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
@@ -225,7 +225,7 @@ pub(super) fn flood(fx: &Fixture, sp: &Spec, sb: Option<&Sandbox>) -> Outcome {
             let argv = vec![
                 Fixture::s(&fx.exe),
                 "__probe-attempt".into(),
-                sp.attempt.into(),
+                sp.attempt.word().into(),
             ];
             let tmp_before = run_tmpdirs();
             let mut child = match sb.spawn(RunKind::ReadOnly, &argv, &fx.root) {
@@ -335,7 +335,7 @@ pub(super) fn next_call(fx: &Fixture, sp: &Spec, sb: Option<&Sandbox>) -> Outcom
     let first = Spec {
         control: sp.control,
         kind: sp.kind,
-        ..spec("leave-traces", "leave-traces", vec![], "", &[])
+        ..spec("leave-traces", Attempt::LeaveTraces, vec![], "", &[])
     };
     let left = match sb {
         None => run_control(fx, &first, &args, None),

@@ -1,0 +1,122 @@
+//! Attempts on the network: connections to the probe's loopback listeners,
+//! the resolver, sockets of families a backend has no use for.
+
+use super::errno::{check, cstr, io, os_err};
+use super::Outcome;
+
+pub(super) fn unix_connect(path: &str) -> Outcome {
+    std::os::unix::net::UnixStream::connect(path)
+        .map(|_| "connected".to_string())
+        .map_err(io)
+}
+
+pub(super) fn tcp_connect(addr: &str) -> Outcome {
+    let a: std::net::SocketAddr = addr.parse().map_err(|_| "bad address")?;
+    std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(3))
+        .map(|_| "connected".into())
+        .map_err(io)
+}
+
+pub(super) fn udp_send(addr: &str) -> Outcome {
+    let a: std::net::SocketAddr = addr.parse().map_err(|_| "bad address")?;
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").map_err(io)?;
+    s.send_to(b"reachweaver-probe", a)
+        .map(|n| format!("sent {n} bytes"))
+        .map_err(io)
+}
+
+/// `getaddrinfo`, reporting the resolver's own error code.
+pub(super) fn dns_lookup(name: &str) -> Outcome {
+    let host = cstr(name)?;
+    let mut res: *mut libc::addrinfo = std::ptr::null_mut();
+    // SAFETY: getaddrinfo with a C string we own; the result is freed below.
+    let r =
+        unsafe { libc::getaddrinfo(host.as_ptr(), std::ptr::null(), std::ptr::null(), &mut res) };
+    if r == 0 {
+        // SAFETY: freeing what getaddrinfo returned.
+        unsafe { libc::freeaddrinfo(res) };
+        return Ok(format!("{name} resolved"));
+    }
+    let code = match r {
+        libc::EAI_AGAIN => "EAI_AGAIN".to_string(),
+        libc::EAI_FAIL => "EAI_FAIL".to_string(),
+        libc::EAI_NONAME => "EAI_NONAME".to_string(),
+        libc::EAI_NODATA => "EAI_NODATA".to_string(),
+        libc::EAI_SYSTEM => format!("EAI_SYSTEM({})", os_err()),
+        other => format!("EAI({other})"),
+    };
+    Err(code)
+}
+
+pub(super) fn socket(kind: &str) -> Outcome {
+    let (family, ty, proto) = match kind {
+        "raw" => (libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP),
+        "packet" => (libc::AF_PACKET, libc::SOCK_RAW, 0),
+        "netlink" => (libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE),
+        "vsock" => (libc::AF_VSOCK, libc::SOCK_STREAM, 0),
+        "unix" => (libc::AF_UNIX, libc::SOCK_STREAM, 0),
+        other => return Err(format!("unknown socket kind {other}")),
+    };
+    // SAFETY: socket takes integers; the descriptor is closed at once.
+    let fd = check(unsafe { libc::socket(family, ty | libc::SOCK_CLOEXEC, proto) } as _)?;
+    unsafe { libc::close(fd as i32) };
+    Ok(format!("{kind} socket created"))
+}
+
+pub(super) fn mptcp_connect(addr: &str) -> Outcome {
+    let a: std::net::SocketAddrV4 = addr.parse().map_err(|_| "bad address")?;
+    // SAFETY: socket/connect/close on a descriptor we own, with a sockaddr we built.
+    unsafe {
+        let fd =
+            check(libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 262) as _)?
+                as i32;
+        let sa = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: a.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(*a.ip()).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let r = libc::connect(
+            fd,
+            (&sa as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as u32,
+        );
+        let e = os_err();
+        libc::close(fd);
+        if r == 0 {
+            Ok("connected".into())
+        } else {
+            Err(e)
+        }
+    }
+}
+
+pub(super) fn abstract_connect(name: &str) -> Outcome {
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).map_err(io)?;
+    std::os::unix::net::UnixStream::connect_addr(&addr)
+        .map(|_| "connected".into())
+        .map_err(io)
+}
+
+pub(super) fn socketpair(kind: &str) -> Outcome {
+    let ty = match kind {
+        "dgram" => libc::SOCK_DGRAM,
+        "seqpacket" => libc::SOCK_SEQPACKET,
+        "stream" => libc::SOCK_STREAM,
+        other => return Err(format!("unknown type {other}")),
+    };
+    let mut fds = [0i32; 2];
+    // SAFETY: socketpair fills the array we own; both ends are closed.
+    check(
+        unsafe { libc::socketpair(libc::AF_UNIX, ty | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) }
+            as _,
+    )?;
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    Ok(format!("{kind} pair created"))
+}
