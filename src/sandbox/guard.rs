@@ -366,6 +366,7 @@ pub fn home_from_password_database() -> Option<PathBuf> {
         // and its length is passed; result is checked before use.
         let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
         let mut result: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: pwd and buf outlive the call, buf's length is passed, and result is read only when rc is 0.
         let rc = unsafe {
             libc::getpwuid_r(
                 uid,

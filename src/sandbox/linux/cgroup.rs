@@ -185,6 +185,7 @@ fn is_cgroup2(p: &Path) -> bool {
     };
     // SAFETY: statfs fills a struct we own from a path string we own.
     let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a NUL-terminated path we own and s a struct we own.
     unsafe { libc::statfs(c.as_ptr(), &mut s) == 0 && s.f_type as i64 == CGROUP2_SUPER_MAGIC }
 }
 

@@ -359,6 +359,7 @@ fn restricted_userns() -> Option<bool> {
 pub(super) fn kernel_release() -> String {
     // SAFETY: uname fills a struct we own.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: uname writes into u, which we own.
     if unsafe { libc::uname(&mut u) } != 0 {
         return "unknown".into();
     }

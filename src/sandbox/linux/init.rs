@@ -46,6 +46,7 @@ impl Init {
         let kept = [socket.as_raw_fd(), zygote];
         // SAFETY: closing what the run must never inherit.
         if place_fds(&kept, SPARE_SOCKET).is_err()
+            // SAFETY: close_range takes integers; what it closes no Rust object owns here.
             || unsafe { libc::close_range(ZYGOTE_PIDFD as u32 + 1, u32::MAX, 0) } != 0
         {
             // SAFETY: leaving without the zygote's destructors.

@@ -382,6 +382,7 @@ mod tests {
             // SAFETY: signal 0 only asks whether the signal may be sent.
             (
                 "signal parent",
+                // SAFETY: kill with signal 0 and getppid take integers only.
                 raw(unsafe { libc::kill(libc::getppid(), 0) }.into()),
             ),
         ] {

@@ -161,6 +161,7 @@ fn open_nofollow_io(p: &Path) -> std::io::Result<OwnedFd> {
 fn fstat(fd: &OwnedFd) -> Result<libc::stat, String> {
     // SAFETY: fstat fills a struct we own.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into st, which we own, from a descriptor we own.
     if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
         return Err(err("fstat"));
     }

@@ -167,6 +167,7 @@ pub fn name_uts() -> Result<(), String> {
 pub fn uts_names() -> Result<(String, String), String> {
     // SAFETY: uname fills a struct we own.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: uname writes into u, which we own.
     if unsafe { libc::uname(&mut u) } != 0 {
         return Err(format!("uname: {}", std::io::Error::last_os_error()));
     }

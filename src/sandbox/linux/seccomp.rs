@@ -1808,14 +1808,15 @@ mod tests {
                 fits.len(),
                 shown(apply(&fits))
             ));
-            // SAFETY: getppid takes no pointer; the argument is ignored by
-            // the kernel and read by the filter.
+            // The argument is ignored by the kernel and read by the filter.
             report(format!(
                 "getppid(1) {}",
+                // SAFETY: getppid takes no pointer; the filter reads the argument.
                 raw(unsafe { libc::syscall(libc::SYS_getppid, 1) })
             ));
             report(format!(
                 "getppid(0) {}",
+                // SAFETY: getppid takes no pointer.
                 raw(unsafe { libc::syscall(libc::SYS_getppid, 0) })
             ));
             return;

@@ -564,6 +564,7 @@ mod tests {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0);
         if pid == 0 {
+            // SAFETY: the forked child only drops privileges and calls into the remover before _exit.
             let code = unsafe {
                 if libc::setgroups(0, std::ptr::null()) != 0
                     || libc::setgid(65534) != 0

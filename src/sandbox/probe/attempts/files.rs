@@ -211,6 +211,7 @@ pub(super) fn file_setattr(path: &str) -> Outcome {
     .map_err(|e| format!("{e} (file_getattr)"))?;
     a.xflags |= u64::from(FS_XFLAG_NODUMP);
     a.nextents = 0;
+    // SAFETY: the call reads a, a struct we own of the size passed, on a path we own.
     check(unsafe {
         libc::syscall(
             SYS_FILE_SETATTR,
@@ -233,26 +234,32 @@ pub(super) fn ioctl_flags(kind: &str, path: &str) -> Outcome {
         "setflags" => {
             // The kernel reads and writes an int, whatever the name says.
             let mut flags: libc::c_int = 0;
+            // SAFETY: the ioctl writes an int into flags, which we own.
             check(unsafe { libc::ioctl(fd, FS_IOC_GETFLAGS, &mut flags) } as _)
                 .map_err(|e| format!("{e} (get)"))?;
             flags |= FS_NODUMP_FL;
+            // SAFETY: the ioctl reads an int from flags, which we own.
             check(unsafe { libc::ioctl(fd, FS_IOC_SETFLAGS, &flags) } as _)?;
             Ok("flags set through a read-only descriptor".into())
         }
         "fssetxattr" => {
             // struct fsxattr: five u32 and 8 bytes of padding.
             let mut x = [0u32; 7];
+            // SAFETY: the ioctl writes a struct fsxattr (28 bytes) into x, which holds 28.
             check(unsafe { libc::ioctl(fd, FS_IOC_FSGETXATTR, x.as_mut_ptr()) } as _)
                 .map_err(|e| format!("{e} (get)"))?;
             x[0] |= FS_XFLAG_NODUMP;
+            // SAFETY: the ioctl reads a struct fsxattr (28 bytes) from x, which holds 28.
             check(unsafe { libc::ioctl(fd, FS_IOC_FSSETXATTR, x.as_ptr()) } as _)?;
             Ok("xflags set through a read-only descriptor".into())
         }
         "setversion" => {
             let mut v: libc::c_int = 0;
+            // SAFETY: the ioctl writes an int into v, which we own.
             check(unsafe { libc::ioctl(fd, EXT4_IOC_GETVERSION, &mut v) } as _)
                 .map_err(|e| format!("{e} (get)"))?;
             let nv = v.wrapping_add(1);
+            // SAFETY: the ioctl reads an int from nv, which we own.
             check(unsafe { libc::ioctl(fd, EXT4_IOC_SETVERSION, &nv) } as _)?;
             Ok("generation changed through a read-only descriptor".into())
         }

@@ -21,6 +21,7 @@ pub(super) fn io_uring_setup() -> Outcome {
     let mut params = [0u8; 120];
     // SAFETY: io_uring_setup writes into a zeroed params block we own.
     let fd = check(unsafe { libc::syscall(libc::SYS_io_uring_setup, 4u32, params.as_mut_ptr()) })?;
+    // SAFETY: closing the ring descriptor just made, which nothing else owns.
     unsafe { libc::close(fd as i32) };
     Ok("ring created".into())
 }
@@ -39,6 +40,7 @@ pub(super) fn raw_clone(flags: u64) -> Outcome {
     let pid =
         check(unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) })?;
     if pid == 0 {
+        // SAFETY: _exit in the child, which shares no state it could corrupt.
         unsafe { libc::_exit(0) };
     }
     reap(pid as i32);
@@ -71,6 +73,7 @@ pub(super) fn clone3() -> Outcome {
         )
     })?;
     if pid == 0 {
+        // SAFETY: _exit in the child, which shares no state it could corrupt.
         unsafe { libc::_exit(0) };
     }
     reap(pid as i32);
@@ -90,6 +93,7 @@ pub(super) fn mount_tmpfs(dir: &str) -> Outcome {
             std::ptr::null(),
         )
     } as _)?;
+    // SAFETY: target is a NUL-terminated path we own.
     unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
     Ok("mounted".into())
 }
@@ -141,6 +145,7 @@ pub(super) fn memfd_exec(prog: &str) -> Outcome {
     // SAFETY: the child only calls fexecve and _exit.
     let pid = check(unsafe { libc::fork() } as _)? as i32;
     if pid == 0 {
+        // SAFETY: the forked child calls only fexecve and _exit, with arrays that live until then.
         unsafe {
             libc::fexecve(mf.as_raw_fd(), argv.as_ptr(), envp.as_ptr());
             let e = *libc::__errno_location();

@@ -152,6 +152,7 @@ fn enter_bare_userns() -> Result<(), String> {
     // SAFETY: plain id getters and unshare.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     check(
+        // SAFETY: unshare takes flags only.
         unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWNS) } as _,
     )
     .map_err(|e| format!("control: unshare {e}"))?;

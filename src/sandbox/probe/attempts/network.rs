@@ -59,6 +59,7 @@ pub(super) fn socket(kind: &str) -> Outcome {
     };
     // SAFETY: socket takes integers; the descriptor is closed at once.
     let fd = check(unsafe { libc::socket(family, ty | libc::SOCK_CLOEXEC, proto) } as _)?;
+    // SAFETY: closing the descriptor just made, which nothing else owns.
     unsafe { libc::close(fd as i32) };
     Ok(format!("{kind} socket created"))
 }
@@ -109,11 +110,12 @@ pub(super) fn socketpair(kind: &str) -> Outcome {
         other => return Err(format!("unknown type {other}")),
     };
     let mut fds = [0i32; 2];
-    // SAFETY: socketpair fills the array we own; both ends are closed.
     check(
+        // SAFETY: socketpair writes two descriptors into fds, which holds two.
         unsafe { libc::socketpair(libc::AF_UNIX, ty | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) }
             as _,
     )?;
+    // SAFETY: closing the two descriptors socketpair just made, which nothing else owns.
     unsafe {
         libc::close(fds[0]);
         libc::close(fds[1]);

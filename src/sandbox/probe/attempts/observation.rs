@@ -29,6 +29,7 @@ pub(super) fn inotify_watch(dir: &str, name: &str) -> Outcome {
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     let d = cstr(dir)?;
     let mask = libc::IN_CREATE | libc::IN_OPEN | libc::IN_ATTRIB | libc::IN_DELETE;
+    // SAFETY: d is a NUL-terminated path we own; fd is the inotify descriptor owned above.
     check(unsafe { libc::inotify_add_watch(fd, d.as_ptr(), mask) } as _)?;
     let deadline = Instant::now() + Duration::from_secs(3);
     let mut buf = [0u8; 8192];
@@ -84,6 +85,7 @@ pub(super) fn fanotify_watch(dir: &str) -> Outcome {
     // SAFETY: a fresh descriptor nobody else owns.
     let _owned = unsafe { OwnedFd::from_raw_fd(fd) };
     let d = cstr(dir)?;
+    // SAFETY: the call reads only d, a NUL-terminated path we own, and integers.
     check(unsafe {
         libc::syscall(
             libc::SYS_fanotify_mark,

@@ -145,6 +145,7 @@ pub(super) fn fork_bomb(n: usize) -> Outcome {
         }
         if pid == 0 {
             loop {
+                // SAFETY: pause takes nothing; the child waits here to be killed.
                 unsafe { libc::pause() };
             }
         }

@@ -234,6 +234,7 @@ pub(super) fn mmap_exec_tmpdir() -> Outcome {
     if m == libc::MAP_FAILED {
         return Err(os_err());
     }
+    // SAFETY: unmapping the page mmap just returned, which nothing refers to.
     unsafe { libc::munmap(m, 4096) };
     Ok("mapped a TMPDIR file executable".into())
 }
