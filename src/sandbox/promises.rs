@@ -165,6 +165,21 @@ pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
         "",
     );
 
+    // A killed server runs no clean-up: its sandbox helper dies too (its
+    // parent-death signal), and then only a PID namespace, whose init's
+    // death takes every process in it, leaves nothing behind. A run's
+    // subreaper kills what the run left only while it lives itself.
+    let mut killed = Vec::new();
+    with(&mut killed, l, Layer::Pidns);
+    push(
+        "nothing_outlives_server",
+        "nothing outlives a killed server",
+        Tier::WhereAvailable,
+        killed,
+        "a PID namespace (without one, the run's helper kills what the run left when the call or \
+         the server ends, but nothing does once the helper itself is killed)",
+    );
+
     let mut procs = Vec::new();
     with(&mut procs, l, Layer::PidMax);
     with(&mut procs, l, Layer::Cgroup);
@@ -176,6 +191,19 @@ pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
         procs,
         "for a server run as root (RLIMIT_NPROC does not bind root): a PID namespace with its own \
          pid_max (Linux 6.14) or a delegated cgroup v2; or run the server as an ordinary user",
+    );
+
+    // RLIMIT_AS bounds each process's own address space; the kernel's
+    // buffers for its pipes and sockets are charged to no process, only to
+    // the memory cgroup the run is in.
+    let mut kmem = Vec::new();
+    with(&mut kmem, l, Layer::Cgroup);
+    push(
+        "kernel_memory_bounded",
+        "a run's kernel memory (pipe and socket buffers) bounded",
+        Tier::WhereAvailable,
+        kmem,
+        "a cgroup v2 per run (RLIMIT_AS bounds each process's own memory only)",
     );
 
     let mut mount = Vec::new();
@@ -312,8 +340,14 @@ mod tests {
 
     #[test]
     fn every_promise_is_held_on_a_full_kernel() {
-        let ps = assess(&full(), Facts::default());
+        let ps = assess(&full().with(Layer::Cgroup), Facts::default());
         assert!(ps.iter().all(PromiseStatus::held), "{ps:?}");
+        assert_eq!(held(&ps, "nothing_outlives_server"), vec!["pidns"]);
+        assert_eq!(held(&ps, "kernel_memory_bounded"), vec!["cgroup"]);
+        // Without a cgroup, kernel memory is the one promise not held.
+        let ps = assess(&full(), Facts::default());
+        let unheld: Vec<&str> = ps.iter().filter(|p| !p.held()).map(|p| p.id).collect();
+        assert_eq!(unheld, ["kernel_memory_bounded"]);
         assert_eq!(
             held(&ps, "no_network"),
             vec!["netns", "seccomp", "landlock_tcp"]
@@ -324,8 +358,10 @@ mod tests {
             line(&ps, false),
             "promises: no_network(netns seccomp landlock_tcp) reads_confined(mountns landlock) \
              writes_confined(mountns landlock) no_privileges(no_new_privs caps) \
-             nothing_outlives(pidns) processes_bounded(pid_max rlimits) tmpdir_bounded(mountns) \
-             host_hidden(mountns utsns) protected_hidden(mountns)"
+             nothing_outlives(pidns) nothing_outlives_server(pidns) \
+             processes_bounded(pid_max rlimits) tmpdir_bounded(mountns) \
+             host_hidden(mountns utsns) protected_hidden(mountns); \
+             not held here: kernel_memory_bounded"
         );
     }
 
@@ -339,7 +375,8 @@ mod tests {
         let l = line(&ps, true);
         assert!(
             l.ends_with(
-                "; not held here: tmpdir_bounded, host_hidden, protected_hidden, draft_confined"
+                "; not held here: nothing_outlives_server, kernel_memory_bounded, tmpdir_bounded, \
+                 host_hidden, protected_hidden, draft_confined"
             ),
             "{l}"
         );

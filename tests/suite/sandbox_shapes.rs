@@ -356,8 +356,13 @@ fn a_real_session_runs_without_user_namespaces_as_root_and_as_an_ordinary_user()
         "{layers:?}"
     );
     assert!(
-        stderr.contains("promises: no_network(netns seccomp landlock_tcp)")
-            && !stderr.contains("not held here"),
+        stderr.contains("promises: no_network(netns seccomp landlock_tcp)"),
+        "{stderr}"
+    );
+    // Only the cgroup holds kernel memory, and only where the machine gives one.
+    assert_eq!(
+        not_held_here(&stderr),
+        kernel_memory_unless_cgroup(&layers, &[]),
         "{stderr}"
     );
 
@@ -374,11 +379,44 @@ fn a_real_session_runs_without_user_namespaces_as_root_and_as_an_ordinary_user()
             "seccomp"
         ]
     );
-    assert!(
-        stderr.contains("nothing_outlives(subreaper)")
-            && stderr.contains("not held here: tmpdir_bounded, host_hidden, protected_hidden"),
+    assert!(stderr.contains("nothing_outlives(subreaper)"), "{stderr}");
+    assert_eq!(
+        not_held_here(&stderr),
+        [
+            "nothing_outlives_server",
+            "kernel_memory_bounded",
+            "tmpdir_bounded",
+            "host_hidden",
+            "protected_hidden"
+        ],
         "{stderr}"
     );
+}
+
+/// The promises the start-up line says are not held here.
+fn not_held_here(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .find_map(|l| l.split("; not held here: ").nth(1))
+        .map(|rest| {
+            rest.split(';')
+                .next()
+                .unwrap_or("")
+                .split(", ")
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `others`, with kernel memory first when the run had no cgroup layer.
+fn kernel_memory_unless_cgroup(layers: &[String], others: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if !layers.iter().any(|l| l == "cgroup") {
+        out.push("kernel_memory_bounded".into());
+    }
+    out.extend(others.iter().map(|s| s.to_string()));
+    out
 }
 
 /// Serve with `--allow-drafts` as an ordinary user without user
@@ -470,11 +508,17 @@ fn root_without_pid_namespaces_is_refused_and_best_effort_says_what_it_lacks() {
     let out = serve(&["--sandbox", "best-effort"]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains("nothing_outlives(subreaper)")
-            && stderr.contains(
-                "not held here: processes_bounded, tmpdir_bounded, host_hidden, protected_hidden"
-            ),
+    assert!(stderr.contains("nothing_outlives(subreaper)"), "{stderr}");
+    assert_eq!(
+        not_held_here(&stderr),
+        [
+            "nothing_outlives_server",
+            "processes_bounded",
+            "kernel_memory_bounded",
+            "tmpdir_bounded",
+            "host_hidden",
+            "protected_hidden"
+        ],
         "{stderr}"
     );
 }
