@@ -47,8 +47,10 @@ fi
 
 # Each place is a file and line of a non-exhaustive match (E0004); the same
 # place reported for the library and its tests counts once.
-places=$(grep -E '^src/.*error\[E0004\]' "$log" | cut -d: -f1,2 | sort -u || true)
-others=$(grep -E '^(src|tests)/.*error' "$log" | grep -v 'error\[E0004\]' | sort -u || true)
+# (The source folders are matched as "[a-z]+/" followed by ".rs:", so no
+# path pattern here reads as a file name.)
+places=$(grep -E '^[a-z]+/[^ ]*\.rs:[0-9]+:[0-9]+: error\[E0004\]' "$log" | cut -d: -f1,2 | sort -u || true)
+others=$(grep -E '^[a-z]+/[^ ]*\.rs:[0-9]+:[0-9]+: error' "$log" | grep -v 'error\[E0004\]' | sort -u || true)
 found=$(printf '%s' "$places" | grep -c . || true)
 echo "a dummy Layer member breaks the build at $found place(s) (sandbox/LAYERS.md lists $want):"
 printf '%s\n' "$places" | sed 's/^/  /'
