@@ -14,13 +14,13 @@ use crate::cli::{Globals, ServeArgs};
 use crate::config::{Owner, OwnerInput};
 use crate::sandbox::RunKind;
 use crate::startup::{App, StartError};
-use crate::tools::{Report, ToolSet, Verdict};
+use crate::tools::{Offering, ToolReport, ToolSet};
 
 /// What checking found.
 pub(crate) struct Findings {
     pub diagnostics: Vec<Diagnostic>,
     /// `None` when the catalog was refused as a whole.
-    pub served: Option<(Report, ToolSet)>,
+    pub served: Option<(ToolReport, ToolSet)>,
     /// The backend's path, for the line that validates its catalog
     /// against the schema.
     pub backend: String,
@@ -72,11 +72,11 @@ impl Findings {
                 .commands
                 .iter()
                 .filter_map(|c| match &c.verdict {
-                    Verdict::Withheld { reasons } => {
+                    Offering::Withheld { reasons } => {
                         let list: Vec<String> = reasons.iter().map(ToString::to_string).collect();
                         Some((c.command.as_str(), list.join("; ")))
                     }
-                    Verdict::Offered { .. } => None,
+                    Offering::Offered { .. } => None,
                 })
                 .collect();
             out.push_str(&format!(

@@ -96,7 +96,7 @@ pub struct Cli {
     #[command(flatten)]
     pub globals: Globals,
     #[command(subcommand)]
-    pub command: Command,
+    pub command: CliCommand,
 }
 
 /// Options fixed at start and passed to every backend run (docs/BACKEND.md, Global options).
@@ -146,7 +146,7 @@ pub struct Globals {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub enum CliCommand {
     /// Speak MCP on stdin/stdout until stdin closes (calls already received are answered first).
     #[command(name = "mcp-serve")]
     McpServe(ServeArgs),

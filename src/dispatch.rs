@@ -45,7 +45,7 @@ pub struct Session {
 /// Who answers: the identity reported in `serverInfo`, each revision
 /// getting only the fields it defines.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
+pub struct ServerIdentity {
     pub name: String,
     pub version: String,
     /// From 2025-06-18 on.
@@ -54,7 +54,7 @@ pub struct Identity {
     pub description: String,
 }
 
-impl Identity {
+impl ServerIdentity {
     fn for_revision(&self, rev: Revision) -> Value {
         let mut info = json!({"name": self.name, "version": self.version});
         if rev.has_structured() {
@@ -74,14 +74,14 @@ impl Identity {
 pub struct ProtocolInput {
     lists: ToolLists,
     pub instructions: String,
-    pub identity: Identity,
+    pub identity: ServerIdentity,
 }
 
 impl ProtocolInput {
     pub fn new<'t>(
         tools: impl IntoIterator<Item = &'t Tool>,
         instructions: impl Into<String>,
-        identity: Identity,
+        identity: ServerIdentity,
     ) -> Self {
         Self {
             lists: ToolLists::new(tools),
@@ -462,8 +462,8 @@ pub(crate) mod tests {
     use crate::error::{ErrorCode, ToolError};
     use crate::tools;
 
-    pub(crate) fn identity() -> Identity {
-        Identity {
+    pub(crate) fn identity() -> ServerIdentity {
+        ServerIdentity {
             name: "test-server".into(),
             version: "9.8.7".into(),
             title: "Test server".into(),

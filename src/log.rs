@@ -8,30 +8,30 @@ use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-enum Entry {
+enum LogEntry {
     Line(String),
     /// Answered once every line queued before it has been written.
     Flush(SyncSender<()>),
 }
 
-static QUEUE: OnceLock<SyncSender<Entry>> = OnceLock::new();
+static QUEUE: OnceLock<SyncSender<LogEntry>> = OnceLock::new();
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Route later log lines through the background writer (call once, when
 /// serving starts). Before that, lines are written directly.
 pub(crate) fn start_background() {
     QUEUE.get_or_init(|| {
-        let (tx, rx) = sync_channel::<Entry>(1024);
+        let (tx, rx) = sync_channel::<LogEntry>(1024);
         let spawned = std::thread::Builder::new()
             .name("stderr-log".into())
             .spawn(move || {
                 let stderr = std::io::stderr();
                 for entry in rx {
                     match entry {
-                        Entry::Line(line) => {
+                        LogEntry::Line(line) => {
                             let _ = writeln!(stderr.lock(), "{line}");
                         }
-                        Entry::Flush(done) => {
+                        LogEntry::Flush(done) => {
                             let _ = done.send(());
                         }
                     }
@@ -50,7 +50,7 @@ pub(crate) fn start_background() {
 pub(crate) fn line(text: impl Into<String>) {
     let text = crate::catalog::one_line(&text.into());
     match QUEUE.get() {
-        Some(tx) => match tx.try_send(Entry::Line(text)) {
+        Some(tx) => match tx.try_send(LogEntry::Line(text)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 DROPPED.fetch_add(1, Ordering::Relaxed);
@@ -70,7 +70,7 @@ pub(crate) fn flush(timeout: Duration) {
     };
     let (done_tx, done_rx) = sync_channel(1);
     // A full queue means stderr is not being read: don't wait for it.
-    if tx.try_send(Entry::Flush(done_tx)).is_ok() {
+    if tx.try_send(LogEntry::Flush(done_tx)).is_ok() {
         let _ = done_rx.recv_timeout(timeout);
     }
 }

@@ -45,7 +45,7 @@ const POLL_WAIT: Duration = Duration::from_millis(20);
 
 /// Caps of one run.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Bounds {
+pub(crate) struct RunBounds {
     pub max_stdout: usize,
     /// `None`: no time limit.
     pub timeout: Option<Duration>,
@@ -110,7 +110,7 @@ pub(crate) fn run_once(
     kind: RunKind,
     argv: &[String],
     cwd: &Path,
-    bounds: Bounds,
+    bounds: RunBounds,
     cancel: &Cancel,
 ) -> Result<RunEnd, RunError> {
     run_once_attested(sandbox, kind, argv, cwd, bounds, cancel, &mut None)
@@ -122,7 +122,7 @@ fn run_once_attested(
     kind: RunKind,
     argv: &[String],
     cwd: &Path,
-    bounds: Bounds,
+    bounds: RunBounds,
     cancel: &Cancel,
     attestation: &mut Option<Attestation>,
 ) -> Result<RunEnd, RunError> {
@@ -305,7 +305,7 @@ pub(crate) fn run_tool(
     kind: RunKind,
     argv: &[String],
     cwd: &Path,
-    bounds: Bounds,
+    bounds: RunBounds,
     cancel: &Cancel,
     redactor: &Redactor,
 ) -> (CallEnd, Option<Attestation>) {
@@ -314,7 +314,7 @@ pub(crate) fn run_tool(
     (map_end(end, bounds, redactor), attestation)
 }
 
-fn map_end(end: Result<RunEnd, RunError>, bounds: Bounds, redactor: &Redactor) -> CallEnd {
+fn map_end(end: Result<RunEnd, RunError>, bounds: RunBounds, redactor: &Redactor) -> CallEnd {
     match end {
         Ok(RunEnd::Finished(f)) => match refused_by_sandbox(&f) {
             Some(e) => CallEnd::Failed(e),

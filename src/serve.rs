@@ -7,7 +7,7 @@
 //! `tools/list`, `notifications/cancelled`, ...) are answered by the reader
 //! while calls wait. Memory stays bounded whatever the client does: the
 //! reader reads no further line while the queue is full or the answers
-//! waiting to be written reach their bound ([`Bounds`]), and a worker
+//! waiting to be written reach their bound ([`QueueBounds`]), and a worker
 //! starts no call while the answers waiting are at their bound. The client
 //! then sees the server stop reading until it reads stdout again.
 //!
@@ -50,7 +50,7 @@ const WORKER_STACK: usize = 512 * 1024;
 
 /// What the server holds for a client at most (docs/PROTOCOL.md I8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Bounds {
+pub(crate) struct QueueBounds {
     /// Calls read and waiting for a worker.
     pub queued_calls: usize,
     /// Bytes of the request lines of those calls.
@@ -61,9 +61,9 @@ pub(crate) struct Bounds {
     pub answer_bytes: usize,
 }
 
-impl Bounds {
+impl QueueBounds {
     /// The documented numbers.
-    pub(crate) const SERVED: Bounds = Bounds {
+    pub(crate) const SERVED: QueueBounds = QueueBounds {
         queued_calls: 64,
         queued_bytes: 8 << 20,
         answers: 1024,
@@ -90,7 +90,7 @@ struct Running {
 /// Everything the reader, the workers and the writer share, under one lock
 /// (every critical section is a few pointer moves).
 #[derive(Default)]
-struct State {
+struct LoopState {
     queue: VecDeque<Queued>,
     queued_bytes: usize,
     running: Vec<Running>,
@@ -117,8 +117,8 @@ struct State {
 pub(crate) struct Shared {
     protocol: ProtocolInput,
     runner: Arc<dyn CallRunner>,
-    bounds: Bounds,
-    state: Mutex<State>,
+    bounds: QueueBounds,
+    state: Mutex<LoopState>,
     /// Workers wait here for a call they may start.
     work: Condvar,
     /// The writer waits here for a line.
@@ -141,7 +141,7 @@ pub(crate) struct PoolStart {
 
 impl PoolStart {
     /// The start-up line's words for the pool.
-    pub(crate) fn describe(&self, bounds: Bounds) -> String {
+    pub(crate) fn describe(&self, bounds: QueueBounds) -> String {
         let mut s = format!(
             "calls: {} at once, up to {} waiting",
             self.started, bounds.queued_calls
@@ -165,33 +165,33 @@ impl PoolStart {
     }
 }
 
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+fn lock(m: &Mutex<LoopState>) -> MutexGuard<'_, LoopState> {
     // Every update keeps the state whole before anything can panic.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Shared {
-    fn new(protocol: ProtocolInput, runner: Arc<dyn CallRunner>, bounds: Bounds) -> Self {
+    fn new(protocol: ProtocolInput, runner: Arc<dyn CallRunner>, bounds: QueueBounds) -> Self {
         Shared {
             protocol,
             runner,
             bounds,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(LoopState::default()),
             work: Condvar::new(),
             lines: Condvar::new(),
             changed: Condvar::new(),
         }
     }
 
-    fn wait<'a>(cv: &Condvar, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    fn wait<'a>(cv: &Condvar, st: MutexGuard<'a, LoopState>) -> MutexGuard<'a, LoopState> {
         cv.wait(st).unwrap_or_else(|e| e.into_inner())
     }
 
     fn wait_until<'a>(
         cv: &Condvar,
-        st: MutexGuard<'a, State>,
+        st: MutexGuard<'a, LoopState>,
         deadline: Instant,
-    ) -> (MutexGuard<'a, State>, bool) {
+    ) -> (MutexGuard<'a, LoopState>, bool) {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return (st, false);
@@ -201,20 +201,20 @@ impl Shared {
     }
 
     /// Whether the answers waiting leave room for more.
-    fn answers_have_room(&self, st: &State) -> bool {
+    fn answers_have_room(&self, st: &LoopState) -> bool {
         st.out.len() + usize::from(st.writing) < self.bounds.answers
             && st.out_bytes < self.bounds.answer_bytes
     }
 
     /// Whether the reader may read one more line.
-    fn may_read(&self, st: &State) -> bool {
+    fn may_read(&self, st: &LoopState) -> bool {
         st.queue.len() < self.bounds.queued_calls
             && st.queued_bytes < self.bounds.queued_bytes
             && self.answers_have_room(st)
     }
 
     /// Queue a line for the writer.
-    fn push_line(&self, st: &mut State, line: String) {
+    fn push_line(&self, st: &mut LoopState, line: String) {
         st.out_bytes += line.len() + 1;
         st.out.push_back(line);
         self.lines.notify_one();
@@ -466,7 +466,7 @@ pub(crate) fn serve(
     protocol: ProtocolInput,
     runner: Arc<dyn CallRunner>,
     workers: usize,
-    announce: impl FnOnce(&PoolStart, Bounds),
+    announce: impl FnOnce(&PoolStart, QueueBounds),
 ) -> io::Result<()> {
     // Before any thread is spawned, so every thread inherits the mask and
     // the signals reach only the watcher.
@@ -476,12 +476,12 @@ pub(crate) fn serve(
     let served = serve_streams(
         protocol,
         runner,
-        Bounds::SERVED,
+        QueueBounds::SERVED,
         workers,
         stdin.lock(),
         io::stdout(),
         |shared, stdout_lock, pool| {
-            announce(pool, Bounds::SERVED);
+            announce(pool, QueueBounds::SERVED);
             watch_signals(signals, shared, stdout_lock);
         },
     );
@@ -503,7 +503,7 @@ pub(crate) fn serve(
 fn serve_streams<R: BufRead, W: Write + Send + 'static>(
     protocol: ProtocolInput,
     runner: Arc<dyn CallRunner>,
-    bounds: Bounds,
+    bounds: QueueBounds,
     workers: usize,
     reader: R,
     writer: W,
@@ -789,7 +789,11 @@ mod tests {
 
     /// Serve `input` to its end with these bounds and workers; every line
     /// written, in order, and the tags of the calls that ran.
-    fn run_with(input_bytes: Vec<u8>, workers: usize, bounds: Bounds) -> (Vec<Value>, Vec<String>) {
+    fn run_with(
+        input_bytes: Vec<u8>,
+        workers: usize,
+        bounds: QueueBounds,
+    ) -> (Vec<Value>, Vec<String>) {
         let runner = FakeRunner::default();
         let sink = runner.sink.clone();
         serve_streams(
@@ -808,7 +812,7 @@ mod tests {
 
     /// Serve `input` to its end; every line written, in order.
     fn run(input_bytes: Vec<u8>, workers: usize) -> Vec<Value> {
-        run_with(input_bytes, workers, Bounds::SERVED).0
+        run_with(input_bytes, workers, QueueBounds::SERVED).0
     }
 
     fn lines(msgs: &[Value]) -> Vec<u8> {
@@ -1026,7 +1030,7 @@ mod tests {
                 req(json!("p"), "ping", json!({})),
             ]),
             1,
-            Bounds::SERVED,
+            QueueBounds::SERVED,
         );
         assert_eq!(ids(&answers), [json!("p"), json!(1), json!("2"), json!(3)]);
         assert_eq!(ran, ["one", "two-string", "three"]);
@@ -1034,7 +1038,7 @@ mod tests {
 
     #[test]
     fn every_call_is_answered_once_when_far_more_arrive_than_the_queue_holds() {
-        let bounds = Bounds {
+        let bounds = QueueBounds {
             queued_calls: 3,
             queued_bytes: 1 << 20,
             answers: 2,
@@ -1077,7 +1081,7 @@ mod tests {
             error: None,
         };
         assert_eq!(
-            full.describe(Bounds::SERVED),
+            full.describe(QueueBounds::SERVED),
             "calls: 4 at once, up to 64 waiting"
         );
         let short = PoolStart {
@@ -1085,7 +1089,7 @@ mod tests {
             started: 1,
             error: Some(io::Error::from_raw_os_error(libc::EAGAIN)),
         };
-        let text = short.describe(Bounds::SERVED);
+        let text = short.describe(QueueBounds::SERVED);
         assert!(
             text.starts_with("calls: 1 at once, up to 64 waiting; warning: only 1 of 4 call workers could be started (Resource temporarily unavailable"),
             "{text}"
@@ -1096,7 +1100,7 @@ mod tests {
             error: None,
         };
         assert!(none
-            .describe(Bounds::SERVED)
+            .describe(QueueBounds::SERVED)
             .ends_with("every tool call is answered resource_exhausted"));
     }
 
@@ -1117,7 +1121,7 @@ mod tests {
     }
 
     /// Wait (bounded) for a condition on the shared state.
-    fn wait_for(shared: &Shared, what: &str, cond: impl Fn(&State) -> bool) {
+    fn wait_for(shared: &Shared, what: &str, cond: impl Fn(&LoopState) -> bool) {
         let until = Instant::now() + Duration::from_secs(20);
         loop {
             if cond(&lock(&shared.state)) {
@@ -1130,7 +1134,7 @@ mod tests {
 
     #[test]
     fn a_client_that_stops_reading_stops_the_reader_and_the_workers() {
-        let bounds = Bounds {
+        let bounds = QueueBounds {
             queued_calls: 4,
             queued_bytes: 1 << 20,
             answers: 1000,

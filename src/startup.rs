@@ -17,15 +17,15 @@ use crate::catalog::{self, CatalogError, Program};
 use crate::cli::{Globals, ServeArgs};
 use crate::config::{Config, ConfigError, Owner, OwnerInput};
 use crate::confine::{Root, RootError};
-use crate::dispatch::{Identity, ProtocolInput};
+use crate::dispatch::{ProtocolInput, ServerIdentity};
 use crate::limits::{RateLimiter, CATALOG_MAX_BYTES, CATALOG_TIMEOUT};
 use crate::protect::{self, PatternError, Protected};
 use crate::redact::Redactor;
-use crate::run::{self, Bounds, RunEnd, RunError};
+use crate::run::{self, RunBounds, RunEnd, RunError};
 use crate::sandbox::policy::is_loader_or_interpreter_hook;
 use crate::sandbox::SandboxMode;
 use crate::sandbox::{RunKind, Sandbox, SandboxError};
-use crate::tools::{self, Report, ToolSet};
+use crate::tools::{self, ToolReport, ToolSet};
 
 mod files;
 pub(crate) use files::Resolved;
@@ -126,7 +126,7 @@ pub struct App {
     /// The configuration resolved at start (what `tools` shows); a call
     /// uses the current one, from [`App::files`].
     pub config: Config,
-    pub(crate) report: Report,
+    pub(crate) report: ToolReport,
     pub(crate) program: Program,
     /// The backend's command line, the root and what no path argument may
     /// name, as resolved at start.
@@ -138,7 +138,7 @@ pub struct App {
     pub(crate) files: files::Files,
     pub(crate) limiter: RateLimiter,
     pub(crate) redactor: Redactor,
-    pub(crate) bounds: Bounds,
+    pub(crate) bounds: RunBounds,
     /// How many protected entries every run hides (found at start), and a
     /// note when the scan for them stopped at its bounds.
     pub(crate) masked: usize,
@@ -311,7 +311,7 @@ impl App {
             files: files::Files::new(inputs, std::sync::Arc::clone(&first)),
             limiter: RateLimiter::new(serve.max_calls_per_minute),
             redactor,
-            bounds: Bounds {
+            bounds: RunBounds {
                 max_stdout: usize::try_from(serve.limits.max_output_bytes).unwrap_or(usize::MAX),
                 timeout: (serve.limits.call_timeout > 0)
                     .then(|| Duration::from_secs(serve.limits.call_timeout)),
@@ -328,7 +328,7 @@ impl App {
     }
 
     /// What was offered and withheld, and every catalog finding.
-    pub fn report(&self) -> &Report {
+    pub fn report(&self) -> &ToolReport {
         &self.report
     }
 
@@ -372,8 +372,8 @@ pub fn missing_database_warning(config: &Config) -> Option<String> {
 }
 
 /// This server as `serverInfo` names it.
-pub fn identity() -> Identity {
-    Identity {
+pub fn identity() -> ServerIdentity {
+    ServerIdentity {
         name: SERVER_NAME.to_string(),
         version: SERVER_VERSION.to_string(),
         title: SERVER_TITLE.to_string(),
@@ -438,7 +438,7 @@ fn read_catalog(
 ) -> Result<catalog::Catalog, StartError> {
     let argv = Invocation::describe(backend, owner_globals);
     let what = format!("`{backend} describe --format=json`");
-    let bounds = Bounds {
+    let bounds = RunBounds {
         max_stdout: CATALOG_MAX_BYTES,
         timeout: Some(CATALOG_TIMEOUT),
     };

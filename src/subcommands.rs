@@ -6,9 +6,9 @@ use anyhow::bail;
 use serde_json::{json, Map, Value};
 
 use crate::cancel::Cancel;
-use crate::cli::{Cli, Command, ServeArgs};
+use crate::cli::{Cli, CliCommand, ServeArgs};
 use crate::protect::Protected;
-use crate::tools::{self, Verdict};
+use crate::tools::{self, Offering};
 
 use crate::call::CallOutcome;
 use crate::output::print_stdout;
@@ -16,7 +16,7 @@ use crate::startup::{App, SERVER_NAME};
 
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
-        Command::McpServe(args) => {
+        CliCommand::McpServe(args) => {
             if args.print_config.is_some() {
                 return crate::client_config::print(&cli.globals, &args);
             }
@@ -41,9 +41,9 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             )?;
             Ok(0)
         }
-        Command::Sandbox(cmd) => crate::sandbox_cli::cli(&cli.globals, cmd),
-        Command::ProbeAttempt { name, args } => Ok(crate::sandbox::probe_attempt(&name, &args)),
-        Command::Tools { json, check, start } => {
+        CliCommand::Sandbox(cmd) => crate::sandbox_cli::cli(&cli.globals, cmd),
+        CliCommand::ProbeAttempt { name, args } => Ok(crate::sandbox::probe_attempt(&name, &args)),
+        CliCommand::Tools { json, check, start } => {
             let serve = ServeArgs::for_subcommand(start, None);
             if check {
                 return crate::check::run(&cli.globals, &serve, json);
@@ -57,7 +57,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             print_stdout(&text)?;
             Ok(0)
         }
-        Command::Call {
+        CliCommand::Call {
             tool,
             arg,
             args_json,
@@ -251,14 +251,14 @@ fn unknown_tool(app: &App, name: &str) -> String {
             .find(|c| tools::tool_name(&c.command) == name)
     });
     match withheld.map(|c| (&c.command, &c.verdict)) {
-        Some((command, Verdict::Withheld { reasons })) => {
+        Some((command, Offering::Withheld { reasons })) => {
             let list: Vec<String> = reasons.iter().map(ToString::to_string).collect();
             format!(
                 "the backend command `{command}` is not offered as a tool: {}",
                 list.join("; ")
             )
         }
-        Some((command, Verdict::Offered { tool, .. })) => {
+        Some((command, Offering::Offered { tool, .. })) => {
             format!("the backend command `{command}` is offered as the tool `{tool}`; call that")
         }
         None => format!("no tool named `{name}`; `{SERVER_NAME} tools` lists what is offered"),

@@ -3,7 +3,7 @@
 //! Arguments and JSON Schema).
 //!
 //! This is where the server decides what a client may ask for, so the rules
-//! live in one place and every decision is also recorded in a [`Report`] that
+//! live in one place and every decision is also recorded in a [`ToolReport`] that
 //! the `tools` subcommand shows the owner: what is offered, and why the rest
 //! is not.
 //!
@@ -280,7 +280,7 @@ impl fmt::Display for WithholdReason {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Offering {
     Offered {
         tool: String,
         kind: RunKind,
@@ -294,19 +294,19 @@ pub enum Verdict {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandReport {
     pub command: String,
-    pub verdict: Verdict,
+    pub verdict: Offering,
 }
 
 /// Every catalog command and what became of it, in catalog order, and
 /// what checking the catalog found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Report {
+pub struct ToolReport {
     pub commands: Vec<CommandReport>,
     /// The catalog's diagnostics (errors that withheld a command, warnings).
     pub diagnostics: Vec<Diagnostic>,
 }
 
-impl Report {
+impl ToolReport {
     pub fn get(&self, command: &str) -> Option<&CommandReport> {
         self.commands.iter().find(|c| c.command == command)
     }
@@ -317,7 +317,7 @@ impl Report {
             .commands
             .iter()
             .map(|c| match &c.verdict {
-                Verdict::Offered {
+                Offering::Offered {
                     tool,
                     kind,
                     withheld,
@@ -336,7 +336,7 @@ impl Report {
                     }
                     v
                 }
-                Verdict::Withheld { reasons } => json!({
+                Offering::Withheld { reasons } => json!({
                     "command": c.command,
                     "offered": false,
                     "reasons": reasons.iter().map(WithholdReason::to_json).collect::<Vec<_>>(),
@@ -352,7 +352,7 @@ impl Report {
             .commands
             .iter()
             .map(|c| match &c.verdict {
-                Verdict::Offered { tool, withheld, .. } => {
+                Offering::Offered { tool, withheld, .. } => {
                     let note = if withheld.is_empty() {
                         String::new()
                     } else {
@@ -364,7 +364,7 @@ impl Report {
                     };
                     (c.command.clone(), tool.clone(), note)
                 }
-                Verdict::Withheld { reasons } => {
+                Offering::Withheld { reasons } => {
                     let list: Vec<String> = reasons.iter().map(ToString::to_string).collect();
                     (
                         c.command.clone(),
@@ -387,9 +387,9 @@ impl Report {
 }
 
 /// Derive the tools and the report from a checked catalog.
-pub fn build(catalog: &Catalog, allow_drafts: bool) -> (ToolSet, Report) {
+pub fn build(catalog: &Catalog, allow_drafts: bool) -> (ToolSet, ToolReport) {
     let mut tools = Vec::new();
-    let mut report = Report {
+    let mut report = ToolReport {
         commands: Vec::new(),
         diagnostics: catalog.diagnostics.clone(),
     };
@@ -407,7 +407,7 @@ pub fn build(catalog: &Catalog, allow_drafts: bool) -> (ToolSet, Report) {
                 w.index,
                 CommandReport {
                     command: w.command.clone(),
-                    verdict: Verdict::Withheld { reasons },
+                    verdict: Offering::Withheld { reasons },
                 },
             )
         })
@@ -416,7 +416,7 @@ pub fn build(catalog: &Catalog, allow_drafts: bool) -> (ToolSet, Report) {
         let verdict = match eligibility(cmd, allow_drafts) {
             Ok(kind) => match make_tool(cmd, kind, &catalog.format_flag) {
                 Ok(tool) => {
-                    let verdict = Verdict::Offered {
+                    let verdict = Offering::Offered {
                         tool: tool.name.clone(),
                         kind,
                         withheld: withheld_args(cmd, &catalog.format_flag),
@@ -424,9 +424,9 @@ pub fn build(catalog: &Catalog, allow_drafts: bool) -> (ToolSet, Report) {
                     tools.push(tool);
                     verdict
                 }
-                Err(reasons) => Verdict::Withheld { reasons },
+                Err(reasons) => Offering::Withheld { reasons },
             },
-            Err(reasons) => Verdict::Withheld { reasons },
+            Err(reasons) => Offering::Withheld { reasons },
         };
         entries.push((
             cmd.index,
@@ -763,9 +763,9 @@ mod tests {
         json!({"name": name, "summary": format!("Do {name}."), "tags": tags, "formats": ["json"]})
     }
 
-    fn reasons(report: &Report, command: &str) -> Vec<WithholdReason> {
+    fn reasons(report: &ToolReport, command: &str) -> Vec<WithholdReason> {
         match &report.get(command).unwrap().verdict {
-            Verdict::Withheld { reasons } => reasons.clone(),
+            Offering::Withheld { reasons } => reasons.clone(),
             v => panic!("{command} offered: {v:?}"),
         }
     }
@@ -799,7 +799,7 @@ mod tests {
         assert!(t.is_withheld("online") && t.is_withheld("format"));
         assert_eq!(
             report.get("campaign-check").unwrap().verdict,
-            Verdict::Offered {
+            Offering::Offered {
                 tool: "campaign_check".into(),
                 kind: RunKind::ReadOnly,
                 withheld: vec![
@@ -1032,7 +1032,7 @@ mod tests {
             .keys()
             .collect();
         assert_eq!(props, vec!["limit"]);
-        let Verdict::Offered { withheld, .. } = &report.get("stats").unwrap().verdict else {
+        let Offering::Offered { withheld, .. } = &report.get("stats").unwrap().verdict else {
             panic!("stats withheld")
         };
         let whys: Vec<(&str, WithheldWhy)> = withheld

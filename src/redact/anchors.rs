@@ -46,7 +46,7 @@ const SHORT_KEYS: &[&str] = &["gl", "sk", "-u", "AC", "SK", "--", "hv"];
 
 /// What a literal's hit must also show before it arms its rule.
 #[derive(Debug, Clone, Copy)]
-enum Test {
+enum AnchorTest {
     /// Nothing more.
     None,
     /// A space or a tab follows.
@@ -68,7 +68,7 @@ struct Literal {
     text: &'static str,
     any_case: bool,
     rule: usize,
-    test: Test,
+    test: AnchorTest,
 }
 
 /// A hit that armed `rule` at byte `at` of the text.
@@ -154,7 +154,7 @@ impl Anchors {
         let mut literals: Vec<Literal> = Vec::new();
         let (mut flag, mut element, mut dotted) = (None, None, None);
         for (rule, shape) in SHAPES.iter().enumerate() {
-            let mut add = |text: &'static str, any_case: bool, test: Test| {
+            let mut add = |text: &'static str, any_case: bool, test: AnchorTest| {
                 literals.push(Literal {
                     text,
                     any_case,
@@ -163,11 +163,11 @@ impl Anchors {
                 })
             };
             match shape.anchor {
-                Anchor::Exact(ls) => ls.iter().for_each(|l| add(l, false, Test::None)),
-                Anchor::AnyCase(ls) => ls.iter().for_each(|l| add(l, true, Test::None)),
-                Anchor::Blank(ls) => ls.iter().for_each(|l| add(l, false, Test::Blank)),
-                Anchor::SasSignature => add("sig=", false, Test::SasQuery),
-                Anchor::UrlUserinfo => add("://", false, Test::UrlUserinfo),
+                Anchor::Exact(ls) => ls.iter().for_each(|l| add(l, false, AnchorTest::None)),
+                Anchor::AnyCase(ls) => ls.iter().for_each(|l| add(l, true, AnchorTest::None)),
+                Anchor::Blank(ls) => ls.iter().for_each(|l| add(l, false, AnchorTest::Blank)),
+                Anchor::SasSignature => add("sig=", false, AnchorTest::SasQuery),
+                Anchor::UrlUserinfo => add("://", false, AnchorTest::UrlUserinfo),
                 Anchor::FlagWord => flag = Some(rule),
                 Anchor::ElementWord => element = Some(rule),
                 Anchor::DottedToken => dotted = Some(rule),
@@ -197,7 +197,7 @@ impl Anchors {
         let mut words: Vec<String> = Vec::new();
         let mut by_word_first: Vec<Vec<Literal>> = vec![Vec::new(); 256];
         for w in HINTS.iter().copied().chain(["value"]) {
-            let mut push = |rule: usize, test: Test| {
+            let mut push = |rule: usize, test: AnchorTest| {
                 by_word_first[usize::from(w.as_bytes()[0])].push(Literal {
                     text: w,
                     any_case: true,
@@ -205,10 +205,12 @@ impl Anchors {
                     test,
                 })
             };
-            push(KEY_VALUE, Test::KeyValue);
+            push(KEY_VALUE, AnchorTest::KeyValue);
             if w != "value" {
-                flag.into_iter().for_each(|r| push(r, Test::Flag));
-                element.into_iter().for_each(|r| push(r, Test::Element));
+                flag.into_iter().for_each(|r| push(r, AnchorTest::Flag));
+                element
+                    .into_iter()
+                    .for_each(|r| push(r, AnchorTest::Element));
             }
             words.push(w.to_string());
         }
@@ -335,12 +337,12 @@ fn skip(b: &[u8], at: usize, reach: usize, keep: impl Fn(u8) -> bool) -> usize {
         .map_or(end, |n| at + n)
 }
 
-fn passes(b: &[u8], start: usize, end: usize, test: Test) -> bool {
+fn passes(b: &[u8], start: usize, end: usize, test: AnchorTest) -> bool {
     match test {
-        Test::None => true,
-        Test::Blank => matches!(b.get(end), Some(b' ' | b'\t')),
-        Test::SasQuery => start > 0 && matches!(b[start - 1], b'?' | b'&' | b';'),
-        Test::UrlUserinfo => {
+        AnchorTest::None => true,
+        AnchorTest::Blank => matches!(b.get(end), Some(b' ' | b'\t')),
+        AnchorTest::SasQuery => start > 0 && matches!(b[start - 1], b'?' | b'&' | b';'),
+        AnchorTest::UrlUserinfo => {
             // Each run stops at the next `://` (it holds `:` and `/`), so
             // the runs of all hits together read the text about once.
             let user_end = skip(b, end, usize::MAX, |c| {
@@ -354,7 +356,7 @@ fn passes(b: &[u8], start: usize, end: usize, test: Test) -> bool {
             });
             b.get(pass_end) == Some(&b'@')
         }
-        Test::KeyValue => {
+        AnchorTest::KeyValue => {
             let mut at = skip(b, end, KEY_REACH, is_key_byte);
             if b.get(at) == Some(&b'\\') {
                 at += 1;
@@ -365,7 +367,7 @@ fn passes(b: &[u8], start: usize, end: usize, test: Test) -> bool {
             at = skip(b, at, usize::MAX, |c| c == b' ' || c == b'\t');
             matches!(b.get(at), Some(b':' | b'='))
         }
-        Test::Flag => {
+        AnchorTest::Flag => {
             let after = skip(b, end, KEY_REACH, is_token_byte);
             if !matches!(b.get(after), Some(b' ' | b'\t')) {
                 return false;
@@ -384,7 +386,7 @@ fn passes(b: &[u8], start: usize, end: usize, test: Test) -> bool {
             }
             false
         }
-        Test::Element => {
+        AnchorTest::Element => {
             let after = skip(b, end, KEY_REACH, |c| is_key_byte(c) || c == b':');
             b.get(after) == Some(&b'>')
         }

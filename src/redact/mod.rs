@@ -44,7 +44,7 @@ use serde_json::{Map, Value};
 pub use names::{is_secret_key, is_secret_name};
 
 use anchors::{Anchors, Hit};
-use shapes::Check;
+use shapes::ShapeCheck;
 use spans::{block_end, header_value_span, line_indent, starts_line, value_span};
 
 pub const REDACTED: &str = "[REDACTED]";
@@ -161,7 +161,7 @@ impl Span {
 pub struct Redactor {
     /// One pass says which rules to apply, and on which lines.
     anchors: Anchors,
-    shapes: Vec<(Regex, Check)>,
+    shapes: Vec<(Regex, ShapeCheck)>,
     key_value: Regex,
     naming_field: Regex,
     aws_secret: Regex,
@@ -376,8 +376,8 @@ impl Redactor {
     fn shape_spans(&self, text: &str, i: usize, lines: &[(usize, usize)], spans: &mut Vec<Span>) {
         let (re, check) = &self.shapes[i];
         match check {
-            Check::Arm => return,
-            Check::Netrc if !text.contains("machine ") => return,
+            ShapeCheck::Arm => return,
+            ShapeCheck::Netrc if !text.contains("machine ") => return,
             _ => {}
         }
         for &(lo, hi) in lines {
@@ -391,7 +391,7 @@ impl Redactor {
         text: &str,
         offset: usize,
         re: &Regex,
-        check: Check,
+        check: ShapeCheck,
         spans: &mut Vec<Span>,
     ) {
         for caps in re.captures_iter(text) {
@@ -401,22 +401,22 @@ impl Redactor {
             let s = caps.name("secret").unwrap_or(m);
             let secret = s.as_str();
             let keep = match check {
-                Check::None | Check::Netrc | Check::Arm => true,
-                Check::Random => shapes::looks_random(secret),
-                Check::DiscordToken => shapes::is_discord_token(secret),
-                Check::SecretFlag => {
+                ShapeCheck::None | ShapeCheck::Netrc | ShapeCheck::Arm => true,
+                ShapeCheck::Random => shapes::looks_random(secret),
+                ShapeCheck::DiscordToken => shapes::is_discord_token(secret),
+                ShapeCheck::SecretFlag => {
                     caps.name("flag").is_some_and(|f| is_secret_key(f.as_str()))
                         && !is_not_secret_value(secret.trim_matches(['"', '\'']))
                 }
-                Check::SecretElement if secret.len() > 4096 => false,
-                Check::SecretElement => {
+                ShapeCheck::SecretElement if secret.len() > 4096 => false,
+                ShapeCheck::SecretElement => {
                     let (open, close) = (caps.name("flag"), caps.name("close"));
                     open.zip(close)
                         .is_some_and(|(o, c)| o.as_str() == c.as_str() && is_secret_key(o.as_str()))
                         && !is_not_secret_value(secret)
                         && !secret.trim().is_empty()
                 }
-                Check::Base64PrivateKey => shapes::is_base64_private_key(secret),
+                ShapeCheck::Base64PrivateKey => shapes::is_base64_private_key(secret),
             };
             if keep && !secret.is_empty() && secret != REDACTED {
                 spans.push(Span::new(offset + s.start(), offset + s.end()));
@@ -1045,7 +1045,7 @@ mod tests {
                 }
             }
             let (out, n) = counted(sample);
-            if shape.check == Check::Arm {
+            if shape.check == ShapeCheck::Arm {
                 // An account SID alone is an id, not a secret.
                 assert_eq!((out.as_str(), n), (*sample, 0), "{i}");
             } else {
@@ -1263,7 +1263,7 @@ mod tests {
     #[test]
     fn ordinary_text_is_untouched() {
         for text in [
-            "Check a campaign file for missing fields.",
+            "ShapeCheck a campaign file for missing fields.",
             "https://example.com/path?q=1&page=2",
             "https://example.com:8443/a/b",
             "mailto:someone@example.com",

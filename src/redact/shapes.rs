@@ -10,7 +10,7 @@
 
 /// What a match must also pass before it is replaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Check {
+pub(super) enum ShapeCheck {
     /// Nothing: the shape is specific enough.
     None,
     /// The candidate must look generated ([`looks_random`]).
@@ -62,18 +62,18 @@ pub(super) enum Anchor {
 pub(super) struct Shape {
     pub anchor: Anchor,
     pub pattern: &'static str,
-    pub check: Check,
+    pub check: ShapeCheck,
 }
 
 const fn strict(anchor: Anchor, pattern: &'static str) -> Shape {
-    checked(anchor, pattern, Check::None)
+    checked(anchor, pattern, ShapeCheck::None)
 }
 
 const fn loose(anchor: Anchor, pattern: &'static str) -> Shape {
-    checked(anchor, pattern, Check::Random)
+    checked(anchor, pattern, ShapeCheck::Random)
 }
 
-const fn checked(anchor: Anchor, pattern: &'static str, check: Check) -> Shape {
+const fn checked(anchor: Anchor, pattern: &'static str, check: ShapeCheck) -> Shape {
     Shape {
         anchor,
         pattern,
@@ -130,7 +130,7 @@ pub(super) const SHAPES: &[Shape] = &[
     checked(
         Anchor::Exact(&["AC"]),
         r"(?-u:\b)AC[0-9a-f]{32}(?-u:\b)",
-        Check::Arm,
+        ShapeCheck::Arm,
     ),
     // GitHub: personal, OAuth, user-to-server, server-to-server, refresh; fine-grained.
     strict(
@@ -203,7 +203,7 @@ pub(super) const SHAPES: &[Shape] = &[
     checked(
         Anchor::DottedToken,
         r"(?-u:\b)[MNO][A-Za-z0-9_\-]{22,26}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,40}",
-        Check::DiscordToken,
+        ShapeCheck::DiscordToken,
     ),
     strict(
         Anchor::Exact(&["/api/webhooks/"]),
@@ -280,13 +280,13 @@ pub(super) const SHAPES: &[Shape] = &[
     checked(
         Anchor::Exact(&["LS0tLS1CRUdJTi"]),
         r"LS0tLS1CRUdJTi[A-Za-z0-9+/]{20,}={0,2}",
-        Check::Base64PrivateKey,
+        ShapeCheck::Base64PrivateKey,
     ),
     // Command-line flags with a secret name and a separate value.
     checked(
         Anchor::FlagWord,
         r#"--(?P<flag>[A-Za-z][A-Za-z0-9_\-]{0,63})[ \t]+(?P<secret>"[^"\n]*"|'[^'\n]*'|[^\s"'\-][^\s"']*)"#,
-        Check::SecretFlag,
+        ShapeCheck::SecretFlag,
     ),
     // The MySQL and MariaDB clients' `-pPASSWORD` (attached; `-p` alone
     // asks for it). Only after one of their names, with no `;`, `|` or `&`
@@ -305,13 +305,13 @@ pub(super) const SHAPES: &[Shape] = &[
     checked(
         Anchor::Blank(&["password"]),
         r"(?m)(?:(?-u:\b)login[ \t]+\S+[ \t]+|^[ \t]*)password[ \t]+(?P<secret>\S+)",
-        Check::Netrc,
+        ShapeCheck::Netrc,
     ),
     // XML elements named like a secret (Maven's `<password>`).
     checked(
         Anchor::ElementWord,
         r"<(?P<flag>[A-Za-z_][A-Za-z0-9_.:\-]{0,63})>(?P<secret>[^<\n]+)</(?P<close>[A-Za-z_][A-Za-z0-9_.:\-]{0,63})>",
-        Check::SecretElement,
+        ShapeCheck::SecretElement,
     ),
     // Slack app-level tokens.
     strict(

@@ -33,18 +33,18 @@ use std::path::{Component, Path, PathBuf};
 
 /// Which system's folders the guard knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Platform {
+pub enum System {
     Linux,
     MacOs,
 }
 
-impl Platform {
+impl System {
     /// The system this server runs on (macOS rules on macOS, Linux rules
     /// everywhere else).
-    pub const CURRENT: Platform = if cfg!(target_os = "macos") {
-        Platform::MacOs
+    pub const CURRENT: System = if cfg!(target_os = "macos") {
+        System::MacOs
     } else {
-        Platform::Linux
+        System::Linux
     };
 }
 
@@ -87,18 +87,18 @@ const MACOS_USER_TEMP: &str = "/private/var/folders";
 const MACOS_USER_TEMP_DEPTH: usize = 3;
 
 /// The folders a platform refuses, and refuses as ancestors too.
-pub fn guarded(platform: Platform) -> &'static [&'static str] {
+pub fn guarded(platform: System) -> &'static [&'static str] {
     match platform {
-        Platform::Linux => LINUX_GUARDED,
-        Platform::MacOs => MACOS_GUARDED,
+        System::Linux => LINUX_GUARDED,
+        System::MacOs => MACOS_GUARDED,
     }
 }
 
 /// The folders whose whole content a platform refuses.
-pub fn guarded_beneath(platform: Platform) -> &'static [&'static str] {
+pub fn guarded_beneath(platform: System) -> &'static [&'static str] {
     match platform {
-        Platform::Linux => LINUX_BENEATH,
-        Platform::MacOs => MACOS_BENEATH,
+        System::Linux => LINUX_BENEATH,
+        System::MacOs => MACOS_BENEATH,
     }
 }
 
@@ -150,17 +150,17 @@ impl std::fmt::Display for Refusal {
 /// of the user's home. Pure: `path` is compared as written, so pass it
 /// canonical (and [`Guard::check`] also passes the spelling the owner used).
 pub fn refusal(path: &Path, homes: &[PathBuf]) -> Option<Refusal> {
-    refusal_on(Platform::CURRENT, path, homes)
+    refusal_on(System::CURRENT, path, homes)
 }
 
 /// [`refusal`] with that platform's rules, whatever system runs it.
-pub fn refusal_on(platform: Platform, path: &Path, homes: &[PathBuf]) -> Option<Refusal> {
+pub fn refusal_on(platform: System, path: &Path, homes: &[PathBuf]) -> Option<Refusal> {
     if !path.is_absolute() {
         return Some(Refusal::Relative);
     }
     let path = normalize(path);
     let mut spellings = vec![path.clone()];
-    if platform == Platform::MacOs {
+    if platform == System::MacOs {
         for alt in macos_spellings(&path) {
             if !spellings.contains(&alt) {
                 spellings.push(alt);
@@ -172,13 +172,13 @@ pub fn refusal_on(platform: Platform, path: &Path, homes: &[PathBuf]) -> Option<
         .find_map(|p| refusal_of(platform, p, homes))
 }
 
-fn refusal_of(platform: Platform, path: &Path, homes: &[PathBuf]) -> Option<Refusal> {
+fn refusal_of(platform: System, path: &Path, homes: &[PathBuf]) -> Option<Refusal> {
     if path == Path::new("/") {
         return Some(Refusal::FileSystemRoot);
     }
     for home in homes {
         let home = normalize(home);
-        let home_spellings = if platform == Platform::MacOs {
+        let home_spellings = if platform == System::MacOs {
             std::iter::once(home.clone())
                 .chain(macos_spellings(&home))
                 .collect()
@@ -202,7 +202,7 @@ fn refusal_of(platform: Platform, path: &Path, homes: &[PathBuf]) -> Option<Refu
             return Some(Refusal::InsideSystem(g));
         }
     }
-    if platform == Platform::MacOs {
+    if platform == System::MacOs {
         if let Ok(rest) = path.strip_prefix(MACOS_USER_TEMP) {
             if rest.components().count() <= MACOS_USER_TEMP_DEPTH {
                 return Some(Refusal::UserTemp(path.to_path_buf()));
@@ -441,7 +441,7 @@ mod tests {
             ("/etc", "/etc"),
         ] {
             assert_eq!(
-                refusal_on(Platform::Linux, Path::new(p), &[]),
+                refusal_on(System::Linux, Path::new(p), &[]),
                 Some(Refusal::System(g)),
                 "{p}"
             );
@@ -453,7 +453,7 @@ mod tests {
             ("/dev/sda", "/dev"),
         ] {
             assert_eq!(
-                refusal_on(Platform::Linux, Path::new(p), &[]),
+                refusal_on(System::Linux, Path::new(p), &[]),
                 Some(Refusal::InsideSystem(g)),
                 "{p}"
             );
@@ -471,8 +471,8 @@ mod tests {
 
     #[test]
     fn each_platform_has_its_own_system_folders() {
-        let mac = |p: &str| refusal_on(Platform::MacOs, Path::new(p), &[]);
-        let linux = |p: &str| refusal_on(Platform::Linux, Path::new(p), &[]);
+        let mac = |p: &str| refusal_on(System::MacOs, Path::new(p), &[]);
+        let linux = |p: &str| refusal_on(System::Linux, Path::new(p), &[]);
         for (p, g) in [
             ("/private", "/private"),
             ("/private/tmp", "/private/tmp"),
@@ -511,11 +511,7 @@ mod tests {
             "/Users/ann/campaigns",
         ] {
             assert_eq!(
-                refusal_on(
-                    Platform::MacOs,
-                    Path::new(p),
-                    &[PathBuf::from("/Users/ann")]
-                ),
+                refusal_on(System::MacOs, Path::new(p), &[PathBuf::from("/Users/ann")]),
                 None,
                 "{p}"
             );
@@ -524,7 +520,7 @@ mod tests {
 
     #[test]
     fn macos_refuses_every_users_temp_and_cache_folders() {
-        let mac = |p: &str| refusal_on(Platform::MacOs, Path::new(p), &[]);
+        let mac = |p: &str| refusal_on(System::MacOs, Path::new(p), &[]);
         for p in [
             "/private/var/folders/xy",
             "/private/var/folders/xy/abc123",
@@ -542,7 +538,7 @@ mod tests {
         // A folder below the temp folder is like one in /tmp.
         assert_eq!(mac("/private/var/folders/xy/abc123/T/work"), None);
         assert_eq!(
-            refusal_on(Platform::Linux, Path::new("/var/folders/xy/abc123/T"), &[]),
+            refusal_on(System::Linux, Path::new("/var/folders/xy/abc123/T"), &[]),
             None
         );
     }
@@ -550,7 +546,7 @@ mod tests {
     #[test]
     fn macos_knows_the_private_and_data_volume_spellings() {
         let home = vec![PathBuf::from("/Users/ann")];
-        let mac = |p: &str| refusal_on(Platform::MacOs, Path::new(p), &home);
+        let mac = |p: &str| refusal_on(System::MacOs, Path::new(p), &home);
         // The data volume's spelling of the home and of what holds it.
         assert_eq!(
             mac("/System/Volumes/Data/Users/ann"),
@@ -574,7 +570,7 @@ mod tests {
         // A home under /var (root's is /var/root) is found in either spelling.
         let root_home = vec![PathBuf::from("/var/root")];
         assert_eq!(
-            refusal_on(Platform::MacOs, Path::new("/private/var/root"), &root_home),
+            refusal_on(System::MacOs, Path::new("/private/var/root"), &root_home),
             Some(Refusal::Home("/var/root".into()))
         );
     }
@@ -711,7 +707,7 @@ mod tests {
     fn a_macos_home_given_in_its_data_volume_spelling_is_known_in_the_short_one() {
         let long = PathBuf::from("/System/Volumes/Data/Users/ann");
         let home = vec![long.clone()];
-        let mac = |p: &str| refusal_on(Platform::MacOs, Path::new(p), &home);
+        let mac = |p: &str| refusal_on(System::MacOs, Path::new(p), &home);
         assert_eq!(mac("/Users/ann"), Some(Refusal::Home(long.clone())));
         assert_eq!(
             mac("/System/Volumes/Data/Users/ann"),
@@ -724,12 +720,12 @@ mod tests {
         // A /private home asked for by its short spelling, and the reverse.
         let home = vec![PathBuf::from("/private/var/root")];
         assert_eq!(
-            refusal_on(Platform::MacOs, Path::new("/var/root"), &home),
+            refusal_on(System::MacOs, Path::new("/var/root"), &home),
             Some(Refusal::Home("/private/var/root".into()))
         );
         // Linux knows no other spelling: there the long form is just a path.
         assert_eq!(
-            refusal_on(Platform::Linux, Path::new("/Users/ann"), &[long]),
+            refusal_on(System::Linux, Path::new("/Users/ann"), &[long]),
             None
         );
     }

@@ -201,7 +201,7 @@ struct Id {
     born: Option<std::time::SystemTime>,
 }
 
-type Identity = Option<Id>;
+type FileIdentity = Option<Id>;
 
 fn kind(t: &std::fs::FileType) -> u8 {
     match () {
@@ -212,7 +212,7 @@ fn kind(t: &std::fs::FileType) -> u8 {
     }
 }
 
-fn identity(p: &Path) -> Identity {
+fn identity(p: &Path) -> FileIdentity {
     std::fs::symlink_metadata(p).ok().map(|m| Id {
         dev: m.dev(),
         ino: m.ino(),
@@ -223,7 +223,7 @@ fn identity(p: &Path) -> Identity {
 
 /// What the server serves now, with the identities it was made from.
 struct Serving {
-    ids: Vec<Identity>,
+    ids: Vec<FileIdentity>,
     now: Result<Arc<Resolved>, String>,
 }
 
@@ -269,7 +269,7 @@ impl Files {
         serving.now.clone()
     }
 
-    fn identities(&self) -> Vec<Identity> {
+    fn identities(&self) -> Vec<FileIdentity> {
         self.watched.iter().map(|(_, p)| identity(p)).collect()
     }
 }
@@ -302,8 +302,8 @@ fn watched(config: &Config) -> Vec<(&'static str, PathBuf)> {
 /// The one stderr line that says what changed and what is served now.
 fn change_line(
     watched: &[(&'static str, PathBuf)],
-    before: &[Identity],
-    after: &[Identity],
+    before: &[FileIdentity],
+    after: &[FileIdentity],
     now: &Result<Arc<Resolved>, String>,
 ) -> String {
     let changes: Vec<String> = watched

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::layouts::{add_homebrew_kegs, add_module_kegs, add_python_links};
 use super::paths::{canonical, resolve_recording};
 use super::{push_unique, ExecChain};
-use crate::sandbox::guard::{self, Platform};
+use crate::sandbox::guard::{self, System};
 use crate::sandbox::policy;
 
 /// Every spelling of the home discovery knows, for the path guard.
@@ -29,7 +29,7 @@ fn home_spellings(home: Option<&Path>) -> Vec<PathBuf> {
 /// held to the same rule as an owner's paths.
 fn guard_passes(p: &Path, home: Option<&Path>) -> bool {
     let homes = home_spellings(home);
-    guard::refusal_on(Platform::MacOs, &canonical(p), &homes).is_none()
+    guard::refusal_on(System::MacOs, &canonical(p), &homes).is_none()
 }
 
 /// Paths that must never become a tree grant: whatever the path guard

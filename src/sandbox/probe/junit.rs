@@ -148,7 +148,7 @@ pub(super) fn render(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::probe::model::{Holder, Line, Prediction};
+    use crate::sandbox::probe::model::{Line, Prediction, Stopper};
 
     #[test]
     fn markup_quotes_and_control_characters_are_escaped() {
@@ -170,7 +170,7 @@ mod tests {
             expected_matches: false,
             control: "ok".into(),
             control_ok: true,
-            holders: vec![Holder::Layer(crate::sandbox::Layer::Seccomp)],
+            holders: vec![Stopper::Layer(crate::sandbox::Layer::Seccomp)],
             predicted: Prediction::Blocked,
         }
     }

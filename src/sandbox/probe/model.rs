@@ -13,7 +13,7 @@ use crate::sandbox::{Layer, RunKind};
 
 /// A layer, a part of one, or a mechanism that stops an attempt.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Holder {
+pub(super) enum Stopper {
     /// A whole layer, in force when the run applies it.
     Layer(Layer),
     /// Landlock's pathname unix-socket right (ABI 9).
@@ -43,35 +43,35 @@ pub(super) enum Holder {
     Noexec,
 }
 
-impl Holder {
+impl Stopper {
     /// The layer this holder is (part of); `None` for what the server does
     /// whatever the layers.
     pub(super) fn layer(self) -> Option<Layer> {
         Some(match self {
-            Holder::Layer(l) => l,
-            Holder::LandlockUnix => Layer::Landlock,
-            Holder::NsLimits => Layer::Userns,
-            Holder::MemfdNoexec => Layer::Pidns,
-            Holder::Nproc => Layer::Rlimits,
-            Holder::CapsUnprivileged => Layer::Caps,
-            Holder::Tmpfs | Holder::Noexec => Layer::Mountns,
-            Holder::Helper | Holder::Subreaper => return None,
+            Stopper::Layer(l) => l,
+            Stopper::LandlockUnix => Layer::Landlock,
+            Stopper::NsLimits => Layer::Userns,
+            Stopper::MemfdNoexec => Layer::Pidns,
+            Stopper::Nproc => Layer::Rlimits,
+            Stopper::CapsUnprivileged => Layer::Caps,
+            Stopper::Tmpfs | Stopper::Noexec => Layer::Mountns,
+            Stopper::Helper | Stopper::Subreaper => return None,
         })
     }
 
     /// As the JSON report spells it: a whole layer by its name.
     pub(super) fn name(self) -> &'static str {
         match self {
-            Holder::Layer(l) => l.name(),
-            Holder::LandlockUnix => "landlock_unix",
-            Holder::NsLimits => "ns_limits",
-            Holder::MemfdNoexec => "memfd_noexec",
-            Holder::Nproc => "nproc",
-            Holder::Helper => "helper",
-            Holder::Subreaper => "subreaper",
-            Holder::CapsUnprivileged => "caps_unprivileged",
-            Holder::Tmpfs => "tmpfs",
-            Holder::Noexec => "noexec",
+            Stopper::Layer(l) => l.name(),
+            Stopper::LandlockUnix => "landlock_unix",
+            Stopper::NsLimits => "ns_limits",
+            Stopper::MemfdNoexec => "memfd_noexec",
+            Stopper::Nproc => "nproc",
+            Stopper::Helper => "helper",
+            Stopper::Subreaper => "subreaper",
+            Stopper::CapsUnprivileged => "caps_unprivileged",
+            Stopper::Tmpfs => "tmpfs",
+            Stopper::Noexec => "noexec",
         }
     }
 
@@ -82,18 +82,18 @@ impl Holder {
             return false;
         }
         match self {
-            Holder::Layer(_) | Holder::Tmpfs | Holder::Noexec | Holder::Helper => true,
+            Stopper::Layer(_) | Stopper::Tmpfs | Stopper::Noexec | Stopper::Helper => true,
             // Parts of a layer that are there only with more of it.
-            Holder::LandlockUnix => l.landlock_abi().is_some_and(|a| a >= 9),
-            Holder::NsLimits => l.ns_limits,
-            Holder::Nproc | Holder::CapsUnprivileged => uid != 0,
-            Holder::MemfdNoexec => uid == 0,
-            Holder::Subreaper => !l.has(Layer::Pidns),
+            Stopper::LandlockUnix => l.landlock_abi().is_some_and(|a| a >= 9),
+            Stopper::NsLimits => l.ns_limits,
+            Stopper::Nproc | Stopper::CapsUnprivileged => uid != 0,
+            Stopper::MemfdNoexec => uid == 0,
+            Stopper::Subreaper => !l.has(Layer::Pidns),
         }
     }
 }
 
-impl Serialize for Holder {
+impl Serialize for Stopper {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.name())
     }
@@ -101,19 +101,19 @@ impl Serialize for Holder {
 
 /// A whole layer reads as the layer itself (`Seccomp`, not
 /// `Layer(Seccomp)`), as the JUnit report's "held by" writes it.
-impl std::fmt::Debug for Holder {
+impl std::fmt::Debug for Stopper {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Holder::Layer(l) => write!(f, "{l:?}"),
-            Holder::LandlockUnix => f.write_str("LandlockUnix"),
-            Holder::NsLimits => f.write_str("NsLimits"),
-            Holder::MemfdNoexec => f.write_str("MemfdNoexec"),
-            Holder::Nproc => f.write_str("Nproc"),
-            Holder::Helper => f.write_str("Helper"),
-            Holder::Subreaper => f.write_str("Subreaper"),
-            Holder::CapsUnprivileged => f.write_str("CapsUnprivileged"),
-            Holder::Tmpfs => f.write_str("Tmpfs"),
-            Holder::Noexec => f.write_str("Noexec"),
+            Stopper::Layer(l) => write!(f, "{l:?}"),
+            Stopper::LandlockUnix => f.write_str("LandlockUnix"),
+            Stopper::NsLimits => f.write_str("NsLimits"),
+            Stopper::MemfdNoexec => f.write_str("MemfdNoexec"),
+            Stopper::Nproc => f.write_str("Nproc"),
+            Stopper::Helper => f.write_str("Helper"),
+            Stopper::Subreaper => f.write_str("Subreaper"),
+            Stopper::CapsUnprivileged => f.write_str("CapsUnprivileged"),
+            Stopper::Tmpfs => f.write_str("Tmpfs"),
+            Stopper::Noexec => f.write_str("Noexec"),
         }
     }
 }
@@ -197,7 +197,7 @@ pub(super) struct Spec {
     /// What the inside run must report (a prefix); for allowed attempts,
     /// "ok".
     pub(super) expect: String,
-    pub(super) holders: Vec<Holder>,
+    pub(super) holders: Vec<Stopper>,
     pub(super) truth: Truth,
     /// A sanity check that must work inside (else the probe proves nothing).
     pub(super) allowed: bool,
@@ -210,7 +210,7 @@ pub(super) fn spec(
     attempt: Attempt,
     args: Vec<String>,
     expect: &str,
-    holders: &[Holder],
+    holders: &[Stopper],
 ) -> Spec {
     Spec {
         name: name.into(),
@@ -383,7 +383,7 @@ pub(super) struct Line {
     pub expected_matches: bool,
     pub control: String,
     pub control_ok: bool,
-    pub holders: Vec<Holder>,
+    pub holders: Vec<Stopper>,
     /// What the holders table predicts with the layers in force.
     pub predicted: Prediction,
 }
@@ -405,7 +405,7 @@ mod tests {
 
     #[test]
     fn every_holder_is_a_layer_or_part_of_one_and_keeps_its_report_words() {
-        use Holder::{
+        use Stopper::{
             CapsUnprivileged, Helper, LandlockUnix, MemfdNoexec, Noexec, Nproc, NsLimits,
             Subreaper, Tmpfs,
         };
@@ -436,7 +436,7 @@ mod tests {
             (Helper, None, "helper", "helper"),
             (Subreaper, None, "subreaper", "subreaper"),
         ];
-        let words = |h: Holder| {
+        let words = |h: Stopper| {
             let json = serde_json::to_string(&h).expect("a holder serializes");
             (json, format!("{h:?}").to_lowercase())
         };
@@ -472,7 +472,7 @@ mod tests {
             assert!(!h.active(&off, 0) && !h.active(&off, 1000), "{h:?}");
         }
         for l in Layer::ALL {
-            let h = Holder::Layer(*l);
+            let h = Stopper::Layer(*l);
             assert_eq!(h.layer(), Some(*l));
             assert_eq!(h.name(), l.name());
             assert_eq!(
@@ -480,14 +480,14 @@ mod tests {
                 Some(format!("\"{}\"", l.name()))
             );
         }
-        assert_eq!(words(Holder::Layer(Layer::LandlockTcp)).1, "landlocktcp");
-        assert_eq!(words(Holder::Layer(Layer::PidMax)).1, "pidmax");
+        assert_eq!(words(Stopper::Layer(Layer::LandlockTcp)).1, "landlocktcp");
+        assert_eq!(words(Stopper::Layer(Layer::PidMax)).1, "pidmax");
         // A whole layer and its parts are switched on exactly when it is.
         let on = Layers::of(&[Layer::Mountns]);
         for uid in [0, 1000] {
             assert!(Noexec.active(&on, uid) && Tmpfs.active(&on, uid));
-            assert!(Holder::Layer(Layer::Mountns).active(&on, uid));
-            assert!(!Holder::Layer(Layer::Seccomp).active(&on, uid));
+            assert!(Stopper::Layer(Layer::Mountns).active(&on, uid));
+            assert!(!Stopper::Layer(Layer::Seccomp).active(&on, uid));
             assert!(!Noexec.active(&Layers::default(), uid));
         }
     }

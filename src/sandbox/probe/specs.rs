@@ -6,13 +6,13 @@ use std::path::PathBuf;
 
 use super::attempts::{self, Attempt as A};
 use super::fixture::{Fixture, PLANTED_ENV};
-use super::model::{spec, Holder, Spec, Trigger, Truth, Which};
+use super::model::{spec, Spec, Stopper, Trigger, Truth, Which};
 
 impl Fixture {
     /// The suite, in report order.
     pub(super) fn specs(&self, server_pid: u32, caps_bounding: bool) -> Vec<Spec> {
         use crate::sandbox::Layer::*;
-        use Holder::*;
+        use Stopper::*;
         let s = Self::s;
         let mut v = vec![
             // Sanity: what a backend legitimately needs still works.
@@ -453,7 +453,7 @@ impl Fixture {
     /// RLIMIT_AS, observation of the host, execution outside the runtime.
     pub(super) fn second_generation(&self, server_pid: u32) -> Vec<Spec> {
         use crate::sandbox::Layer::*;
-        use Holder::*;
+        use Stopper::*;
         let s = Self::s;
         let db = s(&self.db);
         let db_dir = self.db.parent().unwrap_or(&self.home).to_path_buf();

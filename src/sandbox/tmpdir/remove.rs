@@ -22,7 +22,7 @@ const MAX_STEPS: u64 = 50_000_000;
 
 /// One folder on the way down: its name in its parent, its identity (to
 /// check the way back up), and the subfolders still to visit.
-struct Frame {
+struct Descent {
     name: CString,
     dev: u64,
     ino: u64,
@@ -53,7 +53,7 @@ pub(crate) fn try_remove_tree(dir: &Path) -> io::Result<()> {
         Err(e) => return Err(e),
     };
     drop(parent_fd);
-    let mut stack = vec![Frame {
+    let mut stack = vec![Descent {
         name,
         dev,
         ino,
@@ -73,7 +73,7 @@ pub(crate) fn try_remove_tree(dir: &Path) -> io::Result<()> {
         if let Some(child) = top.pending.pop() {
             match open_subdir(&cur, &child) {
                 Ok((fd, dev, ino)) => {
-                    stack.push(Frame {
+                    stack.push(Descent {
                         name: child,
                         dev,
                         ino,

@@ -7,17 +7,17 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use super::errno::{check, cstr, io, os_err};
-use super::Outcome;
+use super::Tried;
 
 /// Delete the file and put a symlink in its place.
-pub(super) fn replace_with_symlink(path: &str, target: &str) -> Outcome {
+pub(super) fn replace_with_symlink(path: &str, target: &str) -> Tried {
     std::fs::remove_file(path).map_err(|e| format!("{} (unlink)", io(e)))?;
     std::os::unix::fs::symlink(target, path).map_err(|e| format!("{} (symlink)", io(e)))?;
     Ok(format!("{path} is now a symlink to {target}"))
 }
 
 /// Make a symlink beside the file, then rename it over the file.
-pub(super) fn symlink_rename_over(path: &str, target: &str) -> Outcome {
+pub(super) fn symlink_rename_over(path: &str, target: &str) -> Tried {
     let p = Path::new(path);
     let link = p.with_file_name(".reachweaver-probe-link");
     std::os::unix::fs::symlink(target, &link).map_err(|e| format!("{} (symlink)", io(e)))?;
@@ -29,7 +29,7 @@ pub(super) fn symlink_rename_over(path: &str, target: &str) -> Outcome {
 }
 
 /// Write a new file beside `path` and rename it over `path`.
-pub(super) fn replace(path: &str) -> Outcome {
+pub(super) fn replace(path: &str) -> Tried {
     let p = Path::new(path);
     let tmp = p.with_file_name(".reachweaver-probe-new");
     std::fs::write(&tmp, b"replaced by the probe\n").map_err(|e| format!("{} (create)", io(e)))?;
@@ -43,7 +43,7 @@ pub(super) fn replace(path: &str) -> Outcome {
 /// Create a file with every execute bit asked for, the way an attacker
 /// would: umask cleared first, mode set again afterwards. The probe checks
 /// the mode it really got on the host.
-pub(super) fn create_exec(path: &str) -> Outcome {
+pub(super) fn create_exec(path: &str) -> Tried {
     // SAFETY: umask takes an integer.
     unsafe { libc::umask(0) };
     let f = std::fs::OpenOptions::new()
@@ -65,7 +65,7 @@ pub(super) fn create_exec(path: &str) -> Outcome {
 /// The same through `mknod`, whose mode is a second place to ask for
 /// execute bits: a regular file made this way under a database companion's
 /// name would otherwise be kept by the draft sweep.
-pub(super) fn mknod_exec(path: &str) -> Outcome {
+pub(super) fn mknod_exec(path: &str) -> Tried {
     let p = cstr(path)?;
     // SAFETY: umask takes an integer.
     unsafe { libc::umask(0) };
@@ -83,7 +83,7 @@ pub(super) fn mknod_exec(path: &str) -> Outcome {
 /// (`mode` `plain`: mode 0; `keep-size`: `FALLOC_FL_KEEP_SIZE`), under the
 /// run's file-size limit (lowered to it here too, so the control outside
 /// runs under the same limit), and say what the file then holds on disk.
-pub(super) fn fallocate(path: &str, mode: &str, mib: &str) -> Outcome {
+pub(super) fn fallocate(path: &str, mode: &str, mib: &str) -> Tried {
     let mode = match mode {
         "plain" => 0,
         "keep-size" => libc::FALLOC_FL_KEEP_SIZE,
@@ -122,7 +122,7 @@ pub(super) fn fallocate(path: &str, mode: &str, mib: &str) -> Outcome {
 /// Make `src`, then rename it to `dst` with `RENAME_WHITEOUT`, which leaves
 /// a whiteout (a 0:0 character device) at `src`. `dst`, a plain file, is
 /// removed again, so the device is all the attempt leaves.
-pub(super) fn rename_whiteout(src: &str, dst: &str) -> Outcome {
+pub(super) fn rename_whiteout(src: &str, dst: &str) -> Tried {
     use std::os::unix::fs::FileTypeExt;
     std::fs::write(src, b"probe").map_err(|e| format!("{} (create)", io(e)))?;
     let (from, to) = (cstr(src)?, cstr(dst)?);

@@ -7,9 +7,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 
 use super::errno::{check, cstr, io};
-use super::Outcome;
+use super::Tried;
 
-pub(super) fn read(path: &str) -> Outcome {
+pub(super) fn read(path: &str) -> Tried {
     let mut s = String::new();
     std::fs::File::open(path)
         .and_then(|mut f| f.read_to_string(&mut s))
@@ -17,13 +17,13 @@ pub(super) fn read(path: &str) -> Outcome {
         .map_err(io)
 }
 
-pub(super) fn list(dir: &str) -> Outcome {
+pub(super) fn list(dir: &str) -> Tried {
     std::fs::read_dir(dir)
         .map(|d| format!("{} entries", d.count()))
         .map_err(io)
 }
 
-pub(super) fn create(path: &str) -> Outcome {
+pub(super) fn create(path: &str) -> Tried {
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -33,7 +33,7 @@ pub(super) fn create(path: &str) -> Outcome {
         .map_err(io)
 }
 
-pub(super) fn write(path: &str) -> Outcome {
+pub(super) fn write(path: &str) -> Tried {
     std::fs::OpenOptions::new()
         .append(true)
         .open(path)
@@ -42,70 +42,70 @@ pub(super) fn write(path: &str) -> Outcome {
         .map_err(io)
 }
 
-pub(super) fn truncate(path: &str) -> Outcome {
+pub(super) fn truncate(path: &str) -> Tried {
     let p = cstr(path)?;
     // SAFETY: truncate on a C string we own.
     check(unsafe { libc::truncate(p.as_ptr(), 0) } as _).map(|_| "truncated".into())
 }
 
-pub(super) fn rename(from: &str, to: &str) -> Outcome {
+pub(super) fn rename(from: &str, to: &str) -> Tried {
     std::fs::rename(from, to)
         .map(|()| "renamed".into())
         .map_err(io)
 }
 
-pub(super) fn unlink(path: &str) -> Outcome {
+pub(super) fn unlink(path: &str) -> Tried {
     std::fs::remove_file(path)
         .map(|()| "unlinked".into())
         .map_err(io)
 }
 
-pub(super) fn mkdir(path: &str) -> Outcome {
+pub(super) fn mkdir(path: &str) -> Tried {
     std::fs::create_dir(path)
         .map(|()| "created".into())
         .map_err(io)
 }
 
-pub(super) fn link(from: &str, to: &str) -> Outcome {
+pub(super) fn link(from: &str, to: &str) -> Tried {
     std::fs::hard_link(from, to)
         .map(|()| "linked".into())
         .map_err(io)
 }
 
-pub(super) fn symlink(target: &str, path: &str) -> Outcome {
+pub(super) fn symlink(target: &str, path: &str) -> Tried {
     std::os::unix::fs::symlink(target, path)
         .map(|()| "symlink created".into())
         .map_err(io)
 }
 
-pub(super) fn mknod(path: &str) -> Outcome {
+pub(super) fn mknod(path: &str) -> Tried {
     let p = cstr(path)?;
     // SAFETY: mknod of a FIFO on a C string we own.
     check(unsafe { libc::mknod(p.as_ptr(), libc::S_IFIFO | 0o600, 0) } as _)
         .map(|_| "fifo created".into())
 }
 
-pub(super) fn chmod(path: &str) -> Outcome {
+pub(super) fn chmod(path: &str) -> Tried {
     let p = cstr(path)?;
     // SAFETY: chmod on a C string we own.
     check(unsafe { libc::chmod(p.as_ptr(), 0o640) } as _).map(|_| "mode changed".into())
 }
 
-pub(super) fn chown(path: &str) -> Outcome {
+pub(super) fn chown(path: &str) -> Tried {
     let p = cstr(path)?;
     // SAFETY: chown to our own ids, on a C string we own.
     check(unsafe { libc::chown(p.as_ptr(), libc::getuid(), libc::getgid()) } as _)
         .map(|_| "owner set".into())
 }
 
-pub(super) fn utime(path: &str) -> Outcome {
+pub(super) fn utime(path: &str) -> Tried {
     let p = cstr(path)?;
     // SAFETY: utimensat with "now" for both times.
     check(unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), std::ptr::null(), 0) } as _)
         .map(|_| "times changed".into())
 }
 
-pub(super) fn setxattr(path: &str) -> Outcome {
+pub(super) fn setxattr(path: &str) -> Tried {
     let p = cstr(path)?;
     let key = cstr("user.reachweaver-probe")?;
     // SAFETY: setxattr with buffers we own.
@@ -113,7 +113,7 @@ pub(super) fn setxattr(path: &str) -> Outcome {
         .map(|_| "attribute set".into())
 }
 
-pub(super) fn exec(prog: &str) -> Outcome {
+pub(super) fn exec(prog: &str) -> Tried {
     std::process::Command::new(prog)
         .stdin(std::process::Stdio::null())
         .status()
@@ -121,7 +121,7 @@ pub(super) fn exec(prog: &str) -> Outcome {
         .map_err(io)
 }
 
-pub(super) fn stat(path: &str) -> Outcome {
+pub(super) fn stat(path: &str) -> Tried {
     std::fs::metadata(path)
         .map(|m| {
             format!(
@@ -134,7 +134,7 @@ pub(super) fn stat(path: &str) -> Outcome {
         .map_err(io)
 }
 
-pub(super) fn readlink(path: &str) -> Outcome {
+pub(super) fn readlink(path: &str) -> Tried {
     std::fs::read_link(path)
         .map(|t| format!("-> {}", t.display()))
         .map_err(io)
@@ -166,7 +166,7 @@ const SYS_FILE_GETATTR: libc::c_long = 468;
 
 const SYS_FILE_SETATTR: libc::c_long = 469;
 
-pub(super) fn getxattr(path: &str, name: &str) -> Outcome {
+pub(super) fn getxattr(path: &str, name: &str) -> Tried {
     let p = cstr(path)?;
     let n = cstr(name)?;
     let mut buf = [0u8; 256];
@@ -183,7 +183,7 @@ pub(super) fn getxattr(path: &str, name: &str) -> Outcome {
 }
 
 /// Set an inode flag through `file_setattr`, which Landlock doesn't mediate.
-pub(super) fn file_setattr(path: &str) -> Outcome {
+pub(super) fn file_setattr(path: &str) -> Tried {
     // struct file_attr (24 bytes): xflags, extsize, nextents, projid, cowextsize.
     #[repr(C)]
     #[derive(Default)]
@@ -226,7 +226,7 @@ pub(super) fn file_setattr(path: &str) -> Outcome {
 }
 
 /// Change an inode's flags or generation through a read-only descriptor.
-pub(super) fn ioctl_flags(kind: &str, path: &str) -> Outcome {
+pub(super) fn ioctl_flags(kind: &str, path: &str) -> Tried {
     let f = std::fs::File::open(path).map_err(|e| format!("{} (open)", io(e)))?;
     let fd = f.as_raw_fd();
     // SAFETY (all three): the ioctls read and write values we own.
@@ -269,7 +269,7 @@ pub(super) fn ioctl_flags(kind: &str, path: &str) -> Outcome {
 
 /// Get a handle for `path`, then open it by handle through a descriptor
 /// of `mount_dir` (any folder of the same file system).
-pub(super) fn open_by_handle(path: &str, mount_dir: &str) -> Outcome {
+pub(super) fn open_by_handle(path: &str, mount_dir: &str) -> Tried {
     let p = cstr(path)?;
     // struct file_handle: handle_bytes, handle_type, then up to 128 bytes.
     let mut h = [0u32; 2 + 32];

@@ -6,18 +6,18 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use super::errno::{check, cstr, errno_name, io};
 use super::processes::reap;
-use super::Outcome;
+use super::Tried;
 
-pub(super) fn unshare_userns() -> Outcome {
+pub(super) fn unshare_userns() -> Tried {
     // SAFETY: unshare takes flags only.
     check(unsafe { libc::unshare(libc::CLONE_NEWUSER) } as _).map(|_| "new user namespace".into())
 }
 
-pub(super) fn clone_newuser() -> Outcome {
+pub(super) fn clone_newuser() -> Tried {
     raw_clone((libc::CLONE_NEWUSER | libc::SIGCHLD) as u64)
 }
 
-pub(super) fn io_uring_setup() -> Outcome {
+pub(super) fn io_uring_setup() -> Tried {
     let mut params = [0u8; 120];
     // SAFETY: io_uring_setup writes into a zeroed params block we own.
     let fd = check(unsafe { libc::syscall(libc::SYS_io_uring_setup, 4u32, params.as_mut_ptr()) })?;
@@ -26,7 +26,7 @@ pub(super) fn io_uring_setup() -> Outcome {
     Ok("ring created".into())
 }
 
-pub(super) fn x32_syscall() -> Outcome {
+pub(super) fn x32_syscall() -> Tried {
     // getpid through the x32 entry point.
     // SAFETY: getpid takes no arguments.
     check(unsafe { libc::syscall(0x4000_0000 | libc::SYS_getpid) })
@@ -34,7 +34,7 @@ pub(super) fn x32_syscall() -> Outcome {
 }
 
 /// A raw clone (like fork) with extra flags; the child exits at once.
-pub(super) fn raw_clone(flags: u64) -> Outcome {
+pub(super) fn raw_clone(flags: u64) -> Tried {
     // SAFETY: without CLONE_VM the child has its own copy of memory and
     // only calls _exit.
     let pid =
@@ -47,7 +47,7 @@ pub(super) fn raw_clone(flags: u64) -> Outcome {
     Ok("child in a new namespace".into())
 }
 
-pub(super) fn clone3() -> Outcome {
+pub(super) fn clone3() -> Tried {
     #[repr(C)]
     #[derive(Default)]
     struct CloneArgs {
@@ -80,7 +80,7 @@ pub(super) fn clone3() -> Outcome {
     Ok("clone3 child".into())
 }
 
-pub(super) fn mount_tmpfs(dir: &str) -> Outcome {
+pub(super) fn mount_tmpfs(dir: &str) -> Tried {
     let target = cstr(dir)?;
     let fstype = cstr("tmpfs")?;
     // SAFETY: mount with C strings we own; unmounted right away.
@@ -109,7 +109,7 @@ pub(super) fn memfd(name: &str) -> Result<OwnedFd, String> {
 /// Hold `mib` MiB in memfds that are never mapped: memory RLIMIT_AS
 /// doesn't count. Each stays below the file-size limit, which applies to
 /// memfds too; there is no limit on how many there are.
-pub(super) fn memfd_fill(mib: &str) -> Outcome {
+pub(super) fn memfd_fill(mib: &str) -> Tried {
     const EACH_MIB: usize = 32;
     let mib: usize = mib.parse().map_err(|_| "bad size")?;
     let block = vec![0x5au8; 1 << 20];
@@ -130,7 +130,7 @@ pub(super) fn memfd_fill(mib: &str) -> Outcome {
 }
 
 /// Copy a program into a memfd and run it from there.
-pub(super) fn memfd_exec(prog: &str) -> Outcome {
+pub(super) fn memfd_exec(prog: &str) -> Tried {
     let mut src = std::fs::File::open(prog).map_err(|e| format!("{} (open)", io(e)))?;
     // Not close-on-exec: fexecve of a script would need it open; an ELF doesn't care.
     let n = cstr("reachweaver-probe-exec")?;

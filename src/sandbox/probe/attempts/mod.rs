@@ -30,10 +30,10 @@ pub(super) use self::observation::listmount;
 use super::table::attempt_table;
 
 /// An attempt's outcome: `Ok(what happened)` or `Err(what stopped it)`.
-type Outcome = Result<String, String>;
+type Tried = Result<String, String>;
 
 attempt_table! {
-    run -> Outcome;
+    run -> Tried;
     // Network.
     TcpConnect = "tcp-connect" => |a| network::tcp_connect(arg(a, 0)?),
     UdpSend = "udp-send" => |a| network::udp_send(arg(a, 0)?),

@@ -2,22 +2,22 @@
 //! the resolver, sockets of families a backend has no use for.
 
 use super::errno::{check, cstr, io, os_err};
-use super::Outcome;
+use super::Tried;
 
-pub(super) fn unix_connect(path: &str) -> Outcome {
+pub(super) fn unix_connect(path: &str) -> Tried {
     std::os::unix::net::UnixStream::connect(path)
         .map(|_| "connected".to_string())
         .map_err(io)
 }
 
-pub(super) fn tcp_connect(addr: &str) -> Outcome {
+pub(super) fn tcp_connect(addr: &str) -> Tried {
     let a: std::net::SocketAddr = addr.parse().map_err(|_| "bad address")?;
     std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(3))
         .map(|_| "connected".into())
         .map_err(io)
 }
 
-pub(super) fn udp_send(addr: &str) -> Outcome {
+pub(super) fn udp_send(addr: &str) -> Tried {
     let a: std::net::SocketAddr = addr.parse().map_err(|_| "bad address")?;
     let s = std::net::UdpSocket::bind("127.0.0.1:0").map_err(io)?;
     s.send_to(b"reachweaver-probe", a)
@@ -26,7 +26,7 @@ pub(super) fn udp_send(addr: &str) -> Outcome {
 }
 
 /// `getaddrinfo`, reporting the resolver's own error code.
-pub(super) fn dns_lookup(name: &str) -> Outcome {
+pub(super) fn dns_lookup(name: &str) -> Tried {
     let host = cstr(name)?;
     let mut res: *mut libc::addrinfo = std::ptr::null_mut();
     // SAFETY: getaddrinfo with a C string we own; the result is freed below.
@@ -48,7 +48,7 @@ pub(super) fn dns_lookup(name: &str) -> Outcome {
     Err(code)
 }
 
-pub(super) fn socket(kind: &str) -> Outcome {
+pub(super) fn socket(kind: &str) -> Tried {
     let (family, ty, proto) = match kind {
         "raw" => (libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP),
         "packet" => (libc::AF_PACKET, libc::SOCK_RAW, 0),
@@ -64,7 +64,7 @@ pub(super) fn socket(kind: &str) -> Outcome {
     Ok(format!("{kind} socket created"))
 }
 
-pub(super) fn mptcp_connect(addr: &str) -> Outcome {
+pub(super) fn mptcp_connect(addr: &str) -> Tried {
     let a: std::net::SocketAddrV4 = addr.parse().map_err(|_| "bad address")?;
     // SAFETY: socket/connect/close on a descriptor we own, with a sockaddr we built.
     unsafe {
@@ -94,7 +94,7 @@ pub(super) fn mptcp_connect(addr: &str) -> Outcome {
     }
 }
 
-pub(super) fn abstract_connect(name: &str) -> Outcome {
+pub(super) fn abstract_connect(name: &str) -> Tried {
     use std::os::linux::net::SocketAddrExt;
     let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).map_err(io)?;
     std::os::unix::net::UnixStream::connect_addr(&addr)
@@ -102,7 +102,7 @@ pub(super) fn abstract_connect(name: &str) -> Outcome {
         .map_err(io)
 }
 
-pub(super) fn socketpair(kind: &str) -> Outcome {
+pub(super) fn socketpair(kind: &str) -> Tried {
     let ty = match kind {
         "dgram" => libc::SOCK_DGRAM,
         "seqpacket" => libc::SOCK_SEQPACKET,

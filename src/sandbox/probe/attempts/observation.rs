@@ -5,7 +5,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use super::errno::{check, cstr, io};
-use super::Outcome;
+use super::Tried;
 
 // System calls too new for the libc crate (the same numbers on every
 // architecture since the tables were unified).
@@ -21,7 +21,7 @@ const STATMOUNT_SB_BASIC: u64 = 1;
 
 /// Watch a folder for the probe's own activity there (it creates, opens or
 /// touches a file named `name` while this waits up to 3 s).
-pub(super) fn inotify_watch(dir: &str, name: &str) -> Outcome {
+pub(super) fn inotify_watch(dir: &str, name: &str) -> Tried {
     // SAFETY: inotify calls on a descriptor we own; events are read into our buffer.
     let fd =
         check(unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) } as _)? as i32;
@@ -68,7 +68,7 @@ pub(super) fn inotify_watch(dir: &str, name: &str) -> Outcome {
 
 /// fanotify: an unprivileged listener may watch single inodes when it asks
 /// for file ids.
-pub(super) fn fanotify_watch(dir: &str) -> Outcome {
+pub(super) fn fanotify_watch(dir: &str) -> Tried {
     const FAN_CLASS_NOTIF: libc::c_long = 0;
     const FAN_REPORT_FID: libc::c_long = 0x200;
     const FAN_MARK_ADD: libc::c_long = 1;
@@ -139,7 +139,7 @@ pub(crate) fn listmount() -> Result<Vec<u64>, String> {
     }
 }
 
-pub(super) fn statmount(id: &str) -> Outcome {
+pub(super) fn statmount(id: &str) -> Tried {
     let id: u64 = id.parse().map_err(|_| "bad mount id")?;
     let req = MntIdReq {
         size: std::mem::size_of::<MntIdReq>() as u32,
@@ -165,7 +165,7 @@ pub(super) fn statmount(id: &str) -> Outcome {
 /// own node name or NIS domain name (`node` and `domain`, as the probe
 /// sees them); the run's fixed names never count, so a host named like a
 /// run proves nothing (its control fails).
-pub(super) fn uname_nodename(node: &str, domain: &str) -> Outcome {
+pub(super) fn uname_nodename(node: &str, domain: &str) -> Tried {
     use crate::sandbox::linux::namespaces::{uts_names, RUN_DOMAINNAME, RUN_HOSTNAME};
     let (n, d) = uts_names()?;
     if (n == node && n != RUN_HOSTNAME) || (d == domain && d != RUN_DOMAINNAME) {
@@ -176,7 +176,7 @@ pub(super) fn uname_nodename(node: &str, domain: &str) -> Outcome {
 }
 
 /// The numeric entries of a folder (a proc's processes), listed.
-pub(super) fn list_pids(dir: &str) -> Outcome {
+pub(super) fn list_pids(dir: &str) -> Tried {
     std::fs::read_dir(dir)
         .map(|d| {
             let pids: Vec<String> = d
@@ -189,6 +189,6 @@ pub(super) fn list_pids(dir: &str) -> Outcome {
         .map_err(io)
 }
 
-pub(super) fn list_mounts() -> Outcome {
+pub(super) fn list_mounts() -> Tried {
     listmount().map(|ids| ids.iter().map(u64::to_string).collect::<Vec<_>>().join(","))
 }

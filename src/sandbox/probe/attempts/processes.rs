@@ -8,15 +8,15 @@ use std::path::Path;
 
 use super::errno::{arg, check, cstr, io, os_err};
 use super::tmpdir::tmpdir;
-use super::Outcome;
+use super::Tried;
 
-pub(super) fn kill(pid: &str) -> Outcome {
+pub(super) fn kill(pid: &str) -> Tried {
     let pid: i32 = pid.parse().map_err(|_| "bad pid")?;
     // SAFETY: signal 0 only checks whether the signal could be sent.
     check(unsafe { libc::kill(pid, 0) } as _).map(|_| "signal deliverable".into())
 }
 
-pub(super) fn ptrace(pid: &str) -> Outcome {
+pub(super) fn ptrace(pid: &str) -> Tried {
     let pid: i32 = pid.parse().map_err(|_| "bad pid")?;
     // SAFETY: PTRACE_SEIZE doesn't stop the tracee; exiting detaches.
     check(unsafe {
@@ -30,12 +30,12 @@ pub(super) fn ptrace(pid: &str) -> Outcome {
     .map(|_| "attached".into())
 }
 
-pub(super) fn setuid_0() -> Outcome {
+pub(super) fn setuid_0() -> Tried {
     // SAFETY: setuid takes an integer.
     check(unsafe { libc::setuid(0) } as _).map(|_| "uid 0".into())
 }
 
-pub(super) fn no_new_privs_off() -> Outcome {
+pub(super) fn no_new_privs_off() -> Tried {
     // SAFETY: integer-only prctl query.
     let v = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) };
     if v == 0 {
@@ -45,7 +45,7 @@ pub(super) fn no_new_privs_off() -> Outcome {
     }
 }
 
-pub(super) fn seccomp_off() -> Outcome {
+pub(super) fn seccomp_off() -> Tried {
     // SAFETY: integer-only prctl query.
     let v = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
     if v == 0 {
@@ -55,7 +55,7 @@ pub(super) fn seccomp_off() -> Outcome {
     }
 }
 
-pub(super) fn caps_held(which: &str) -> Outcome {
+pub(super) fn caps_held(which: &str) -> Tried {
     let h = crate::sandbox::linux::caps::held(63);
     let text = format!(
         "CapEff={:x} CapPrm={:x} CapInh={:x} CapBnd={:x} CapAmb={:x}",
@@ -76,7 +76,7 @@ pub(super) fn caps_held(which: &str) -> Outcome {
     }
 }
 
-pub(super) fn env(names: &[String]) -> Outcome {
+pub(super) fn env(names: &[String]) -> Tried {
     let present: Vec<&String> = names
         .iter()
         .filter(|n| std::env::var_os(n).is_some())
@@ -95,12 +95,12 @@ pub(super) fn env(names: &[String]) -> Outcome {
     }
 }
 
-pub(super) fn sleep_marker() -> Outcome {
+pub(super) fn sleep_marker() -> Tried {
     std::thread::sleep(std::time::Duration::from_secs(60));
     Ok("slept".into())
 }
 
-pub(super) fn fork() -> Outcome {
+pub(super) fn fork() -> Tried {
     let out = std::process::Command::new(std::env::current_exe().map_err(io)?)
         .args(["__probe-attempt", "env", "TMPDIR"])
         .output()
@@ -119,7 +119,7 @@ pub(super) fn reap(pid: i32) {
 }
 
 /// Make the terminal on stdin ours, then push a byte into its input.
-pub(super) fn tiocsti() -> Outcome {
+pub(super) fn tiocsti() -> Tried {
     // SAFETY: session and terminal ioctls on stdin; failures are reported.
     unsafe {
         libc::setsid();
@@ -133,7 +133,7 @@ pub(super) fn tiocsti() -> Outcome {
     }
 }
 
-pub(super) fn fork_bomb(n: usize) -> Outcome {
+pub(super) fn fork_bomb(n: usize) -> Tried {
     let mut kids = Vec::new();
     let mut stopped = None;
     for _ in 0..n {
@@ -163,7 +163,7 @@ pub(super) fn fork_bomb(n: usize) -> Outcome {
     }
 }
 
-pub(super) fn memory_bomb(gib: usize) -> Outcome {
+pub(super) fn memory_bomb(gib: usize) -> Tried {
     let chunk = 1usize << 30;
     let mut maps = Vec::new();
     let mut stopped = None;
@@ -196,7 +196,7 @@ pub(super) fn memory_bomb(gib: usize) -> Outcome {
     }
 }
 
-pub(super) fn stdout_flood() -> Outcome {
+pub(super) fn stdout_flood() -> Tried {
     let block = vec![b'x'; 1 << 20];
     let mut out = std::io::stdout().lock();
     loop {
@@ -208,7 +208,7 @@ pub(super) fn stdout_flood() -> Outcome {
 
 /// Leave a detached grandchild (new session, parent gone) that carries the
 /// marker in its command line, then return.
-pub(super) fn daemon(args: &[String]) -> Outcome {
+pub(super) fn daemon(args: &[String]) -> Tried {
     let marker = arg(args, 0)?;
     let exe = std::env::current_exe().map_err(io)?;
     let exe_c = cstr(&exe.to_string_lossy())?;
@@ -255,7 +255,7 @@ pub(super) fn marker_key(marker: &str) -> libc::key_t {
 /// What one call leaves for the next: a file in its TMPDIR, a file in
 /// `/dev/shm` (POSIX shared memory), a SysV shared memory segment and a
 /// detached process, each named by `marker`. Reports what it could leave.
-pub(super) fn leave_traces(marker: &str) -> Outcome {
+pub(super) fn leave_traces(marker: &str) -> Tried {
     let mut left = Vec::new();
     if let Ok(dir) = tmpdir() {
         if std::fs::write(dir.join(marker), b"trace").is_ok() {
@@ -288,7 +288,7 @@ pub(super) fn leave_traces(marker: &str) -> Outcome {
 /// Look for what `leave-traces` left under `marker` and remove it: `Ok`
 /// names what was seen (the earlier call got through to this one), `Err`
 /// says `none`.
-pub(super) fn find_traces(marker: &str) -> Outcome {
+pub(super) fn find_traces(marker: &str) -> Tried {
     let mut seen = Vec::new();
     if let Ok(dir) = tmpdir() {
         if std::fs::remove_file(dir.join(marker)).is_ok() {

@@ -7,9 +7,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::errno::{cstr, io, os_err};
-use super::Outcome;
+use super::Tried;
 
-pub(super) fn write_tmpdir() -> Outcome {
+pub(super) fn write_tmpdir() -> Tried {
     let dir = std::env::var("TMPDIR").map_err(|_| "no TMPDIR")?;
     let p = Path::new(&dir).join("probe-file");
     std::fs::write(&p, b"probe").map_err(io)?;
@@ -18,7 +18,7 @@ pub(super) fn write_tmpdir() -> Outcome {
     Ok("wrote, read and removed a file in TMPDIR".into())
 }
 
-pub(super) fn tmpdir_path() -> Outcome {
+pub(super) fn tmpdir_path() -> Tried {
     tmpdir().map(|p| p.display().to_string())
 }
 
@@ -30,7 +30,7 @@ pub(super) fn tmpdir() -> Result<PathBuf, String> {
 
 /// `mkdir d && cd d`, `depth` times below `$TMPDIR/MARKER`, relative paths
 /// only, then leave a file at the bottom and exit without cleaning up.
-pub(super) fn deep_tmpdir(depth: &str, marker: &str) -> Outcome {
+pub(super) fn deep_tmpdir(depth: &str, marker: &str) -> Tried {
     let depth: usize = depth.parse().map_err(|_| "bad depth")?;
     let top = tmpdir()?.join(marker);
     std::fs::create_dir(&top).map_err(io)?;
@@ -55,7 +55,7 @@ pub(super) fn deep_tmpdir(depth: &str, marker: &str) -> Outcome {
 }
 
 /// Claim `mib` MiB in `$TMPDIR`, in files below the file-size limit.
-pub(super) fn fill_size(mib: &str) -> Outcome {
+pub(super) fn fill_size(mib: &str) -> Tried {
     let mib: u64 = mib.parse().map_err(|_| "bad size")?;
     const FILE_MIB: u64 = 32;
     let dir = tmpdir()?.join("reachweaver-probe-fill");
@@ -105,7 +105,7 @@ pub(super) fn fill_size(mib: &str) -> Outcome {
 }
 
 /// Create up to `count` empty files in `$TMPDIR`.
-pub(super) fn fill_inodes(count: &str) -> Outcome {
+pub(super) fn fill_inodes(count: &str) -> Tried {
     let count: usize = count.parse().map_err(|_| "bad count")?;
     let dir = tmpdir()?.join("reachweaver-probe-inodes");
     std::fs::create_dir(&dir).map_err(io)?;
@@ -139,7 +139,7 @@ pub(super) fn copy_to_tmpdir(prog: &str, name: &str, mode: u32) -> Result<PathBu
     Ok(dst)
 }
 
-pub(super) fn status_outcome(what: &str, r: std::io::Result<std::process::ExitStatus>) -> Outcome {
+pub(super) fn status_outcome(what: &str, r: std::io::Result<std::process::ExitStatus>) -> Tried {
     match r {
         Ok(s) if s.success() => Ok(format!("{what}: exit 0")),
         Ok(s) => Err(match s.code() {
@@ -151,7 +151,7 @@ pub(super) fn status_outcome(what: &str, r: std::io::Result<std::process::ExitSt
 }
 
 /// Run a copy of `prog` straight from `$TMPDIR`.
-pub(super) fn exec_tmpdir(prog: &str) -> Outcome {
+pub(super) fn exec_tmpdir(prog: &str) -> Tried {
     let p = copy_to_tmpdir(prog, "reachweaver-probe-prog", 0o755)?;
     let r = std::process::Command::new(&p)
         .stdin(std::process::Stdio::null())
@@ -203,7 +203,7 @@ pub(crate) fn loader() -> Option<PathBuf> {
 
 /// Run a copy of `prog` in `$TMPDIR` through the dynamic loader, which
 /// maps it with PROT_EXEC instead of executing it.
-pub(super) fn exec_loader(prog: &str) -> Outcome {
+pub(super) fn exec_loader(prog: &str) -> Tried {
     let ld = loader().ok_or("no dynamic loader found")?;
     let p = copy_to_tmpdir(prog, "reachweaver-probe-ld-prog", 0o644)?;
     let r = std::process::Command::new(&ld)
@@ -216,7 +216,7 @@ pub(super) fn exec_loader(prog: &str) -> Outcome {
 }
 
 /// Map a file of `$TMPDIR` executable.
-pub(super) fn mmap_exec_tmpdir() -> Outcome {
+pub(super) fn mmap_exec_tmpdir() -> Tried {
     let p = tmpdir()?.join("reachweaver-probe-blob");
     std::fs::write(&p, vec![0xc3u8; 4096]).map_err(io)?;
     let f = std::fs::File::open(&p).map_err(io)?;
