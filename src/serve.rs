@@ -414,7 +414,7 @@ fn worker(shared: &Shared) {
         let Some((job, seq, cancel)) = next else {
             break;
         };
-        let line = run_call(shared, &job, &cancel);
+        let line = answer_call(shared, &job, &cancel);
         let mut st = lock(&shared.state);
         if let Some(pos) = st.running.iter().position(|r| r.seq == seq) {
             st.running.swap_remove(pos);
@@ -435,7 +435,7 @@ fn worker(shared: &Shared) {
 /// The whole call, from the worker's start to its answer line (`None`:
 /// cancelled, nothing is written). The thread that spawns the backend also
 /// waits for it (the sandbox's parent-death signal is tied to this thread).
-fn run_call(shared: &Shared, job: &CallJob, cancel: &Cancel) -> Option<String> {
+fn answer_call(shared: &Shared, job: &CallJob, cancel: &Cancel) -> Option<String> {
     // A fault inside one call must not take the server down (A19).
     let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
         shared.runner.run_call(&job.tool, &job.arguments, cancel)
