@@ -377,7 +377,14 @@ fn start_failure(e: &RunError) -> ToolError {
         RunError::Spawn(s) => s.exhausted(),
         RunError::Wait(_) => None,
     } {
-        return ToolError::templated(ErrorCode::ResourceExhausted, what);
+        // A step inside the sandbox that ran short is named, so the owner
+        // knows which limit to raise.
+        return match e {
+            RunError::Spawn(SandboxError::Exhausted(step, _)) => {
+                ToolError::templated(ErrorCode::ResourceExhausted, &format!("{what} ({step})"))
+            }
+            _ => ToolError::templated(ErrorCode::ResourceExhausted, what),
+        };
     }
     match e {
         RunError::Spawn(SandboxError::LayerFailed(_) | SandboxError::Unavailable(_)) => {
