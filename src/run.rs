@@ -757,6 +757,22 @@ mod tests {
     }
 
     #[test]
+    fn a_sandbox_step_that_ran_short_is_named_in_the_message() {
+        let e = start_failure(&RunError::Spawn(SandboxError::Exhausted(
+            "landlock: failed to create a ruleset: Too many open files (os error 24)".into(),
+            libc::EMFILE,
+        )));
+        assert_eq!(e.code(), "resource_exhausted");
+        assert!(
+            e.message().starts_with(
+                "The server ran out of open files (landlock: failed to create a ruleset: "
+            ),
+            "{}",
+            e.message()
+        );
+    }
+
+    #[test]
     fn the_servers_own_shortage_is_resource_exhausted_never_backend_failed() {
         let io = |n| RunError::Spawn(SandboxError::Io(io::Error::from_raw_os_error(n)));
         for (errno, what) in [
