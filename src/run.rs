@@ -377,7 +377,14 @@ fn start_failure(e: &RunError) -> ToolError {
         RunError::Spawn(s) => s.exhausted(),
         RunError::Wait(_) => None,
     } {
-        return ToolError::templated(ErrorCode::ResourceExhausted, what);
+        // A step inside the sandbox that ran short is named, so the owner
+        // knows which limit to raise.
+        return match e {
+            RunError::Spawn(SandboxError::Exhausted(step, _)) => {
+                ToolError::templated(ErrorCode::ResourceExhausted, &format!("{what} ({step})"))
+            }
+            _ => ToolError::templated(ErrorCode::ResourceExhausted, what),
+        };
     }
     match e {
         RunError::Spawn(SandboxError::LayerFailed(_) | SandboxError::Unavailable(_)) => {
@@ -747,6 +754,22 @@ mod tests {
             io::ErrorKind::NotFound,
         ))));
         assert_eq!(e.code(), "backend_failed");
+    }
+
+    #[test]
+    fn a_sandbox_step_that_ran_short_is_named_in_the_message() {
+        let e = start_failure(&RunError::Spawn(SandboxError::Exhausted(
+            "landlock: failed to create a ruleset: Too many open files (os error 24)".into(),
+            libc::EMFILE,
+        )));
+        assert_eq!(e.code(), "resource_exhausted");
+        assert!(
+            e.message().starts_with(
+                "The server ran out of open files (landlock: failed to create a ruleset: "
+            ),
+            "{}",
+            e.message()
+        );
     }
 
     #[test]

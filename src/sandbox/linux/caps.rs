@@ -7,6 +7,8 @@
 //! is how user namespaces work); this layer is what takes them away before
 //! the backend runs.
 
+use super::step_error::{Step, StepError};
+
 /// Securebits set and locked: root gets no capabilities on exec, uid changes
 /// don't touch capabilities, capabilities are not kept across uid changes,
 /// and the ambient set can't be raised.
@@ -18,7 +20,7 @@ pub const SECUREBITS: u32 = (1 << 0) // SECBIT_NOROOT
     | (1 << 6) // SECBIT_NO_CAP_AMBIENT_RAISE
     | (1 << 7); // SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED
 
-fn prctl(op: libc::c_int, a: libc::c_ulong, what: &str) -> Result<libc::c_int, String> {
+fn prctl(op: libc::c_int, a: libc::c_ulong, what: &str) -> Result<libc::c_int, StepError> {
     // SAFETY: every prctl used here takes integer arguments only.
     let r = unsafe {
         libc::prctl(
@@ -30,14 +32,14 @@ fn prctl(op: libc::c_int, a: libc::c_ulong, what: &str) -> Result<libc::c_int, S
         )
     };
     if r < 0 {
-        Err(format!("{what}: {}", std::io::Error::last_os_error()))
+        Err(StepError::last(Step::Caps, what))
     } else {
         Ok(r)
     }
 }
 
 /// Set `no_new_privs` (also required before seccomp and Landlock).
-pub fn set_no_new_privs() -> Result<(), String> {
+pub fn set_no_new_privs() -> Result<(), StepError> {
     prctl(libc::PR_SET_NO_NEW_PRIVS, 1, "no_new_privs").map(|_| ())
 }
 
@@ -55,9 +57,13 @@ pub fn set_no_new_privs() -> Result<(), String> {
 /// emptied, and `no_new_privs` keeps `execve` from adding any back (with
 /// it set, the kernel caps a new program's permitted set at the old one,
 /// which is empty), so the bounding set left in place grants nothing.
-pub fn apply(last: u32, bounding: bool) -> Result<(), String> {
+pub fn apply(last: u32, bounding: bool) -> Result<(), StepError> {
     use caps::CapSet;
-    let e = |what: &'static str| move |err: caps::errors::CapsError| format!("{what}: {err}");
+    let e = |what: &'static str| {
+        move |err: caps::errors::CapsError| {
+            StepError::caused(Step::Caps, format!("{what}: {err}"), &err)
+        }
+    };
     if bounding {
         caps::clear(None, CapSet::Bounding).map_err(e("bounding set"))?;
         // Capabilities newer than the caps crate's list, up to what the kernel knows.
@@ -68,7 +74,11 @@ pub fn apply(last: u32, bounding: bool) -> Result<(), String> {
                 let err = std::io::Error::last_os_error();
                 // EINVAL: a capability number this kernel doesn't know.
                 if err.raw_os_error() != Some(libc::EINVAL) {
-                    return Err(format!("bounding set, capability {cap}: {err}"));
+                    return Err(StepError::io(
+                        Step::Caps,
+                        format_args!("bounding set, capability {cap}"),
+                        &err,
+                    ));
                 }
             }
         }

@@ -241,34 +241,8 @@ pub fn available() -> Result<(), String> {
     assess(&facts(), "check").map(|_| ())
 }
 
-/// A step of making a cgroup that failed: what, and the error number, so
-/// the server's own shortage of descriptors is told apart from a refusal.
-#[derive(Debug)]
-pub struct StepError {
-    pub message: String,
-    pub errno: Option<i32>,
-}
-
-impl StepError {
-    fn new(what: String, e: &std::io::Error) -> StepError {
-        StepError {
-            message: format!("{what}: {e}"),
-            errno: e.raw_os_error(),
-        }
-    }
-}
-
-impl std::fmt::Display for StepError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl From<StepError> for String {
-    fn from(e: StepError) -> String {
-        e.message
-    }
-}
+use super::step_error::Step as Kind;
+pub use super::step_error::StepError;
 
 fn write_file(path: &Path, value: &str) -> Result<(), StepError> {
     std::fs::OpenOptions::new()
@@ -276,8 +250,9 @@ fn write_file(path: &Path, value: &str) -> Result<(), StepError> {
         .open(path)
         .and_then(|mut f| f.write_all(value.as_bytes()))
         .map_err(|e| {
-            StepError::new(
-                format!("cgroup: writing {value:?} to {}", path.display()),
+            StepError::io(
+                Kind::CgroupWrite,
+                format_args!("cgroup: writing {value:?} to {}", path.display()),
                 &e,
             )
         })
@@ -286,8 +261,13 @@ fn write_file(path: &Path, value: &str) -> Result<(), StepError> {
 fn apply_steps(steps: &[Step]) -> Result<(), StepError> {
     for step in steps {
         match step {
-            Step::Mkdir(p) => std::fs::create_dir(p)
-                .map_err(|e| StepError::new(format!("cgroup: creating {}", p.display()), &e))?,
+            Step::Mkdir(p) => std::fs::create_dir(p).map_err(|e| {
+                StepError::io(
+                    Kind::CgroupCreate,
+                    format_args!("cgroup: creating {}", p.display()),
+                    &e,
+                )
+            })?,
             Step::Write(p, v) => write_file(p, v)?,
         }
     }
@@ -337,8 +317,9 @@ impl Parent {
             .write(true)
             .open(made.dir.join("cgroup.procs"))
             .map_err(|e| {
-                StepError::new(
-                    format!("cgroup: opening {}/cgroup.procs", made.dir.display()),
+                StepError::io(
+                    Kind::CgroupWrite,
+                    format_args!("cgroup: opening {}/cgroup.procs", made.dir.display()),
                     &e,
                 )
             })?;

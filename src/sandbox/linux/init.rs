@@ -341,10 +341,10 @@ pub(super) fn init_namespace(layers: &Layers) -> Result<(), Failure> {
     }
     if let Some(max) = layers.pid_max() {
         namespaces::set_pid_max(max)
-            .map_err(|e| Failure::layer(Layer::PidMax, format!("pid_max: {e}")))?;
+            .map_err(|e| Failure::step(Layer::PidMax, e.within("pid_max")))?;
     }
     namespaces::set_memfd_noexec()
-        .map_err(|e| Failure::layer(RunStep::Process, format!("memfd_noexec: {e}")))?;
+        .map_err(|e| Failure::step(RunStep::Process, e.within("memfd_noexec")))?;
     Ok(())
 }
 
@@ -358,7 +358,7 @@ pub(super) fn minimal_root_and_limits(
     let counters = if layers.ns_limits {
         Some(
             namespaces::open_ns_limits()
-                .map_err(|e| Failure::layer(Layer::Userns, format!("nested namespaces: {e}")))?,
+                .map_err(|e| Failure::step(Layer::Userns, e.within("nested namespaces")))?,
         )
     } else {
         None
@@ -375,7 +375,7 @@ pub(super) fn minimal_root_and_limits(
     }
     if let Some(c) = counters {
         namespaces::write_ns_limits(c)
-            .map_err(|e| Failure::layer(Layer::Userns, format!("nested namespaces: {e}")))?;
+            .map_err(|e| Failure::step(Layer::Userns, e.within("nested namespaces")))?;
     }
     Ok(())
 }
@@ -391,7 +391,10 @@ pub(super) fn run_as_init(
     // SAFETY: single-threaded process; the child only executes.
     let child = unsafe { libc::fork() };
     if child < 0 {
-        return Err(last_error("fork"));
+        return Err(super::wire::status::last_error_at(
+            super::step_error::Step::ForkIntoPidns,
+            "fork",
+        ));
     }
     if child == 0 {
         let failure = prep.exec.exec();

@@ -16,6 +16,7 @@ use landlock::{
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
+use super::step_error::{Step, StepError};
 use crate::sandbox::policy::Policy;
 
 /// What a rule grants beneath its path.
@@ -95,12 +96,18 @@ pub fn kernel_abi() -> i32 {
 
 /// Enforce the policy on the calling thread (and so on everything it
 /// executes). `abi` is what start-up found; rights up to it are required.
-pub fn apply(policy: &Policy, abi: i32, net: bool, scope: bool) -> Result<(), String> {
+pub fn apply(policy: &Policy, abi: i32, net: bool, scope: bool) -> Result<(), StepError> {
     let required = ABI::from(abi);
     if required == ABI::Unsupported {
-        return Err("landlock: the kernel offers no Landlock ABI".into());
+        return Err(StepError::plain(
+            Step::LandlockAccess,
+            "landlock: the kernel offers no Landlock ABI",
+        ));
     }
-    let err = |e: landlock::RulesetError| format!("landlock: {e}");
+    let failed = |step: Step| {
+        move |e: landlock::RulesetError| StepError::caused(step, format!("landlock: {e}"), &e)
+    };
+    let err = failed(Step::LandlockAccess);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(required))
@@ -129,14 +136,20 @@ pub fn apply(policy: &Policy, abi: i32, net: bool, scope: bool) -> Result<(), St
     let mut created = ruleset
         .set_compatibility(CompatLevel::BestEffort)
         .create()
-        .map_err(err)?;
+        .map_err(failed(Step::LandlockRuleset))?;
     for (path, grant) in build_rules(policy) {
         let fd = match PathFd::new(&path) {
             Ok(fd) => fd,
             // A path that doesn't exist grants nothing; leaving it out only
             // narrows the run.
             Err(_) if !path.exists() => continue,
-            Err(e) => return Err(format!("landlock: {}: {e}", path.display())),
+            Err(e) => {
+                return Err(StepError::caused(
+                    Step::LandlockRule,
+                    format!("landlock: {}: {e}", path.display()),
+                    &e,
+                ))
+            }
         };
         let mut access = grant.access();
         if !path.is_dir() {
@@ -144,12 +157,23 @@ pub fn apply(policy: &Policy, abi: i32, net: bool, scope: bool) -> Result<(), St
         }
         created = created
             .add_rule(PathBeneath::new(fd, access))
-            .map_err(|e| format!("landlock: {}: {e}", path.display()))?;
+            .map_err(|e| {
+                StepError::caused(
+                    Step::LandlockRule,
+                    format!("landlock: {}: {e}", path.display()),
+                    &e,
+                )
+            })?;
     }
-    let status = created.restrict_self().map_err(err)?;
+    let status = created
+        .restrict_self()
+        .map_err(failed(Step::LandlockRestrict))?;
     match status.ruleset {
         RulesetStatus::FullyEnforced | RulesetStatus::PartiallyEnforced => Ok(()),
-        RulesetStatus::NotEnforced => Err("landlock: the ruleset is not enforced".into()),
+        RulesetStatus::NotEnforced => Err(StepError::plain(
+            Step::LandlockRestrict,
+            "landlock: the ruleset is not enforced",
+        )),
     }
 }
 
@@ -405,7 +429,8 @@ mod tests {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             if mode == "enforce" {
                 let abi = abi_from_the_kernel() as i32;
-                let applied = apply(&tree_policy(top), abi, abi >= 4, abi >= 6);
+                let applied =
+                    apply(&tree_policy(top), abi, abi >= 4, abi >= 6).map_err(String::from);
                 report(format!(
                     "apply {}",
                     applied.err().unwrap_or_else(|| "ok".into())
@@ -482,9 +507,9 @@ mod tests {
     fn apply_fails_when_it_cannot_enforce_every_rule() {
         if let Some(top) = in_child::arg() {
             let top = Path::new(&top);
-            let shown = |r: Result<(), String>| {
+            let shown = |r: Result<(), StepError>| {
                 r.err()
-                    .unwrap_or_else(|| "ok".into())
+                    .map_or_else(|| "ok".into(), String::from)
                     .replace(&top.display().to_string(), "TOP")
             };
             report(format!(
@@ -535,7 +560,9 @@ mod tests {
                 // SAFETY: descriptors opened above.
                 unsafe { libc::close(fd) };
             }
+            let short = r.as_ref().err().map(|e| (e.step, e.is_shortage()));
             report(format!("no descriptor: {}", shown(r)));
+            report(format!("a shortage: {short:?}"));
             return;
         }
         let top = tempfile::tempdir().unwrap();
@@ -551,6 +578,7 @@ mod tests {
                 "abi 0: landlock: the kernel offers no Landlock ABI",
                 "read out/f ok",
                 "no descriptor: landlock: TOP/ro: failed to open \"TOP/ro\": Too many open files (os error 24)",
+                "a shortage: Some((LandlockRule, true))",
             ]
         );
     }

@@ -71,6 +71,7 @@ mod reexec;
 pub mod rlimits;
 pub mod seccomp;
 pub(crate) mod server;
+pub mod step_error;
 mod wire;
 pub mod zygote;
 

@@ -28,6 +28,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use super::step_error::{Step, StepError};
 use crate::sandbox::policy::{Bind, DraftDb, MountPlan, Pin};
 
 const OPEN_TREE_CLONE: libc::c_uint = 1;
@@ -76,16 +77,17 @@ pub fn draft_frozen(draft: &DraftDb, entries: &[Vec<u8>]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn err(what: impl std::fmt::Display) -> String {
-    format!(
-        "mount namespace: {what}: {}",
-        std::io::Error::last_os_error()
-    )
+fn err(step: Step, what: impl std::fmt::Display) -> StepError {
+    StepError::last(step, format_args!("mount namespace: {what}"))
 }
 
-fn cpath(p: &Path) -> Result<CString, String> {
+fn check(detail: String) -> StepError {
+    StepError::plain(Step::MountCheck, detail)
+}
+
+fn cpath(p: &Path) -> Result<CString, StepError> {
     CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| format!("mount namespace: a NUL byte in {}", p.display()))
+        .map_err(|_| check(format!("mount namespace: a NUL byte in {}", p.display())))
 }
 
 /// `/prefix` + an absolute path.
@@ -95,12 +97,13 @@ fn under(prefix: &str, p: &Path) -> PathBuf {
 }
 
 fn mount(
+    step: Step,
     src: Option<&str>,
     target: &Path,
     fstype: Option<&str>,
     flags: libc::c_ulong,
     data: Option<&str>,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let c = |s: Option<&str>| s.map(|s| CString::new(s).unwrap_or_default());
     let (src_c, fs_c, data_c) = (c(src), c(fstype), c(data));
     let t = cpath(target)?;
@@ -116,15 +119,23 @@ fn mount(
         )
     };
     if r != 0 {
-        return Err(err(format_args!("mount {}", target.display())));
+        return Err(err(step, format_args!("mount {}", target.display())));
     }
     Ok(())
 }
 
 /// `openat2(O_PATH)` with no symbolic link followed anywhere: a final link
 /// comes back as the link itself.
-fn open_nofollow(p: &Path) -> Result<OwnedFd, String> {
-    open_nofollow_io(p).map_err(|e| format!("mount namespace: open {}: {e}", p.display()))
+fn open_nofollow(p: &Path) -> Result<OwnedFd, StepError> {
+    open_nofollow_io(p).map_err(|e| open_failed(p, &e))
+}
+
+fn open_failed(p: &Path, e: &std::io::Error) -> StepError {
+    StepError::io(
+        Step::MountOpen,
+        format_args!("mount namespace: open {}", p.display()),
+        e,
+    )
 }
 
 fn open_nofollow_io(p: &Path) -> std::io::Result<OwnedFd> {
@@ -158,12 +169,12 @@ fn open_nofollow_io(p: &Path) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-fn fstat(fd: &OwnedFd) -> Result<libc::stat, String> {
+fn fstat(fd: &OwnedFd) -> Result<libc::stat, StepError> {
     // SAFETY: fstat fills a struct we own.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat writes into st, which we own, from a descriptor we own.
     if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(err("fstat"));
+        return Err(err(Step::MountStat, "fstat"));
     }
     Ok(st)
 }
@@ -173,7 +184,7 @@ fn kind(st: &libc::stat) -> libc::mode_t {
 }
 
 /// Clone the mount tree at `fd`, set its attributes, attach it at `target`.
-fn bind_fd(fd: &OwnedFd, target: &Path, attrs: u64) -> Result<(), String> {
+fn bind_fd(fd: &OwnedFd, target: &Path, attrs: u64) -> Result<(), StepError> {
     // SAFETY: open_tree on a descriptor we own with an empty path.
     let tree = unsafe {
         libc::syscall(
@@ -187,15 +198,15 @@ fn bind_fd(fd: &OwnedFd, target: &Path, attrs: u64) -> Result<(), String> {
         )
     };
     if tree < 0 {
-        return Err(err(format_args!(
-            "clone the mount for {}",
-            target.display()
-        )));
+        return Err(err(
+            Step::MountClone,
+            format_args!("clone the mount for {}", target.display()),
+        ));
     }
     // SAFETY: a descriptor just returned to us.
     let tree = unsafe { OwnedFd::from_raw_fd(tree as RawFd) };
     set_attrs(&tree, attrs, true)
-        .map_err(|e| format!("{e} (attributes of {})", target.display()))?;
+        .map_err(|e| e.map_detail(|d| format!("{d} (attributes of {})", target.display())))?;
     let t = cpath(target)?;
     // SAFETY: move_mount of our detached tree onto a path string we own.
     let r = unsafe {
@@ -209,13 +220,16 @@ fn bind_fd(fd: &OwnedFd, target: &Path, attrs: u64) -> Result<(), String> {
         )
     };
     if r != 0 {
-        return Err(err(format_args!("attach {}", target.display())));
+        return Err(err(
+            Step::MountAttach,
+            format_args!("attach {}", target.display()),
+        ));
     }
     Ok(())
 }
 
 /// `mount_setattr` on the mount at `fd` (and below it when `recursive`).
-fn set_attrs(fd: &OwnedFd, attrs: u64, recursive: bool) -> Result<(), String> {
+fn set_attrs(fd: &OwnedFd, attrs: u64, recursive: bool) -> Result<(), StepError> {
     #[repr(C)]
     struct MountAttr {
         attr_set: u64,
@@ -245,23 +259,31 @@ fn set_attrs(fd: &OwnedFd, attrs: u64, recursive: bool) -> Result<(), String> {
         )
     };
     if r != 0 {
-        return Err(err("set mount attributes"));
+        return Err(err(Step::MountAttributes, "set mount attributes"));
     }
     Ok(())
 }
 
-fn mkdir_all(p: &Path) -> Result<(), String> {
+fn create_failed(p: &Path, e: &std::io::Error) -> StepError {
+    StepError::io(
+        Step::MountCreate,
+        format_args!("mount namespace: create {}", p.display()),
+        e,
+    )
+}
+
+fn mkdir_all(p: &Path) -> Result<(), StepError> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o755)
         .create(p)
-        .map_err(|e| format!("mount namespace: create {}: {e}", p.display()))
+        .map_err(|e| create_failed(p, &e))
 }
 
 /// Make an empty file to bind a file over (unless one is there already,
 /// as inside a folder bound before).
-fn touch(p: &Path) -> Result<(), String> {
+fn touch(p: &Path) -> Result<(), StepError> {
     if let Some(parent) = p.parent() {
         if std::fs::symlink_metadata(parent).is_err() {
             mkdir_all(parent)?;
@@ -272,23 +294,23 @@ fn touch(p: &Path) -> Result<(), String> {
     }
     std::fs::File::create(p)
         .map(drop)
-        .map_err(|e| format!("mount namespace: create {}: {e}", p.display()))
+        .map_err(|e| create_failed(p, &e))
 }
 
-fn check_pin(path: &Path, st: &libc::stat, pin: Option<Pin>) -> Result<(), String> {
+fn check_pin(path: &Path, st: &libc::stat, pin: Option<Pin>) -> Result<(), StepError> {
     if let Some(pin) = pin {
         if st.st_dev != pin.dev || st.st_ino != pin.ino {
-            return Err(format!(
+            return Err(check(format!(
                 "{} changed after this call checked it; the next call looks again and uses what is there then",
                 path.display()
-            ));
+            )));
         }
     }
     Ok(())
 }
 
 /// One bind of the plan, from `/oldroot` into `/newroot`.
-fn apply_bind(b: &Bind) -> Result<(), String> {
+fn apply_bind(b: &Bind) -> Result<(), StepError> {
     let src = under("/oldroot", &b.path);
     let dst = under("/newroot", &b.path);
     let fd = match open_nofollow_io(&src) {
@@ -296,7 +318,7 @@ fn apply_bind(b: &Bind) -> Result<(), String> {
         // A fixed file that doesn't exist (yet) is simply not there;
         // anything pinned that vanished, or any other error, is a refusal.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && b.pin.is_none() => return Ok(()),
-        Err(e) => return Err(format!("mount namespace: open {}: {e}", b.path.display())),
+        Err(e) => return Err(open_failed(&b.path, &e)),
     };
     let st = fstat(&fd)?;
     check_pin(&b.path, &st, b.pin)?;
@@ -305,19 +327,29 @@ fn apply_bind(b: &Bind) -> Result<(), String> {
             // A system path that is a link (`/bin` -> `usr/bin`): the same
             // link in the new root; its target is granted on its own or not at all.
             if b.fixed_file || b.pin.is_some() {
-                return Err(format!("{} is a symbolic link", b.path.display()));
+                return Err(check(format!("{} is a symbolic link", b.path.display())));
             }
-            let target = std::fs::read_link(&src)
-                .map_err(|e| format!("mount namespace: read link {}: {e}", b.path.display()))?;
+            let target = std::fs::read_link(&src).map_err(|e| {
+                StepError::io(
+                    Step::MountLink,
+                    format_args!("mount namespace: read link {}", b.path.display()),
+                    &e,
+                )
+            })?;
             if let Some(parent) = dst.parent() {
                 mkdir_all(parent)?;
             }
-            std::os::unix::fs::symlink(&target, &dst)
-                .map_err(|e| format!("mount namespace: link {}: {e}", dst.display()))
+            std::os::unix::fs::symlink(&target, &dst).map_err(|e| {
+                StepError::io(
+                    Step::MountLink,
+                    format_args!("mount namespace: link {}", dst.display()),
+                    &e,
+                )
+            })
         }
         libc::S_IFDIR => {
             if b.fixed_file {
-                return Err(format!("{} is not a regular file", b.path.display()));
+                return Err(check(format!("{} is not a regular file", b.path.display())));
             }
             if std::fs::symlink_metadata(&dst).is_err() {
                 mkdir_all(&dst)?;
@@ -328,22 +360,22 @@ fn apply_bind(b: &Bind) -> Result<(), String> {
             touch(&dst)?;
             bind_fd(&fd, &dst, bind_attrs(b.exec, false, false))
         }
-        _ => Err(format!(
+        _ => Err(check(format!(
             "{} is neither a folder nor a regular file",
             b.path.display()
-        )),
+        ))),
     }
 }
 
 /// The draft folder: writable, with the database bound over itself and
 /// every other entry read-only over itself.
-fn apply_draft(d: &DraftDb) -> Result<(), String> {
+fn apply_draft(d: &DraftDb) -> Result<(), StepError> {
     let src = under("/oldroot", &d.folder);
     let dst = under("/newroot", &d.folder);
     let fd = open_nofollow(&src)?;
     let st = fstat(&fd)?;
     if kind(&st) != libc::S_IFDIR {
-        return Err(format!("{} is not a folder", d.folder.display()));
+        return Err(check(format!("{} is not a folder", d.folder.display())));
     }
     check_pin(&d.folder, &st, d.folder_pin)?;
     if std::fs::symlink_metadata(&dst).is_err() {
@@ -351,7 +383,13 @@ fn apply_draft(d: &DraftDb) -> Result<(), String> {
     }
     bind_fd(&fd, &dst, bind_attrs(false, true, false))?;
     let names: Vec<Vec<u8>> = std::fs::read_dir(&dst)
-        .map_err(|e| format!("mount namespace: list {}: {e}", d.folder.display()))?
+        .map_err(|e| {
+            StepError::io(
+                Step::MountList,
+                format_args!("mount namespace: list {}", d.folder.display()),
+                &e,
+            )
+        })?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().as_bytes().to_vec())
         .collect();
@@ -375,7 +413,7 @@ fn apply_draft(d: &DraftDb) -> Result<(), String> {
             let st = fstat(&dbfd)?;
             check_pin(&d.db, &st, d.pin)?;
             if kind(&st) != libc::S_IFREG {
-                return Err(format!("{} is not a regular file", d.db.display()));
+                return Err(check(format!("{} is not a regular file", d.db.display())));
             }
             bind_fd(
                 &dbfd,
@@ -384,14 +422,14 @@ fn apply_draft(d: &DraftDb) -> Result<(), String> {
             )
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && d.pin.is_none() => Ok(()),
-        Err(e) => Err(format!("mount namespace: open {}: {e}", d.db.display())),
+        Err(e) => Err(open_failed(&d.db, &e)),
     }
 }
 
-fn apply_device(dev: &Path) -> Result<(), String> {
+fn apply_device(dev: &Path) -> Result<(), StepError> {
     let fd = open_nofollow(&under("/oldroot", dev))?;
     if kind(&fstat(&fd)?) != libc::S_IFCHR {
-        return Err(format!("{} is not a device", dev.display()));
+        return Err(check(format!("{} is not a device", dev.display())));
     }
     let dst = under("/newroot", dev);
     touch(&dst)?;
@@ -401,14 +439,13 @@ fn apply_device(dev: &Path) -> Result<(), String> {
 
 /// Cover each protected path with an empty read-only file or folder (made
 /// in the staging tmpfs, which the binds keep alive once it is detached).
-fn apply_masks(masks: &[PathBuf]) -> Result<(), String> {
+fn apply_masks(masks: &[PathBuf]) -> Result<(), StepError> {
     if masks.is_empty() {
         return Ok(());
     }
     let empty_file = Path::new("/mask-file");
     let empty_dir = Path::new("/mask-dir");
-    std::fs::File::create(empty_file)
-        .map_err(|e| format!("mount namespace: create {}: {e}", empty_file.display()))?;
+    std::fs::File::create(empty_file).map_err(|e| create_failed(empty_file, &e))?;
     mkdir_all(empty_dir)?;
     let file_fd = open_nofollow(empty_file)?;
     let dir_fd = open_nofollow(empty_dir)?;
@@ -428,32 +465,39 @@ fn apply_masks(masks: &[PathBuf]) -> Result<(), String> {
     Ok(())
 }
 
-fn pivot_root(new: &str, old: &str) -> Result<(), String> {
+fn pivot_root(new: &str, old: &str) -> Result<(), StepError> {
     let (n, o) = (cpath(Path::new(new))?, cpath(Path::new(old))?);
     // SAFETY: pivot_root takes two path strings we own.
     if unsafe { libc::syscall(libc::SYS_pivot_root, n.as_ptr(), o.as_ptr()) } != 0 {
-        return Err(err("pivot_root"));
+        return Err(err(Step::MountPivot, "pivot_root"));
     }
     Ok(())
 }
 
-fn chdir(p: &str) -> Result<(), String> {
-    std::env::set_current_dir(p).map_err(|e| format!("mount namespace: chdir {p}: {e}"))
+fn chdir(p: &str) -> Result<(), StepError> {
+    std::env::set_current_dir(p).map_err(|e| {
+        StepError::io(
+            Step::MountPivot,
+            format_args!("mount namespace: chdir {p}"),
+            &e,
+        )
+    })
 }
 
-fn detach(p: &str) -> Result<(), String> {
+fn detach(p: &str) -> Result<(), StepError> {
     let c = cpath(Path::new(p))?;
     // SAFETY: umount2 on a path string we own.
     if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-        return Err(err(format_args!("detach {p}")));
+        return Err(err(Step::MountPivot, format_args!("detach {p}")));
     }
     Ok(())
 }
 
 /// Build the run's minimal root and enter it. The caller is the only
 /// process of a new mount namespace owned by its user namespace.
-pub fn apply(plan: &MountPlan) -> Result<(), String> {
+pub fn apply(plan: &MountPlan) -> Result<(), StepError> {
     mount(
+        Step::MountPropagation,
         None,
         Path::new("/"),
         None,
@@ -463,9 +507,10 @@ pub fn apply(plan: &MountPlan) -> Result<(), String> {
     let staging = STAGING
         .iter()
         .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_dir()))
-        .ok_or_else(|| "mount namespace: no folder to stage the new root on".to_string())?;
+        .ok_or_else(|| check("mount namespace: no folder to stage the new root on".to_string()))?;
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     mount(
+        Step::MountTmpfs,
         Some("tmpfs"),
         Path::new(staging),
         Some("tmpfs"),
@@ -478,6 +523,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), String> {
     pivot_root(staging, &format!("{staging}/oldroot"))?;
     chdir("/")?;
     mount(
+        Step::MountTmpfs,
         Some("tmpfs"),
         Path::new("/newroot"),
         Some("tmpfs"),
@@ -489,6 +535,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), String> {
     let tmp = under("/newroot", &plan.tmp.mount);
     mkdir_all(&tmp)?;
     mount(
+        Step::MountTmpfs,
         Some("tmpfs"),
         &tmp,
         Some("tmpfs"),
@@ -501,7 +548,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), String> {
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&dir)
-            .map_err(|e| format!("mount namespace: create {}: {e}", dir.display()))?;
+            .map_err(|e| create_failed(&dir, &e))?;
     }
     for b in &plan.binds {
         apply_bind(b)?;
@@ -513,6 +560,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), String> {
         let dst = Path::new("/newroot/proc");
         mkdir_all(dst)?;
         mount(
+            Step::MountProc,
             Some("proc"),
             dst,
             Some("proc"),

@@ -16,6 +16,7 @@
 use crate::sandbox::Layer;
 use std::io::Write;
 
+use super::step_error::{Step, StepError};
 use crate::sandbox::policy::Layers;
 
 /// The host name every run sees: the same for every run on every machine.
@@ -75,10 +76,11 @@ pub fn unshare_flags(layers: &Layers) -> libc::c_int {
 /// to the host's root, so only a server run as root can set it: neither is
 /// an error (seccomp's refusal of `memfd_create` stands either way), and
 /// the probe shows which held.
-pub fn set_memfd_noexec() -> Result<(), String> {
+pub fn set_memfd_noexec() -> Result<(), StepError> {
     const PATH: &str = "/proc/sys/vm/memfd_noexec";
+    let failed = |e: std::io::Error| StepError::io(Step::MemfdNoexec, PATH, &e);
     match std::fs::OpenOptions::new().write(true).open(PATH) {
-        Ok(mut f) => f.write_all(b"2").map_err(|e| format!("{PATH}: {e}")),
+        Ok(mut f) => f.write_all(b"2").map_err(failed),
         Err(e)
             if matches!(
                 e.kind(),
@@ -87,7 +89,7 @@ pub fn set_memfd_noexec() -> Result<(), String> {
         {
             Ok(())
         }
-        Err(e) => Err(format!("{PATH}: {e}")),
+        Err(e) => Err(failed(e)),
     }
 }
 
@@ -105,31 +107,31 @@ pub const NS_LIMITS: &[&str] = &[
 
 pub const PID_MAX: &str = "/proc/sys/kernel/pid_max";
 
-fn write_file(path: &str, text: &str) -> Result<(), String> {
+fn write_file(step: Step, path: &str, text: &str) -> Result<(), StepError> {
     std::fs::OpenOptions::new()
         .write(true)
         .open(path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
-        .map_err(|e| format!("{path}: {e}"))
+        .map_err(|e| StepError::io(step, path, &e))
 }
 
 /// Enter the new namespaces and map the owner's ids. Must run in a
 /// single-threaded process (the kernel refuses a new user namespace
 /// otherwise).
-pub fn unshare_and_map(layers: &Layers, uid: u32, gid: u32) -> Result<(), String> {
+pub fn unshare_and_map(layers: &Layers, uid: u32, gid: u32) -> Result<(), StepError> {
     let flags = unshare_flags(layers);
     if flags == 0 {
         return Ok(());
     }
     // SAFETY: unshare takes flags only.
     if unsafe { libc::unshare(flags) } != 0 {
-        return Err(format!("unshare: {}", std::io::Error::last_os_error()));
+        return Err(StepError::last(Step::Unshare, "unshare"));
     }
     if layers.has(Layer::Userns) {
         // setgroups must be denied before an unprivileged process may write gid_map.
-        write_file("/proc/self/setgroups", "deny")?;
-        write_file("/proc/self/uid_map", &id_map_line(uid))?;
-        write_file("/proc/self/gid_map", &id_map_line(gid))?;
+        write_file(Step::IdMap, "/proc/self/setgroups", "deny")?;
+        write_file(Step::IdMap, "/proc/self/uid_map", &id_map_line(uid))?;
+        write_file(Step::IdMap, "/proc/self/gid_map", &id_map_line(gid))?;
     }
     if layers.has(Layer::Utsns) {
         name_uts()?;
@@ -141,35 +143,33 @@ pub fn unshare_and_map(layers: &Layers, uid: u32, gid: u32) -> Result<(), String
 /// `CAP_SYS_ADMIN` in the user namespace that owns it, which the process
 /// that created both holds until the caps layer drops it; the names are
 /// read back, so a run never starts under the machine's.
-pub fn name_uts() -> Result<(), String> {
+pub fn name_uts() -> Result<(), StepError> {
     // SAFETY: both calls read the given number of bytes from our strings.
     unsafe {
         if libc::sethostname(RUN_HOSTNAME.as_ptr().cast(), RUN_HOSTNAME.len()) != 0 {
-            return Err(format!("sethostname: {}", std::io::Error::last_os_error()));
+            return Err(StepError::last(Step::Hostname, "sethostname"));
         }
         if libc::setdomainname(RUN_DOMAINNAME.as_ptr().cast(), RUN_DOMAINNAME.len()) != 0 {
-            return Err(format!(
-                "setdomainname: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(StepError::last(Step::Hostname, "setdomainname"));
         }
     }
     let (node, domain) = uts_names()?;
     if node != RUN_HOSTNAME || domain != RUN_DOMAINNAME {
-        return Err(format!(
-            "utsns: uname says {node:?}/{domain:?} after naming the namespace"
+        return Err(StepError::plain(
+            Step::Hostname,
+            format!("utsns: uname says {node:?}/{domain:?} after naming the namespace"),
         ));
     }
     Ok(())
 }
 
 /// The host and NIS domain name `uname()` gives this process.
-pub fn uts_names() -> Result<(String, String), String> {
+pub fn uts_names() -> Result<(String, String), StepError> {
     // SAFETY: uname fills a struct we own.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
     // SAFETY: uname writes into u, which we own.
     if unsafe { libc::uname(&mut u) } != 0 {
-        return Err(format!("uname: {}", std::io::Error::last_os_error()));
+        return Err(StepError::last(Step::Hostname, "uname"));
     }
     let field = |f: &[libc::c_char]| {
         let bytes: Vec<u8> = f
@@ -185,21 +185,22 @@ pub fn uts_names() -> Result<(String, String), String> {
 /// In a user namespace nested in one that maps the owner (a run forked by
 /// the zygote), map the ids to themselves. A process may write its own maps
 /// once, for its own ids only, and only while it is dumpable.
-pub fn map_to_themselves(uid: u32, gid: u32) -> Result<(), String> {
-    write_file("/proc/self/setgroups", "deny")?;
-    write_file("/proc/self/uid_map", &same_id_map_line(uid))?;
-    write_file("/proc/self/gid_map", &same_id_map_line(gid))
+pub fn map_to_themselves(uid: u32, gid: u32) -> Result<(), StepError> {
+    write_file(Step::IdMap, "/proc/self/setgroups", "deny")?;
+    write_file(Step::IdMap, "/proc/self/uid_map", &same_id_map_line(uid))?;
+    write_file(Step::IdMap, "/proc/self/gid_map", &same_id_map_line(gid))
 }
 
 /// Bound the PID namespace's ids (so its process count) from inside it.
 /// Needs the calling process to be the namespace's init.
-pub fn set_pid_max(max: u32) -> Result<(), String> {
-    write_file(PID_MAX, &max.to_string())?;
-    let back = std::fs::read_to_string(PID_MAX).map_err(|e| format!("{PID_MAX}: {e}"))?;
+pub fn set_pid_max(max: u32) -> Result<(), StepError> {
+    write_file(Step::PidMax, PID_MAX, &max.to_string())?;
+    let back =
+        std::fs::read_to_string(PID_MAX).map_err(|e| StepError::io(Step::PidMax, PID_MAX, &e))?;
     if back.trim() != max.to_string() {
-        return Err(format!(
-            "{PID_MAX}: reads {} after writing {max}",
-            back.trim()
+        return Err(StepError::plain(
+            Step::PidMax,
+            format!("{PID_MAX}: reads {} after writing {max}", back.trim()),
         ));
     }
     Ok(())
@@ -208,14 +209,14 @@ pub fn set_pid_max(max: u32) -> Result<(), String> {
 /// Forbid every kind of nested namespace. A counter the kernel doesn't have
 /// (an older kernel without time namespaces) is skipped; any other failure
 /// fails the layer.
-pub fn limit_nested_namespaces() -> Result<(), String> {
+pub fn limit_nested_namespaces() -> Result<(), StepError> {
     write_ns_limits(open_ns_limits()?)
 }
 
 /// The namespace counters, opened while `/proc/sys` is still in view (the
 /// minimal root shows processes only) and written once the minimal root is
 /// built (building it clones mount trees, which a zero counter refuses).
-pub fn open_ns_limits() -> Result<Vec<(&'static str, std::fs::File)>, String> {
+pub fn open_ns_limits() -> Result<Vec<(&'static str, std::fs::File)>, StepError> {
     let mut out = Vec::new();
     for path in NS_LIMITS {
         if !std::path::Path::new(path).exists() {
@@ -224,18 +225,22 @@ pub fn open_ns_limits() -> Result<Vec<(&'static str, std::fs::File)>, String> {
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(path)
-            .map_err(|e| format!("{path}: {e}"))?;
+            .map_err(|e| StepError::io(Step::NsLimitsOpen, path, &e))?;
         out.push((*path, f));
     }
     if out.is_empty() {
-        return Err("no namespace counter in /proc/sys/user".into());
+        return Err(StepError::plain(
+            Step::NsLimitsOpen,
+            "no namespace counter in /proc/sys/user",
+        ));
     }
     Ok(out)
 }
 
-pub fn write_ns_limits(files: Vec<(&'static str, std::fs::File)>) -> Result<(), String> {
+pub fn write_ns_limits(files: Vec<(&'static str, std::fs::File)>) -> Result<(), StepError> {
     for (path, mut f) in files {
-        f.write_all(b"0").map_err(|e| format!("{path}: {e}"))?;
+        f.write_all(b"0")
+            .map_err(|e| StepError::io(Step::NsLimitsWrite, path, &e))?;
     }
     Ok(())
 }

@@ -278,7 +278,10 @@ pub(super) fn fork_init(p: &Policy, prep: &Prepared<'_>) -> Result<Infallible, F
     // SAFETY: the helper is single-threaded, so the child may do anything.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(last_error("fork"));
+        return Err(super::wire::status::last_error_at(
+            super::step_error::Step::ForkIntoPidns,
+            "fork",
+        ));
     }
     if pid == 0 {
         // SAFETY: closing the outer helper's end in the child.

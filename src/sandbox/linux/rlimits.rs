@@ -8,6 +8,7 @@
 //! never applies it to real root, which is why the PID namespace's own
 //! `pid_max` (see `namespaces.rs`) bounds the process count as well.
 
+use super::step_error::{Step, StepError};
 use crate::sandbox::policy::Rlimits;
 
 /// The `(resource, limit)` pairs to set, soft and hard alike. Pure.
@@ -22,7 +23,7 @@ pub fn build(limits: &Rlimits) -> Vec<(libc::__rlimit_resource_t, u64, &'static 
 }
 
 /// Set every limit. A limit already lower than ours is kept (never raised).
-pub fn apply(limits: &Rlimits) -> Result<(), String> {
+pub fn apply(limits: &Rlimits) -> Result<(), StepError> {
     for (resource, value, name) in build(limits) {
         let mut cur = libc::rlimit {
             rlim_cur: 0,
@@ -30,7 +31,7 @@ pub fn apply(limits: &Rlimits) -> Result<(), String> {
         };
         // SAFETY: getrlimit writes into the struct we own.
         if unsafe { libc::getrlimit(resource, &mut cur) } != 0 {
-            return Err(format!("{name}: {}", std::io::Error::last_os_error()));
+            return Err(StepError::last(Step::Rlimit, name));
         }
         let v = value.min(cur.rlim_max);
         let new = libc::rlimit {
@@ -39,7 +40,7 @@ pub fn apply(limits: &Rlimits) -> Result<(), String> {
         };
         // SAFETY: setrlimit reads the struct we own.
         if unsafe { libc::setrlimit(resource, &new) } != 0 {
-            return Err(format!("{name}: {}", std::io::Error::last_os_error()));
+            return Err(StepError::last(Step::Rlimit, name));
         }
     }
     Ok(())

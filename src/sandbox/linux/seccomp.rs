@@ -843,8 +843,10 @@ pub fn build_program() -> Result<BpfProgram, SeccompBuildError> {
 
 /// Install the filter on the calling thread (the helper is single-threaded,
 /// and children inherit it). Requires no_new_privs, set by the caps layer.
-pub fn apply(program: &BpfProgram) -> Result<(), String> {
-    seccompiler::apply_filter(program).map_err(|e| format!("seccomp: {e}"))
+pub fn apply(program: &BpfProgram) -> Result<(), super::step_error::StepError> {
+    use super::step_error::{Step, StepError};
+    seccompiler::apply_filter(program)
+        .map_err(|e| StepError::caused(Step::SeccompLoad, format!("seccomp: {e}"), &e))
 }
 
 #[cfg(test)]
@@ -1684,8 +1686,8 @@ mod tests {
         );
     }
 
-    fn shown(r: Result<(), String>) -> String {
-        r.err().unwrap_or_else(|| "ok".into())
+    fn shown(r: Result<(), crate::sandbox::linux::step_error::StepError>) -> String {
+        r.err().map_or_else(|| "ok".into(), String::from)
     }
 
     /// What the filtered test below checks: a call of each kind the
@@ -1801,7 +1803,7 @@ mod tests {
             report(format!(
                 "{} instructions refused: {}",
                 over.len(),
-                refused.contains("os error 22")
+                refused.detail.contains("os error 22")
             ));
             report(format!(
                 "{} instructions {}",

@@ -419,10 +419,10 @@ impl State {
             (false, _) => None,
             (true, Some(parent)) => Some(parent.run().map_err(|e| match e.errno {
                 // The server's own descriptors ran out, not the layer.
-                Some(n) if crate::sandbox::shortage(n).is_some() => {
+                Some(n) if e.is_shortage() => {
                     SandboxError::Io(std::io::Error::from_raw_os_error(n))
                 }
-                _ => SandboxError::LayerFailed(e.message),
+                _ => SandboxError::LayerFailed(e.detail),
             })?),
             (true, None) => {
                 return Err(SandboxError::LayerFailed(

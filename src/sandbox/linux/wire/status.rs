@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::STATUS_FD;
+use crate::sandbox::linux::step_error::{Step, StepError};
 use crate::sandbox::{Layer, SandboxError};
 
 /// A step of setting up a run that belongs to no layer.
@@ -53,13 +54,36 @@ pub(crate) struct LayerFailure {
     /// What was being done, as the owner reads it.
     pub(crate) step: String,
     pub(crate) errno: Option<i32>,
+    /// The named step, when its code said which: then `step` is the whole
+    /// message, the error number's text included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) at: Option<Step>,
+}
+
+impl LayerFailure {
+    /// Whether the machine ran out rather than the step being refused: a
+    /// named step decides for itself; of the rest, only the run's own
+    /// process steps can run short.
+    fn is_shortage(&self) -> bool {
+        let Some(n) = self.errno else {
+            return false;
+        };
+        match self.at {
+            Some(step) => step.short_of(n),
+            None => {
+                self.part == Part::Run(RunStep::Process) && crate::sandbox::shortage(n).is_some()
+            }
+        }
+    }
 }
 
 impl std::fmt::Display for LayerFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.errno {
-            Some(n) => write!(f, "{}: {}", self.step, std::io::Error::from_raw_os_error(n)),
-            None => f.write_str(&self.step),
+        match (self.errno, self.at) {
+            (Some(n), None) => {
+                write!(f, "{}: {}", self.step, std::io::Error::from_raw_os_error(n))
+            }
+            _ => f.write_str(&self.step),
         }
     }
 }
@@ -80,12 +104,23 @@ impl Failure {
             part: part.into(),
             step: step.into(),
             errno: None,
+            at: None,
         })
     }
 
-    /// For `map_err`: a layer function's message, attributed to `layer`.
-    pub(crate) fn of(layer: Layer) -> impl Fn(String) -> Failure {
-        move |m| Failure::layer(layer, m)
+    /// A named step's failure, its error number kept.
+    pub(crate) fn step(part: impl Into<Part>, e: StepError) -> Failure {
+        Failure::Layer(LayerFailure {
+            part: part.into(),
+            step: e.detail,
+            errno: e.errno,
+            at: Some(e.step),
+        })
+    }
+
+    /// For `map_err`: a layer function's failure, attributed to `layer`.
+    pub(crate) fn of(layer: Layer) -> impl Fn(StepError) -> Failure {
+        move |e| Failure::step(layer, e)
     }
 
     /// The encoding on the status pipe and a spare's socket.
@@ -108,9 +143,9 @@ impl Failure {
         })
     }
 
-    /// The server's error for this failure. A fork or clone that failed
-    /// because the machine ran out (processes, memory, descriptors) is a
-    /// shortage, not a refusal by a layer.
+    /// The server's error for this failure. A step that failed because the
+    /// machine ran out (processes, memory, descriptors) is a shortage, not
+    /// a refusal by a layer.
     pub(crate) fn into_error(self) -> SandboxError {
         match self {
             Failure::Exec { errno, what } => {
@@ -118,12 +153,7 @@ impl Failure {
                 SandboxError::Exec(std::io::Error::new(os.kind(), format!("{what}: {os}")))
             }
             Failure::Layer(f) => match f.errno {
-                Some(n)
-                    if f.part == Part::Run(RunStep::Process)
-                        && crate::sandbox::shortage(n).is_some() =>
-                {
-                    SandboxError::Exhausted(f.to_string(), n)
-                }
+                Some(n) if f.is_shortage() => SandboxError::Exhausted(f.to_string(), n),
                 _ => SandboxError::LayerFailed(f.to_string()),
             },
         }
@@ -144,7 +174,14 @@ pub(crate) fn last_error_in(part: impl Into<Part>, what: &str) -> Failure {
         part: part.into(),
         step: what.to_string(),
         errno: Some(errno),
+        at: None,
     })
+}
+
+/// A process step, named for the server's reading of its error number,
+/// that failed with the last error number.
+pub(crate) fn last_error_at(step: Step, what: &str) -> Failure {
+    Failure::step(RunStep::Process, StepError::last(step, what))
 }
 
 /// Report a failure on the status pipe, at its fixed number.
@@ -262,6 +299,7 @@ mod tests {
                 part: Part::Run(RunStep::Process),
                 step: "fork".into(),
                 errno: Some(errno),
+                at: None,
             });
             let e = round_trip(&f);
             assert!(
@@ -280,6 +318,7 @@ mod tests {
             part: Part::Run(RunStep::Process),
             step: "clone".into(),
             errno: Some(libc::EPERM),
+            at: None,
         }));
         assert!(matches!(e, SandboxError::LayerFailed(_)), "{e:?}");
         assert_eq!(e.exhausted(), None);
@@ -289,8 +328,73 @@ mod tests {
             part: Part::Layer(Layer::Seccomp),
             step: "seccomp: load".into(),
             errno: Some(libc::ENOMEM),
+            at: None,
         }));
         assert!(matches!(e, SandboxError::LayerFailed(_)), "{e:?}");
+    }
+
+    #[test]
+    fn a_layer_step_that_ran_short_is_a_shortage_naming_the_step() {
+        let step = |step, errno| {
+            Failure::step(
+                Layer::Landlock,
+                StepError::io(
+                    step,
+                    "landlock: failed to create a ruleset",
+                    &std::io::Error::from_raw_os_error(errno),
+                ),
+            )
+        };
+        let e = round_trip(&step(Step::LandlockRuleset, libc::EMFILE));
+        assert!(
+            matches!(&e, SandboxError::Exhausted(m, n)
+                if *n == libc::EMFILE
+                    && m == "landlock: failed to create a ruleset: Too many open files (os error 24)"),
+            "{e:?}"
+        );
+        assert_eq!(e.exhausted(), Some("open files"));
+        // The same errno from a step that opens nothing is a refusal, its
+        // text unchanged.
+        let e = round_trip(&step(Step::LandlockAccess, libc::EMFILE));
+        assert!(
+            matches!(&e, SandboxError::LayerFailed(m)
+                if m == "landlock: failed to create a ruleset: Too many open files (os error 24)"),
+            "{e:?}"
+        );
+        // A fork into a PID namespace whose init died: ENOMEM, no shortage.
+        let e = round_trip(&Failure::step(
+            RunStep::Process,
+            StepError::io(
+                Step::ForkIntoPidns,
+                "fork",
+                &std::io::Error::from_raw_os_error(libc::ENOMEM),
+            ),
+        ));
+        assert!(matches!(e, SandboxError::LayerFailed(_)), "{e:?}");
+        let e = round_trip(&Failure::step(
+            RunStep::Process,
+            StepError::io(
+                Step::ForkIntoPidns,
+                "fork",
+                &std::io::Error::from_raw_os_error(libc::EAGAIN),
+            ),
+        ));
+        assert_eq!(e.exhausted(), Some("processes or threads"));
+        // A failure without a named step reads as it always did, and says
+        // nothing of steps on the pipe.
+        let unnamed = Failure::Layer(LayerFailure {
+            part: Part::Layer(Layer::Seccomp),
+            step: "seccomp: load".into(),
+            errno: Some(libc::ENOMEM),
+            at: None,
+        });
+        assert!(!String::from_utf8_lossy(&unnamed.encode()).contains("\"at\""));
+        let e = round_trip(&unnamed);
+        assert!(
+            matches!(&e, SandboxError::LayerFailed(m)
+                if m == "seccomp: load: Cannot allocate memory (os error 12)"),
+            "{e:?}"
+        );
     }
 
     #[test]
