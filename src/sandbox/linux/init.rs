@@ -16,8 +16,8 @@ use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use super::wire::RunStep;
 use super::wire::{channel, ready, request};
 use super::wire::{
-    last_error, report, report_to, Config, Failure, CGROUP_FD, PASSED, PASSED_STATUS,
-    RUN_CHANNEL_FD, SPARE_SOCKET, STATUS_FD, ZYGOTE_PIDFD,
+    last_error, report, report_to, Config, Failure, RunFds, CGROUP_FD, PASSED, RUN_CHANNEL_FD,
+    SPARE_SOCKET, STATUS_FD, ZYGOTE_PIDFD,
 };
 use super::{caps, landlock, mounts, namespaces, rlimits, seccomp};
 use crate::sandbox::policy::{Layers, Policy};
@@ -69,11 +69,11 @@ impl Init {
         };
         // From here on descriptors are moved around by number: none may be
         // closed again by a destructor.
-        let fds: Vec<RawFd> = fds.into_iter().map(IntoRawFd::into_raw_fd).collect();
-        let Ok(fds) = <[RawFd; PASSED]>::try_from(fds) else {
+        let Some(fds) = fds else {
             // SAFETY: nothing to report on; leave.
             unsafe { libc::_exit(1) }
         };
+        let fds = RunFds::from_array(fds.into_array().map(IntoRawFd::into_raw_fd));
         let failure = match self.become_init(&policy, &fds, kind) {
             Ok(never) => match never {},
             Err(f) => f,
@@ -151,12 +151,13 @@ impl Init {
     pub(super) fn become_init(
         &self,
         policy: &[u8],
-        fds: &[RawFd; PASSED],
+        fds: &RunFds<RawFd>,
         kind: RunKind,
     ) -> Result<Infallible, Failure> {
-        if let Err(f) = place_fds(fds, 0) {
+        // Each at its index, which `RunFds` holds to be its number in the run.
+        if let Err(f) = place_fds(&fds.into_array(), 0) {
             // The status pipe is not at its number yet.
-            report_to(fds[PASSED_STATUS], &f);
+            report_to(fds.status, &f);
             // SAFETY: leaving without the zygote's destructors.
             unsafe { libc::_exit(127) };
         }
@@ -171,8 +172,7 @@ impl Init {
                 libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
             }
         }
-        let p: Policy = serde_json::from_slice(policy)
-            .map_err(|e| Failure::layer(RunStep::Request, format!("policy: {e}")))?;
+        let p = request::decode_policy(policy)?;
         // Into the run's cgroup before anything else, so all the run starts
         // is counted there; then the descriptor goes.
         let entered = if p.layers.has(Layer::Cgroup) {

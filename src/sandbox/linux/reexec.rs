@@ -9,6 +9,7 @@ use std::os::fd::RawFd;
 use super::init::{
     apply_layers, init_namespace, minimal_root_and_limits, run_as_init, ExecArgs, Prepared, Tell,
 };
+use super::wire::request;
 use super::wire::RunStep;
 use super::wire::{
     last_error, report, Failure, POLICY_ENV, POLICY_FROM_ENV, STATUS_FD, ZYGOTE_ARG,
@@ -22,16 +23,16 @@ pub fn helper_main(arg: &str) -> anyhow::Result<u8> {
         return zygote::main();
     }
     let text = if arg == POLICY_FROM_ENV {
-        std::env::var(POLICY_ENV).unwrap_or_default()
+        std::env::var_os(POLICY_ENV).unwrap_or_default()
     } else {
-        arg.to_string()
+        arg.into()
     };
-    let failure = match serde_json::from_str::<Policy>(&text) {
+    let failure = match request::decode_policy(text.as_encoded_bytes()) {
         Ok(policy) => match run_helper(&policy) {
             Ok(never) => match never {},
             Err(f) => f,
         },
-        Err(e) => Failure::layer(RunStep::Request, format!("policy: {e}")),
+        Err(f) => f,
     };
     report(&failure);
     match failure {

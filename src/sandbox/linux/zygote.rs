@@ -43,10 +43,10 @@ use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 
 use super::init::Init;
 use super::wire::ready::{self, NotReady};
-use super::wire::{channel, request};
+use super::wire::{channel, config, request};
 use super::wire::{
-    last_error, report_to, usable, Config, Failure, RunStep, CHANNEL_TIMEOUT, CONTROL_FD, PASSED,
-    PASSED_CHANNEL, PASSED_STATUS, POLICY_ENV,
+    last_error, report_to, usable, Config, Failure, RunFds, RunStep, CHANNEL_TIMEOUT, CONTROL_FD,
+    POLICY_ENV,
 };
 use super::{caps, namespaces, seccomp};
 use crate::sandbox::policy::Layers;
@@ -92,14 +92,8 @@ pub(super) const SPARES: usize = 2;
 /// Entry point of `__sandbox-helper @zygote`. Returns when the server
 /// closes the control socket.
 pub fn main() -> anyhow::Result<u8> {
-    let text = std::env::var(POLICY_ENV).unwrap_or_default();
-    let state = match serde_json::from_str::<Config>(&text) {
-        Ok(config) => setup(config),
-        Err(e) => Err(Failure::layer(
-            RunStep::Request,
-            format!("zygote config: {e}"),
-        )),
-    };
+    let text = std::env::var_os(POLICY_ENV).unwrap_or_default();
+    let state = config::decode(text.as_encoded_bytes()).and_then(setup);
     let mut state = match state {
         Ok(s) => s,
         Err(f) => {
@@ -238,8 +232,8 @@ impl ZygoteState {
                     return;
                 };
                 let kind = req.kind();
-                // Anything but our own six descriptors has nothing to answer on.
-                if let Ok(fds) = <[OwnedFd; PASSED]>::try_from(req.fds) {
+                // Anything but one descriptor per field has nothing to answer on.
+                if let Some(fds) = req.fds {
                     self.hand_over(kind, &req.policy, fds);
                 }
             } else if control & (libc::POLLHUP | libc::POLLERR) != 0 {
@@ -300,8 +294,8 @@ impl ZygoteState {
 
     /// Hand one request to a ready spare, tell the server its pid, and
     /// fork the next spare while the run goes on.
-    fn hand_over(&mut self, kind: Result<RunKind, String>, policy: &[u8], fds: [OwnedFd; PASSED]) {
-        let status = fds[PASSED_STATUS].as_raw_fd();
+    fn hand_over(&mut self, kind: Result<RunKind, String>, policy: &[u8], fds: RunFds<OwnedFd>) {
+        let status = fds.status.as_raw_fd();
         let kind = match kind {
             Ok(k) => k,
             Err(e) => {
@@ -319,14 +313,13 @@ impl ZygoteState {
         let Spare { pid, pidfd, socket } = spare;
         // The pid goes to the server before the run can report anything on
         // the same channel.
-        if !channel::send_started(fds[PASSED_CHANNEL].as_raw_fd(), pid, pidfd.as_raw_fd()) {
+        if !channel::send_started(fds.channel.as_raw_fd(), pid, pidfd.as_raw_fd()) {
             // The server can't hear about this run: it must not go on.
             pidfd_kill(&pidfd);
             reap(pid);
             return;
         }
-        let raw: [RawFd; PASSED] = std::array::from_fn(|i| fds[i].as_raw_fd());
-        if let Err(e) = request::send(&socket, policy, &raw) {
+        if let Err(e) = request::send(&socket, policy, &fds.raw()) {
             pidfd_kill(&pidfd);
             reap(pid);
             report_to(
@@ -337,8 +330,15 @@ impl ZygoteState {
         }
         // The zygote's copies go before the next spare is forked, which
         // would otherwise hold the run's pipes open until it closes them.
-        let [stdin, stdout, stderr, status, channel, cgroup] = fds;
-        drop((stdin, stdout, stderr, status, cgroup, socket));
+        let RunFds {
+            stdin,
+            stdout,
+            stderr,
+            status,
+            channel,
+            cgroup_procs,
+        } = fds;
+        drop((stdin, stdout, stderr, status, cgroup_procs, socket));
         self.runs.insert(
             pid,
             Forked {

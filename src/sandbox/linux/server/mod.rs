@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use super::cgroup;
 use super::detect::{layers_line, Detected};
-use super::wire::{usable, Config, STATUS_TIMEOUT};
+use super::wire::{request, usable, Config, STATUS_TIMEOUT};
 use crate::sandbox::draft;
 use crate::sandbox::policy::{self, Layers};
 use crate::sandbox::promises;
@@ -409,10 +409,10 @@ impl State {
                 .transpose()?,
             _ => None,
         };
-        let attestation = crate::sandbox::layers::Attestation::new(
-            layers.set_of(),
-            &serde_json::to_vec(&policy).unwrap_or_default(),
-        );
+        // Encoded once: the bytes the run gets are the bytes attested.
+        let sent = request::encode_policy(&policy)?;
+        let attestation =
+            crate::sandbox::layers::Attestation::new(layers.set_of(), sent.as_bytes());
         // The run's cgroup lives as long as the run; a layer in force that
         // cannot be set up fails the run.
         let mut run_cgroup = match (layers.has(Layer::Cgroup), self.cgroups.as_ref()) {
@@ -448,7 +448,7 @@ impl State {
                     &config,
                     masks_at,
                     waits,
-                    &policy,
+                    &sent,
                     guard,
                     stdin,
                     procs,
@@ -459,7 +459,7 @@ impl State {
                     "cgroup: runs without their own PID namespace cannot enter a cgroup".into(),
                 ))
             }
-            None => handle::spawn_reexec(helper, &policy, guard, stdin, silence),
+            None => handle::spawn_reexec(helper, &sent, guard, stdin, silence),
         }?;
         child.attestation = Some(attestation);
         if sweep.is_some() || run_cgroup.is_some() {
