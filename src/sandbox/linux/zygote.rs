@@ -4,28 +4,13 @@
 //! Why: re-executing the server binary for every run costs an `execve`, a
 //! dynamic load, a runtime start and a new network namespace, which was
 //! most of what a sandboxed run cost beyond the backend itself. The zygote
-//! pays for those once. It also forks each read-only run's init before the
-//! run is asked for, and that init confines itself completely while it
-//! waits: namespaces, id maps, `pid_max`, minimal root, namespace counters,
-//! then resource limits, Landlock, capabilities and seccomp, from the
-//! read-only policy the zygote was started with (none of it depends on the
-//! call). The call then only hands over argv, environment and descriptors.
-//! A spare serves one run and no other.
-//!
-//! A `draft` run (rare, and with another root: the database's folder
-//! writable) gets a spare forked when it is asked for, which applies the
-//! layers after its root once the request is there. The server's
-//! side is `server/`, the spare's and init's code `init.rs` (its own type,
-//! [`Init`], built once per zygote).
-//!
-//! Every run still gets its own user, PID, IPC, UTS and mount namespaces,
-//! its own Landlock domain, seccomp filter, capability drop and resource
-//! limits, applied by the same code as in the re-exec helper; runs share
-//! only the zygote's empty network namespace, in which none of them holds
-//! any capability. The stdout, stderr, stdin and status descriptors are made
-//! by the server and passed on (`SCM_RIGHTS`), so the status pipe still
-//! reaches end of file exactly when the backend was executed and carries a
-//! message when anything before that failed.
+//! pays for those once, and keeps read-only runs' inits forked and
+//! confined ahead of their calls (a `draft` run's is forked when asked
+//! for): what each step is and when a spare takes it is
+//! `sandbox/LAYERS.md`, "Order of the layers", as `confine.rs` lists it.
+//! A spare serves one run and no other. The server's side is `server/`,
+//! the spare's and init's code `init.rs` (its own type, [`Init`], built
+//! once per zygote).
 //!
 //! Lifetime: the zygote is spawned from a thread that lives as long as the
 //! sandbox (the parent-death signal follows the spawning thread), dies when
@@ -65,8 +50,7 @@ pub(super) struct Forked {
 }
 
 /// The next run's init, forked ahead of its request: for a read-only run
-/// every layer is in force (in the same order as ever) while the server is
-/// busy elsewhere.
+/// every layer is in force while the server is busy elsewhere.
 pub(super) struct Spare {
     pub(super) pid: libc::pid_t,
     pub(super) pidfd: OwnedFd,
@@ -109,7 +93,8 @@ pub fn main() -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// Steps 1 to 3 of `sandbox/LAYERS.md`, once: descriptors, session,
+/// What the zygote does once before any run (`sandbox/LAYERS.md`, "Order
+/// of the layers"): descriptors, session,
 /// parent-death signal, the shared user and network namespaces.
 pub(super) fn setup(config: Config) -> Result<ZygoteState, Failure> {
     // SAFETY: closing descriptors this process doesn't use; integer-only calls.
@@ -403,7 +388,8 @@ impl ZygoteState {
     }
 
     /// Fork the next run's init into its own user, PID, IPC, UTS and mount
-    /// namespaces.
+    /// namespaces: the first step of a spare's confinement
+    /// (`confine::Step::Namespaces`), taken by this clone.
     fn fork_spare(&self, kind: RunKind) -> Result<Spare, Failure> {
         let (ours, theirs) = socketpair(
             AddressFamily::Unix,

@@ -3,8 +3,10 @@
 //! parent, the bound on a run's silent start), what is built once per
 //! sandbox's grants (the zygote's configuration: both minimal roots and the
 //! read-only policy its spares arm themselves with; a detection is shared
-//! by sandboxes regranted from it), then one `spawn` per run. `handle.rs`
-//! holds the zygote the server talks to and the run it gets back.
+//! by sandboxes regranted from it), then one `spawn` per run, whose policy
+//! is encoded once and attested from the bytes sent. `handle.rs` holds the
+//! zygote the server talks to and the run it gets back. What the run then
+//! does, in which order, is `sandbox/LAYERS.md`, "Order of the layers".
 
 mod handle;
 mod masks;
