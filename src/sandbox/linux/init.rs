@@ -1,25 +1,22 @@
-//! The run's init: pid 1 of the run's PID namespace. Forked ahead by the
-//! zygote as a spare (own id maps, `pid_max`, the minimal root, namespace
-//! counters), a read-only run's init also applies every other layer
-//! (rlimits, Landlock, capabilities, seccomp, in that order) before its
-//! request arrives: none of them depends on the call. It then takes the
-//! request, checks that it asks for exactly the confinement already in
-//! force, forks the backend, reaps everything, and reports the backend's
-//! status. A `draft` run's init applies those layers once its request is
-//! there, as the re-executed helper does.
+//! The run's init: pid 1 of the run's PID namespace, forked ahead by the
+//! zygote as a spare. It takes its steps of the one confinement
+//! (`confine.rs`; the order and why it is so: `sandbox/LAYERS.md`, "Order
+//! of the layers"), takes the request, checks that it asks for exactly
+//! what is already in force, forks the backend, reaps everything, and
+//! reports the backend's status.
 
 use crate::sandbox::Layer;
 use std::convert::Infallible;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 
+use super::confine::{Confinement, Phase, Shape};
 use super::wire::RunStep;
 use super::wire::{channel, ready, request};
 use super::wire::{
-    last_error, report, report_to, Config, Failure, CGROUP_FD, PASSED, PASSED_STATUS,
-    RUN_CHANNEL_FD, SPARE_SOCKET, STATUS_FD, ZYGOTE_PIDFD,
+    last_error, report, report_to, Config, Failure, RunFds, CGROUP_FD, PASSED, RUN_CHANNEL_FD,
+    SPARE_SOCKET, STATUS_FD, ZYGOTE_PIDFD,
 };
-use super::{caps, landlock, mounts, namespaces, rlimits, seccomp};
 use crate::sandbox::policy::{Layers, Policy};
 use crate::sandbox::RunKind;
 
@@ -69,11 +66,11 @@ impl Init {
         };
         // From here on descriptors are moved around by number: none may be
         // closed again by a destructor.
-        let fds: Vec<RawFd> = fds.into_iter().map(IntoRawFd::into_raw_fd).collect();
-        let Ok(fds) = <[RawFd; PASSED]>::try_from(fds) else {
+        let Some(fds) = fds else {
             // SAFETY: nothing to report on; leave.
             unsafe { libc::_exit(1) }
         };
+        let fds = RunFds::from_array(fds.into_array().map(IntoRawFd::into_raw_fd));
         let failure = match self.become_init(&policy, &fds, kind) {
             Ok(never) => match never {},
             Err(f) => f,
@@ -86,9 +83,8 @@ impl Init {
     }
 
     /// What a spare sets up before its call is known: own session, die
-    /// with the zygote, own id maps, the UTS namespace's names, as the
-    /// namespace's init its `pid_max`, the minimal root and the namespace
-    /// counters, and for a read-only run every layer after those.
+    /// with the zygote, then its setup steps of the confinement and, for a
+    /// read-only run, the run's own layers too.
     pub(super) fn spare_setup(&self, kind: RunKind) -> Result<(), Failure> {
         // SAFETY: integer-only process calls and a poll on our own descriptor.
         unsafe {
@@ -112,22 +108,7 @@ impl Init {
             }
             libc::close(ZYGOTE_PIDFD);
         }
-        // A non-dumpable process can't write its own id maps, so the
-        // zygote's setting is lifted for exactly that, then restored.
-        // SAFETY: integer-only prctl.
-        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
-            return Err(last_error("dumpable for the id maps"));
-        }
-        namespaces::map_to_themselves(self.uid, self.gid).map_err(Failure::of(Layer::Userns))?;
-        // SAFETY: integer-only prctl.
-        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-            return Err(last_error("not dumpable"));
-        }
-        if self.config.layers.has(Layer::Utsns) {
-            namespaces::name_uts().map_err(Failure::of(Layer::Utsns))?;
-        }
-        init_namespace(&self.config.layers)?;
-        minimal_root_and_limits(&self.config.layers, self.config.plan(kind))?;
+        self.confinement(kind, None).take(Phase::Setup)?;
         let Some(armed) = self.config.armed(kind) else {
             return Ok(());
         };
@@ -137,7 +118,24 @@ impl Init {
                 "the policy to arm with is not the one its zygote was started for",
             ));
         }
-        apply_layers(armed, self.program_for(&armed.layers), self.last_cap)
+        self.confinement(kind, Some(armed)).take(Phase::Arm)
+    }
+
+    /// A spare's steps of `confine::STEPS`: the zygote's layers and the
+    /// kind's root, and `policy`'s when the run's own layers go on.
+    fn confinement<'a>(&'a self, kind: RunKind, policy: Option<&'a Policy>) -> Confinement<'a> {
+        let layers = policy.map_or(&self.config.layers, |p| &p.layers);
+        Confinement {
+            shape: Shape::Spare {
+                armed_ahead: self.config.armed(kind).is_some(),
+            },
+            layers,
+            ids: (self.uid, self.gid),
+            plan: self.config.plan(kind),
+            policy,
+            program: self.program_for(layers),
+            last_cap: self.last_cap,
+        }
     }
 
     /// The seccomp program, when these layers have seccomp.
@@ -147,16 +145,17 @@ impl Init {
 
     /// The request is here: descriptors in place, the run's cgroup, the
     /// checks that the request asks for what this init was set up for,
-    /// then (unless applied ahead) the run's own layers, and the backend.
+    /// then (unless armed ahead) the run's own layers, and the backend.
     pub(super) fn become_init(
         &self,
         policy: &[u8],
-        fds: &[RawFd; PASSED],
+        fds: &RunFds<RawFd>,
         kind: RunKind,
     ) -> Result<Infallible, Failure> {
-        if let Err(f) = place_fds(fds, 0) {
+        // Each at its index, which `RunFds` holds to be its number in the run.
+        if let Err(f) = place_fds(&fds.into_array(), 0) {
             // The status pipe is not at its number yet.
-            report_to(fds[PASSED_STATUS], &f);
+            report_to(fds.status, &f);
             // SAFETY: leaving without the zygote's destructors.
             unsafe { libc::_exit(127) };
         }
@@ -171,8 +170,7 @@ impl Init {
                 libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
             }
         }
-        let p: Policy = serde_json::from_slice(policy)
-            .map_err(|e| Failure::layer(RunStep::Request, format!("policy: {e}")))?;
+        let p = request::decode_policy(policy)?;
         // Into the run's cgroup before anything else, so all the run starts
         // is counted there; then the descriptor goes.
         let entered = if p.layers.has(Layer::Cgroup) {
@@ -213,8 +211,9 @@ impl Init {
                 format!("working folder {}: {e}", p.cwd.display()),
             )
         })?;
-        if armed.is_none() {
-            apply_layers(&p, prepared.program, prepared.last_cap)?;
+        let confinement = self.confinement(kind, Some(&p));
+        if !confinement.shape.arms_before_request() {
+            confinement.take(Phase::Arm)?;
         }
         run_as_init(&prepared, RUN_CHANNEL_FD, Tell::Channel)
     }
@@ -248,37 +247,7 @@ pub(super) struct Prepared<'a> {
     pub(super) last_cap: u32,
 }
 
-/// The layers of step 6 (a read-only run's, before its request) or step 7
-/// (a `draft` run's, and the re-executed helper's), in their order:
-/// rlimits, Landlock, capabilities (and `no_new_privs`), seccomp.
-pub(super) fn apply_layers(
-    p: &Policy,
-    program: Option<&seccompiler::BpfProgram>,
-    last_cap: u32,
-) -> Result<(), Failure> {
-    if p.layers.has(Layer::Rlimits) {
-        rlimits::apply(&p.rlimits).map_err(Failure::of(Layer::Rlimits))?;
-    }
-    if let Some(abi) = p.layers.landlock_abi() {
-        landlock::apply(
-            p,
-            abi,
-            p.layers.has(Layer::LandlockTcp),
-            p.layers.has(Layer::LandlockScope),
-        )
-        .map_err(Failure::of(Layer::Landlock))?;
-    }
-    if p.layers.has(Layer::Caps) {
-        caps::apply(last_cap, p.layers.caps_bounding).map_err(Failure::of(Layer::Caps))?;
-    }
-    caps::set_no_new_privs().map_err(Failure::of(Layer::Caps))?;
-    if let Some(program) = program {
-        seccomp::apply(program).map_err(Failure::of(Layer::Seccomp))?;
-    }
-    Ok(())
-}
-
-/// Step 8's arguments, built before any layer is applied.
+/// The backend's `execve` arguments, built before any layer is applied.
 pub(super) struct ExecArgs {
     pub(super) program: CString,
     pub(super) argv: Vec<CString>,
@@ -327,57 +296,6 @@ impl ExecArgs {
             what: format!("execute {}", self.program.to_string_lossy()),
         }
     }
-}
-
-/// What a PID namespace's init sets before anything else: the namespace's
-/// `pid_max` and executable memfds refused.
-pub(super) fn init_namespace(layers: &Layers) -> Result<(), Failure> {
-    // SAFETY: getpid can't fail.
-    if unsafe { libc::getpid() } != 1 {
-        return Err(Failure::layer(
-            Layer::Pidns,
-            "pidns: not the namespace's init",
-        ));
-    }
-    if let Some(max) = layers.pid_max() {
-        namespaces::set_pid_max(max)
-            .map_err(|e| Failure::step(Layer::PidMax, e.within("pid_max")))?;
-    }
-    namespaces::set_memfd_noexec()
-        .map_err(|e| Failure::step(RunStep::Process, e.within("memfd_noexec")))?;
-    Ok(())
-}
-
-/// Build the minimal root (when asked for) between opening the namespace
-/// counters and setting them to 0: building it clones mount trees, which a
-/// zero counter refuses, and it hides `/proc/sys`.
-pub(super) fn minimal_root_and_limits(
-    layers: &Layers,
-    plan: Option<&crate::sandbox::policy::MountPlan>,
-) -> Result<(), Failure> {
-    let counters = if layers.ns_limits {
-        Some(
-            namespaces::open_ns_limits()
-                .map_err(|e| Failure::step(Layer::Userns, e.within("nested namespaces")))?,
-        )
-    } else {
-        None
-    };
-    match (plan, layers.has(Layer::Mountns)) {
-        (Some(plan), true) => mounts::apply(plan).map_err(Failure::of(Layer::Mountns))?,
-        (None, false) => {}
-        _ => {
-            return Err(Failure::layer(
-                Layer::Mountns,
-                "mountns: the mount plan and the layers disagree",
-            ))
-        }
-    }
-    if let Some(c) = counters {
-        namespaces::write_ns_limits(c)
-            .map_err(|e| Failure::step(Layer::Userns, e.within("nested namespaces")))?;
-    }
-    Ok(())
 }
 
 /// Init of the PID namespace, once every layer is in force: start the

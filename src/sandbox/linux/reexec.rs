@@ -1,19 +1,22 @@
 //! The re-executed helper: for runs that cannot have their own user and PID
 //! namespaces from a zygote, the server runs its own binary as
-//! `__sandbox-helper`, which confines itself and forks the run's init.
+//! `__sandbox-helper`, which takes the same confinement (`confine.rs`;
+//! `sandbox/LAYERS.md`, "Order of the layers") as far as the kernel allows:
+//! it makes the namespaces, then forks the PID namespace's init or, without
+//! one, the backend's process below itself as child subreaper.
 
 use crate::sandbox::Layer;
 use std::convert::Infallible;
 use std::os::fd::RawFd;
 
-use super::init::{
-    apply_layers, init_namespace, minimal_root_and_limits, run_as_init, ExecArgs, Prepared, Tell,
-};
+use super::confine::{Confinement, Phase, Shape};
+use super::init::{run_as_init, ExecArgs, Prepared, Tell};
+use super::wire::request;
 use super::wire::RunStep;
 use super::wire::{
     last_error, report, Failure, POLICY_ENV, POLICY_FROM_ENV, STATUS_FD, ZYGOTE_ARG,
 };
-use super::{caps, namespaces, seccomp, zygote};
+use super::{caps, seccomp, zygote};
 use crate::sandbox::policy::Policy;
 
 /// Entry point of `__sandbox-helper`. Returns only on failure.
@@ -22,16 +25,16 @@ pub fn helper_main(arg: &str) -> anyhow::Result<u8> {
         return zygote::main();
     }
     let text = if arg == POLICY_FROM_ENV {
-        std::env::var(POLICY_ENV).unwrap_or_default()
+        std::env::var_os(POLICY_ENV).unwrap_or_default()
     } else {
-        arg.to_string()
+        arg.into()
     };
-    let failure = match serde_json::from_str::<Policy>(&text) {
+    let failure = match request::decode_policy(text.as_encoded_bytes()) {
         Ok(policy) => match run_helper(&policy) {
             Ok(never) => match never {},
             Err(f) => f,
         },
-        Err(e) => Failure::layer(RunStep::Request, format!("policy: {e}")),
+        Err(f) => f,
     };
     report(&failure);
     match failure {
@@ -43,7 +46,7 @@ pub fn helper_main(arg: &str) -> anyhow::Result<u8> {
 }
 
 pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
-    // 1. Descriptors: only stdio and the status pipe survive.
+    // Descriptors: only stdio and the status pipe survive.
     // SAFETY: closing descriptors this process doesn't use.
     if unsafe { libc::close_range(STATUS_FD as u32 + 1, u32::MAX, 0) } != 0 {
         return Err(last_error("close_range"));
@@ -51,7 +54,7 @@ pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
     // SAFETY: marking the status pipe close-on-exec.
     unsafe { libc::fcntl(STATUS_FD, libc::F_SETFD, libc::FD_CLOEXEC) };
 
-    // 2. Own session; die with the server.
+    // Own session; die with the server.
     // SAFETY: integer-only process calls.
     unsafe {
         if libc::setsid() < 0 {
@@ -85,26 +88,35 @@ pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
         None
     };
 
-    // 3. Namespaces. The ids are read before: afterwards they'd be unmapped.
+    // The ids are read before the namespaces: afterwards they'd be unmapped.
     // SAFETY: getuid/getgid can't fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    namespaces::unshare_and_map(&p.layers, uid, gid).map_err(Failure::of(Layer::Userns))?;
-    // No core, no ptrace or /proc peeking by the owner's other processes.
-    // Only now: a non-dumpable process can't write its own id maps.
-    // SAFETY: integer-only prctl.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-        return Err(last_error("not dumpable"));
-    }
-
+    let ids = unsafe { (libc::getuid(), libc::getgid()) };
     let prepared = Prepared {
         exec,
         program: program.as_ref(),
         last_cap,
     };
+    let confinement = confinement(p, &prepared, ids);
+    confinement.take(Phase::Start)?;
     if p.layers.has(Layer::Pidns) {
-        fork_init(p, &prepared)
+        fork_init(p, &prepared, &confinement)
     } else {
-        subreaper(p, &prepared)
+        subreaper(&prepared, &confinement)
+    }
+}
+
+/// The helper's steps of `confine::STEPS`, all from the run's policy.
+fn confinement<'a>(p: &'a Policy, prep: &Prepared<'a>, ids: (u32, u32)) -> Confinement<'a> {
+    Confinement {
+        shape: Shape::Reexec {
+            pid_ns: p.layers.has(Layer::Pidns),
+        },
+        layers: &p.layers,
+        ids,
+        plan: p.mounts.as_ref(),
+        policy: Some(p),
+        program: prep.program,
+        last_cap: prep.last_cap,
     }
 }
 
@@ -120,7 +132,7 @@ extern "C" fn on_term(_: libc::c_int) {
 /// process the backend starts and leaves behind (a double-forked daemon
 /// included) becomes the helper's child, and it kills them all when the
 /// backend is done or when the server asks it to stop (SIGTERM).
-fn subreaper(p: &Policy, prep: &Prepared<'_>) -> Result<Infallible, Failure> {
+fn subreaper(prep: &Prepared<'_>, confinement: &Confinement<'_>) -> Result<Infallible, Failure> {
     // SAFETY: integer-only prctl; a handler that only stores an atomic,
     // installed without SA_RESTART so that it interrupts waitpid.
     unsafe {
@@ -153,7 +165,7 @@ fn subreaper(p: &Policy, prep: &Prepared<'_>) -> Result<Infallible, Failure> {
                 libc::_exit(1);
             }
         }
-        let failure = match apply_layers(p, prep.program, prep.last_cap) {
+        let failure = match confinement.take(Phase::Arm) {
             Ok(()) => prep.exec.exec(),
             Err(f) => f,
         };
@@ -260,7 +272,11 @@ pub(super) fn stat_ppid(stat: &str) -> Option<libc::pid_t> {
 }
 
 /// Fork the PID namespace's init, then wait for it and exit like the backend.
-pub(super) fn fork_init(p: &Policy, prep: &Prepared<'_>) -> Result<Infallible, Failure> {
+pub(super) fn fork_init(
+    p: &Policy,
+    prep: &Prepared<'_>,
+    confinement: &Confinement<'_>,
+) -> Result<Infallible, Failure> {
     let mut pair = [0 as RawFd; 2];
     // SAFETY: socketpair fills the array we own.
     if unsafe {
@@ -286,7 +302,7 @@ pub(super) fn fork_init(p: &Policy, prep: &Prepared<'_>) -> Result<Infallible, F
     if pid == 0 {
         // SAFETY: closing the outer helper's end in the child.
         unsafe { libc::close(outer_end) };
-        let failure = match init_main(p, prep, init_end) {
+        let failure = match init_main(p, prep, confinement, init_end) {
             Ok(never) => match never {},
             Err(f) => f,
         };
@@ -354,6 +370,7 @@ pub(super) fn exit_like(status: libc::c_int) -> ! {
 pub(super) fn init_main(
     p: &Policy,
     prep: &Prepared<'_>,
+    confinement: &Confinement<'_>,
     sock: RawFd,
 ) -> Result<Infallible, Failure> {
     // SAFETY: integer-only process calls.
@@ -374,17 +391,16 @@ pub(super) fn init_main(
             libc::_exit(1);
         }
     }
-    init_namespace(&p.layers)?;
-    // Before any layer that resolves paths (Landlock), so those resolve
-    // inside the new root.
-    minimal_root_and_limits(&p.layers, p.mounts.as_ref())?;
+    // The root before any layer that resolves paths (Landlock), so those
+    // resolve inside it.
+    confinement.take(Phase::Setup)?;
     std::env::set_current_dir(&p.cwd).map_err(|e| {
         Failure::layer(
             RunStep::Request,
             format!("working folder {}: {e}", p.cwd.display()),
         )
     })?;
-    apply_layers(p, prep.program, prep.last_cap)?;
+    confinement.take(Phase::Arm)?;
     run_as_init(prep, sock, Tell::Helper)
 }
 

@@ -4,28 +4,13 @@
 //! Why: re-executing the server binary for every run costs an `execve`, a
 //! dynamic load, a runtime start and a new network namespace, which was
 //! most of what a sandboxed run cost beyond the backend itself. The zygote
-//! pays for those once. It also forks each read-only run's init before the
-//! run is asked for, and that init confines itself completely while it
-//! waits: namespaces, id maps, `pid_max`, minimal root, namespace counters,
-//! then resource limits, Landlock, capabilities and seccomp, from the
-//! read-only policy the zygote was started with (none of it depends on the
-//! call). The call then only hands over argv, environment and descriptors.
-//! A spare serves one run and no other.
-//!
-//! A `draft` run (rare, and with another root: the database's folder
-//! writable) gets a spare forked when it is asked for, which applies the
-//! layers after its root once the request is there. The server's
-//! side is `server/`, the spare's and init's code `init.rs` (its own type,
-//! [`Init`], built once per zygote).
-//!
-//! Every run still gets its own user, PID, IPC, UTS and mount namespaces,
-//! its own Landlock domain, seccomp filter, capability drop and resource
-//! limits, applied by the same code as in the re-exec helper; runs share
-//! only the zygote's empty network namespace, in which none of them holds
-//! any capability. The stdout, stderr, stdin and status descriptors are made
-//! by the server and passed on (`SCM_RIGHTS`), so the status pipe still
-//! reaches end of file exactly when the backend was executed and carries a
-//! message when anything before that failed.
+//! pays for those once, and keeps read-only runs' inits forked and
+//! confined ahead of their calls (a `draft` run's is forked when asked
+//! for): what each step is and when a spare takes it is
+//! `sandbox/LAYERS.md`, "Order of the layers", as `confine.rs` lists it.
+//! A spare serves one run and no other. The server's side is `server/`,
+//! the spare's and init's code `init.rs` (its own type, [`Init`], built
+//! once per zygote).
 //!
 //! Lifetime: the zygote is spawned from a thread that lives as long as the
 //! sandbox (the parent-death signal follows the spawning thread), dies when
@@ -43,10 +28,10 @@ use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 
 use super::init::Init;
 use super::wire::ready::{self, NotReady};
-use super::wire::{channel, request};
+use super::wire::{channel, config, request};
 use super::wire::{
-    last_error, report_to, usable, Config, Failure, RunStep, CHANNEL_TIMEOUT, CONTROL_FD, PASSED,
-    PASSED_CHANNEL, PASSED_STATUS, POLICY_ENV,
+    last_error, report_to, usable, Config, Failure, RunFds, RunStep, CHANNEL_TIMEOUT, CONTROL_FD,
+    POLICY_ENV,
 };
 use super::{caps, namespaces, seccomp};
 use crate::sandbox::policy::Layers;
@@ -65,8 +50,7 @@ pub(super) struct Forked {
 }
 
 /// The next run's init, forked ahead of its request: for a read-only run
-/// every layer is in force (in the same order as ever) while the server is
-/// busy elsewhere.
+/// every layer is in force while the server is busy elsewhere.
 pub(super) struct Spare {
     pub(super) pid: libc::pid_t,
     pub(super) pidfd: OwnedFd,
@@ -92,14 +76,8 @@ pub(super) const SPARES: usize = 2;
 /// Entry point of `__sandbox-helper @zygote`. Returns when the server
 /// closes the control socket.
 pub fn main() -> anyhow::Result<u8> {
-    let text = std::env::var(POLICY_ENV).unwrap_or_default();
-    let state = match serde_json::from_str::<Config>(&text) {
-        Ok(config) => setup(config),
-        Err(e) => Err(Failure::layer(
-            RunStep::Request,
-            format!("zygote config: {e}"),
-        )),
-    };
+    let text = std::env::var_os(POLICY_ENV).unwrap_or_default();
+    let state = config::decode(text.as_encoded_bytes()).and_then(setup);
     let mut state = match state {
         Ok(s) => s,
         Err(f) => {
@@ -115,7 +93,8 @@ pub fn main() -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// Steps 1 to 3 of `sandbox/LAYERS.md`, once: descriptors, session,
+/// What the zygote does once before any run (`sandbox/LAYERS.md`, "Order
+/// of the layers"): descriptors, session,
 /// parent-death signal, the shared user and network namespaces.
 pub(super) fn setup(config: Config) -> Result<ZygoteState, Failure> {
     // SAFETY: closing descriptors this process doesn't use; integer-only calls.
@@ -238,8 +217,8 @@ impl ZygoteState {
                     return;
                 };
                 let kind = req.kind();
-                // Anything but our own six descriptors has nothing to answer on.
-                if let Ok(fds) = <[OwnedFd; PASSED]>::try_from(req.fds) {
+                // Anything but one descriptor per field has nothing to answer on.
+                if let Some(fds) = req.fds {
                     self.hand_over(kind, &req.policy, fds);
                 }
             } else if control & (libc::POLLHUP | libc::POLLERR) != 0 {
@@ -300,8 +279,8 @@ impl ZygoteState {
 
     /// Hand one request to a ready spare, tell the server its pid, and
     /// fork the next spare while the run goes on.
-    fn hand_over(&mut self, kind: Result<RunKind, String>, policy: &[u8], fds: [OwnedFd; PASSED]) {
-        let status = fds[PASSED_STATUS].as_raw_fd();
+    fn hand_over(&mut self, kind: Result<RunKind, String>, policy: &[u8], fds: RunFds<OwnedFd>) {
+        let status = fds.status.as_raw_fd();
         let kind = match kind {
             Ok(k) => k,
             Err(e) => {
@@ -319,14 +298,13 @@ impl ZygoteState {
         let Spare { pid, pidfd, socket } = spare;
         // The pid goes to the server before the run can report anything on
         // the same channel.
-        if !channel::send_started(fds[PASSED_CHANNEL].as_raw_fd(), pid, pidfd.as_raw_fd()) {
+        if !channel::send_started(fds.channel.as_raw_fd(), pid, pidfd.as_raw_fd()) {
             // The server can't hear about this run: it must not go on.
             pidfd_kill(&pidfd);
             reap(pid);
             return;
         }
-        let raw: [RawFd; PASSED] = std::array::from_fn(|i| fds[i].as_raw_fd());
-        if let Err(e) = request::send(&socket, policy, &raw) {
+        if let Err(e) = request::send(&socket, policy, &fds.raw()) {
             pidfd_kill(&pidfd);
             reap(pid);
             report_to(
@@ -337,8 +315,15 @@ impl ZygoteState {
         }
         // The zygote's copies go before the next spare is forked, which
         // would otherwise hold the run's pipes open until it closes them.
-        let [stdin, stdout, stderr, status, channel, cgroup] = fds;
-        drop((stdin, stdout, stderr, status, cgroup, socket));
+        let RunFds {
+            stdin,
+            stdout,
+            stderr,
+            status,
+            channel,
+            cgroup_procs,
+        } = fds;
+        drop((stdin, stdout, stderr, status, cgroup_procs, socket));
         self.runs.insert(
             pid,
             Forked {
@@ -403,7 +388,8 @@ impl ZygoteState {
     }
 
     /// Fork the next run's init into its own user, PID, IPC, UTS and mount
-    /// namespaces.
+    /// namespaces: the first step of a spare's confinement
+    /// (`confine::Step::Namespaces`), taken by this clone.
     fn fork_spare(&self, kind: RunKind) -> Result<Spare, Failure> {
         let (ours, theirs) = socketpair(
             AddressFamily::Unix,

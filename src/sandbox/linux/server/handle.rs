@@ -13,14 +13,15 @@ use std::time::{Duration, Instant};
 
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 
+use super::super::wire::config;
 use super::super::wire::ready::{self, NotReady};
+use super::super::wire::request::EncodedPolicy;
 use super::super::wire::status::read_status;
 use super::super::wire::{channel, request};
 use super::super::wire::{
-    pipe_cloexec, wait_readable, Config, CHANNEL_TIMEOUT, CONTROL_FD, PASSED, POLICY_ENV,
+    pipe_cloexec, wait_readable, Config, RunFds, CHANNEL_TIMEOUT, CONTROL_FD, POLICY_ENV,
     POLICY_FROM_ENV, STATUS_FD, ZYGOTE_ARG,
 };
-use crate::sandbox::policy::Policy;
 use crate::sandbox::{SandboxError, SandboxedChild, TmpGuard};
 
 /// How long a run waits for its zygote: its silence (no word on the
@@ -227,8 +228,7 @@ impl Zygote {
             SockFlag::SOCK_CLOEXEC,
         )
         .map_err(|e| SandboxError::Io(e.into()))?;
-        let json = serde_json::to_string(&config)
-            .map_err(|e| SandboxError::LayerFailed(format!("zygote config: {e}")))?;
+        let json = config::encode(&config)?;
         let mut cmd = Command::new(helper);
         cmd.arg0("reachweaver-mcp-sandbox")
             .arg("__sandbox-helper")
@@ -349,9 +349,9 @@ impl Zygote {
     }
 
     /// Send one request: the policy, with the run's descriptors.
-    fn request(&self, policy: &[u8], fds: &[RawFd; PASSED]) -> std::io::Result<()> {
+    fn request(&self, policy: &EncodedPolicy, fds: &RunFds<RawFd>) -> std::io::Result<()> {
         let control = self.control.lock().unwrap_or_else(|e| e.into_inner());
-        request::send(&control, policy, fds)
+        request::send(&control, policy.as_bytes(), fds)
     }
 }
 
@@ -368,8 +368,9 @@ impl Drop for Zygote {
     }
 }
 
-/// Spawn one run through the zygote. `policy` is complete; the caller made
-/// its temp folder, which `guard` removes unless the run takes it over.
+/// Spawn one run through the zygote. `policy` is complete, encoded once
+/// by the caller (who hashed those bytes); the caller made its temp folder,
+/// which `guard` removes unless the run takes it over.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn spawn(
     cell: &ZygoteCell,
@@ -377,13 +378,11 @@ pub(super) fn spawn(
     config: &Config,
     masks_at: u64,
     waits: Waits,
-    policy: &Policy,
+    policy: &EncodedPolicy,
     guard: TmpGuard,
     stdin: Option<OwnedFd>,
     cgroup_procs: Option<OwnedFd>,
 ) -> Result<SandboxedChild, SandboxError> {
-    let json = serde_json::to_vec(policy)
-        .map_err(|e| SandboxError::LayerFailed(format!("policy: {e}")))?;
     let stdin = match stdin {
         Some(fd) => fd,
         None => OwnedFd::from(std::fs::File::open("/dev/null").map_err(SandboxError::Io)?),
@@ -402,19 +401,19 @@ pub(super) fn spawn(
         Some(fd) => fd,
         None => OwnedFd::from(std::fs::File::open("/dev/null").map_err(SandboxError::Io)?),
     };
-    let fds = [
-        stdin.as_raw_fd(),
-        out_w.as_raw_fd(),
-        err_w.as_raw_fd(),
-        status_w.as_raw_fd(),
-        chan_run.as_raw_fd(),
-        cgroup_procs.as_raw_fd(),
-    ];
+    let fds = RunFds {
+        stdin: stdin.as_raw_fd(),
+        stdout: out_w.as_raw_fd(),
+        stderr: err_w.as_raw_fd(),
+        status: status_w.as_raw_fd(),
+        channel: chan_run.as_raw_fd(),
+        cgroup_procs: cgroup_procs.as_raw_fd(),
+    };
     // A zygote that died since its last run is replaced once.
     let mut tries = 0;
     let zygote = loop {
         let z = cell.get(helper, config, masks_at, waits.silence)?;
-        match z.request(&json, &fds) {
+        match z.request(policy, &fds) {
             Ok(()) => break z,
             Err(e) if tries == 0 && is_gone(&e) => {
                 cell.forget(&z);
@@ -599,13 +598,12 @@ impl Run {
 /// One run through a freshly executed helper.
 pub(super) fn spawn_reexec(
     helper: &Path,
-    policy: &Policy,
+    policy: &EncodedPolicy,
     guard: TmpGuard,
     stdin: Option<OwnedFd>,
     silence: Duration,
 ) -> Result<SandboxedChild, SandboxError> {
-    let json = serde_json::to_string(policy)
-        .map_err(|e| SandboxError::LayerFailed(format!("policy: {e}")))?;
+    let json = policy.to_env();
 
     let (status_r, status_w) = pipe_cloexec().map_err(SandboxError::Io)?;
     let w = status_w.as_raw_fd();

@@ -3,8 +3,10 @@
 //! parent, the bound on a run's silent start), what is built once per
 //! sandbox's grants (the zygote's configuration: both minimal roots and the
 //! read-only policy its spares arm themselves with; a detection is shared
-//! by sandboxes regranted from it), then one `spawn` per run. `handle.rs`
-//! holds the zygote the server talks to and the run it gets back.
+//! by sandboxes regranted from it), then one `spawn` per run, whose policy
+//! is encoded once and attested from the bytes sent. `handle.rs` holds the
+//! zygote the server talks to and the run it gets back. What the run then
+//! does, in which order, is `sandbox/LAYERS.md`, "Order of the layers".
 
 mod handle;
 mod masks;
@@ -17,7 +19,7 @@ use std::time::Duration;
 
 use super::cgroup;
 use super::detect::{layers_line, Detected};
-use super::wire::{usable, Config, STATUS_TIMEOUT};
+use super::wire::{request, usable, Config, STATUS_TIMEOUT};
 use crate::sandbox::draft;
 use crate::sandbox::policy::{self, Layers};
 use crate::sandbox::promises;
@@ -409,10 +411,10 @@ impl State {
                 .transpose()?,
             _ => None,
         };
-        let attestation = crate::sandbox::layers::Attestation::new(
-            layers.set_of(),
-            &serde_json::to_vec(&policy).unwrap_or_default(),
-        );
+        // Encoded once: the bytes the run gets are the bytes attested.
+        let sent = request::encode_policy(&policy)?;
+        let attestation =
+            crate::sandbox::layers::Attestation::new(layers.set_of(), sent.as_bytes());
         // The run's cgroup lives as long as the run; a layer in force that
         // cannot be set up fails the run.
         let mut run_cgroup = match (layers.has(Layer::Cgroup), self.cgroups.as_ref()) {
@@ -448,7 +450,7 @@ impl State {
                     &config,
                     masks_at,
                     waits,
-                    &policy,
+                    &sent,
                     guard,
                     stdin,
                     procs,
@@ -459,7 +461,7 @@ impl State {
                     "cgroup: runs without their own PID namespace cannot enter a cgroup".into(),
                 ))
             }
-            None => handle::spawn_reexec(helper, &policy, guard, stdin, silence),
+            None => handle::spawn_reexec(helper, &sent, guard, stdin, silence),
         }?;
         child.attestation = Some(attestation);
         if sweep.is_some() || run_cgroup.is_some() {

@@ -5,6 +5,8 @@
 use crate::sandbox::Layer;
 use serde::{Deserialize, Serialize};
 
+use super::request::{to_json, EncodeError};
+use super::status::{Failure, RunStep};
 use crate::sandbox::policy::{Layers, MountPlan, Policy};
 use crate::sandbox::RunKind;
 
@@ -73,6 +75,18 @@ impl Config {
     }
 }
 
+/// The configuration as the zygote's environment variable carries it.
+pub(crate) fn encode(config: &Config) -> Result<std::ffi::OsString, EncodeError> {
+    use std::os::unix::ffi::OsStringExt;
+    to_json("zygote config", config).map(std::ffi::OsString::from_vec)
+}
+
+/// The configuration a zygote was started with.
+pub(crate) fn decode(text: &[u8]) -> Result<Config, Failure> {
+    serde_json::from_slice(text)
+        .map_err(|e| Failure::layer(RunStep::Request, format!("zygote config: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,8 +102,9 @@ mod tests {
     #[test]
     fn the_config_round_trips_and_names_each_kinds_plan() {
         let c = Config::new(&Layers::default(), None, None, None);
-        let back: Config = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        let back = decode(encode(&c).unwrap().as_encoded_bytes()).unwrap();
         assert_eq!(back, c);
+        assert!(decode(b"").is_err());
         assert!(c.plan(RunKind::ReadOnly).is_none() && c.plan(RunKind::Draft).is_none());
     }
 
@@ -133,7 +148,7 @@ mod tests {
         );
         assert_eq!(c.armed(RunKind::ReadOnly), Some(&armed));
         assert_eq!(c.armed(RunKind::Draft), None);
-        let back: Config = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        let back = decode(encode(&c).unwrap().as_encoded_bytes()).unwrap();
         assert_eq!(back, c);
     }
 }

@@ -1,5 +1,7 @@
-//! Server → zygote → spare: one run's request on a stream socket. A length,
-//! the policy (JSON), and the run's [`PASSED`] descriptors with the length.
+//! Server → zygote → spare (or server → re-executed helper): one run's
+//! policy, encoded once by the server, and on the zygote's stream socket a
+//! length, those bytes, and the run's [`RunFds`] with the length. The bytes
+//! encoded are the bytes sent and the bytes the run's attestation hashes.
 
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -7,13 +9,64 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 use serde::Deserialize;
 
-use super::{MAX_REQUEST, PASSED};
-use crate::sandbox::RunKind;
+use super::status::{Failure, RunStep};
+use super::{RunFds, MAX_REQUEST, PASSED};
+use crate::sandbox::policy::Policy;
+use crate::sandbox::{RunKind, SandboxError};
 
-/// One request as received.
+/// A policy or configuration the server could not encode: the run (or
+/// the zygote) is not started.
+#[derive(Debug)]
+pub(crate) struct EncodeError {
+    what: &'static str,
+    error: serde_json::Error,
+}
+
+impl From<EncodeError> for SandboxError {
+    fn from(e: EncodeError) -> SandboxError {
+        SandboxError::LayerFailed(format!("{}: {}", e.what, e.error))
+    }
+}
+
+pub(super) fn to_json<T: serde::Serialize>(
+    what: &'static str,
+    value: &T,
+) -> Result<Vec<u8>, EncodeError> {
+    serde_json::to_vec(value).map_err(|error| EncodeError { what, error })
+}
+
+/// One run's policy as it travels: made once per run, sent as is, and
+/// hashed as is for the run's attestation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EncodedPolicy(Vec<u8>);
+
+impl EncodedPolicy {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The same bytes as the re-executed helper's environment variable.
+    pub(crate) fn to_env(&self) -> std::ffi::OsString {
+        use std::os::unix::ffi::OsStringExt;
+        std::ffi::OsString::from_vec(self.0.clone())
+    }
+}
+
+pub(crate) fn encode_policy(policy: &Policy) -> Result<EncodedPolicy, EncodeError> {
+    to_json("policy", policy).map(EncodedPolicy)
+}
+
+/// The policy a helper or init received.
+pub(crate) fn decode_policy(bytes: &[u8]) -> Result<Policy, Failure> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| Failure::layer(RunStep::Request, format!("policy: {e}")))
+}
+
+/// One request as received; `fds` is `None` unless it brought exactly
+/// one descriptor per field.
 pub(crate) struct Request {
     pub(crate) policy: Vec<u8>,
-    pub(crate) fds: Vec<OwnedFd>,
+    pub(crate) fds: Option<RunFds<OwnedFd>>,
 }
 
 /// The one field of a request the zygote reads: which kind of spare serves it.
@@ -81,14 +134,18 @@ pub(crate) fn read(fd: RawFd) -> Option<Request> {
         }
         got += r as usize;
     }
-    Some(Request { policy: body, fds })
+    Some(Request {
+        policy: body,
+        fds: RunFds::from_vec(fds),
+    })
 }
 
 /// Send a request (length, policy, descriptors).
-pub(crate) fn send(fd: &OwnedFd, policy: &[u8], fds: &[RawFd; PASSED]) -> std::io::Result<()> {
+pub(crate) fn send(fd: &OwnedFd, policy: &[u8], fds: &RunFds<RawFd>) -> std::io::Result<()> {
+    let fds = fds.into_array();
     let len = (policy.len() as u32).to_le_bytes();
     let iov = [IoSlice::new(&len), IoSlice::new(policy)];
-    let cmsg = [ControlMessage::ScmRights(fds)];
+    let cmsg = [ControlMessage::ScmRights(&fds)];
     let mut sent = loop {
         match sendmsg::<()>(fd.as_raw_fd(), &iov, &cmsg, MsgFlags::MSG_NOSIGNAL, None) {
             Ok(n) => break n,
@@ -141,14 +198,38 @@ mod tests {
         )
         .unwrap();
         let f = std::fs::File::open("/dev/null").unwrap();
-        let fds = [f.as_raw_fd(); PASSED];
+        let fds = RunFds::from_array([f.as_raw_fd(); PASSED]);
         send(&a, br#"{"kind":"Draft"}"#, &fds).unwrap();
         let got = read(b.as_raw_fd()).unwrap();
-        assert_eq!(got.fds.len(), PASSED);
+        assert!(got.fds.is_some());
         assert_eq!(got.kind(), Ok(RunKind::Draft));
         send(&a, b"{}", &fds).unwrap();
         assert!(read(b.as_raw_fd()).unwrap().kind().is_err());
         drop(a);
         assert!(read(b.as_raw_fd()).is_none());
+    }
+
+    #[test]
+    fn a_policy_decodes_from_exactly_the_bytes_encoded() {
+        let p = Policy {
+            program: "/bin/b".into(),
+            argv: vec!["b".into(), "x".into()],
+            env: vec![("LANG".into(), "C".into())],
+            cwd: "/".into(),
+            read_exec: vec![],
+            read: vec![],
+            read_write: vec!["/tmp/run".into()],
+            tmpdir: "/tmp/run".into(),
+            write_files: vec![],
+            mounts: None,
+            kind: RunKind::ReadOnly,
+            layers: Default::default(),
+            rlimits: Default::default(),
+            parent_pid: 1,
+        };
+        let sent = encode_policy(&p).unwrap();
+        assert_eq!(sent.as_bytes(), serde_json::to_vec(&p).unwrap());
+        assert_eq!(decode_policy(sent.as_bytes()).unwrap(), p);
+        assert!(decode_policy(b"{}").is_err());
     }
 }
