@@ -600,13 +600,13 @@ pub fn is_loader_or_interpreter_hook(name: &str) -> bool {
 /// redaction of results must never disagree.
 pub use crate::redact::is_secret_name;
 
-/// What confines a run, as opposed to what it runs: every field of a
-/// [`Policy`] but the program, its argv and environment, the working folder
-/// and the server's pid. A read-only run's init applies all of it before
-/// its request arrives, then runs only a request whose policy has the
-/// same confinement.
+/// The part of a [`Policy`] a spare arms itself with, as opposed to what
+/// the run executes: every field but the program, its argv and
+/// environment, the working folder and the server's pid. A read-only run's
+/// init applies all of it before its request arrives, then runs only a
+/// request whose policy has the same armed part.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Confinement<'a> {
+pub struct ArmedPart<'a> {
     read_exec: &'a [PathBuf],
     read: &'a [PathBuf],
     read_write: &'a [PathBuf],
@@ -619,7 +619,7 @@ pub struct Confinement<'a> {
 }
 
 impl Policy {
-    pub fn confinement(&self) -> Confinement<'_> {
+    pub fn armed_part(&self) -> ArmedPart<'_> {
         // Named field by field, so a field added to the policy must be
         // placed on one side or the other here before this compiles.
         let Policy {
@@ -638,7 +638,7 @@ impl Policy {
             layers,
             rlimits,
         } = self;
-        Confinement {
+        ArmedPart {
             read_exec,
             read,
             read_write,
@@ -1091,16 +1091,16 @@ mod tests {
     }
 
     #[test]
-    fn the_confinement_is_every_field_but_what_the_run_executes() {
+    fn the_armed_part_is_every_field_but_what_the_run_executes() {
         let base = build_for(RunKind::ReadOnly);
-        // What a request brings may differ: the confinement is the same.
+        // What a request brings may differ: the armed part is the same.
         let mut other = base.clone();
         other.program = PathBuf::from("/usr/bin/true");
         other.argv = vec!["/usr/bin/true".into(), "x".into()];
         other.env.push(("EDITOR".into(), "vi".into()));
         other.cwd = PathBuf::from("/elsewhere");
         other.parent_pid += 1;
-        assert_eq!(other.confinement(), base.confinement());
+        assert_eq!(other.armed_part(), base.armed_part());
         // Each field that confines tells two policies apart on its own.
         type Change = fn(&mut Policy);
         let changes: Vec<(&str, Change)> = vec![
@@ -1128,7 +1128,7 @@ mod tests {
         for (field, change) in changes {
             let mut changed = base.clone();
             change(&mut changed);
-            assert_ne!(changed.confinement(), base.confinement(), "{field}");
+            assert_ne!(changed.armed_part(), base.armed_part(), "{field}");
         }
     }
 }

@@ -7,7 +7,7 @@
 //! is how user namespaces work); this layer is what takes them away before
 //! the backend runs.
 
-use super::step_error::{Step, StepError};
+use super::step_error::{LayerStep, StepError};
 
 /// Securebits set and locked: root gets no capabilities on exec, uid changes
 /// don't touch capabilities, capabilities are not kept across uid changes,
@@ -32,7 +32,7 @@ fn prctl(op: libc::c_int, a: libc::c_ulong, what: &str) -> Result<libc::c_int, S
         )
     };
     if r < 0 {
-        Err(StepError::last(Step::Caps, what))
+        Err(StepError::last(LayerStep::Caps, what))
     } else {
         Ok(r)
     }
@@ -61,7 +61,7 @@ pub fn apply(last: u32, bounding: bool) -> Result<(), StepError> {
     use caps::CapSet;
     let e = |what: &'static str| {
         move |err: caps::errors::CapsError| {
-            StepError::caused(Step::Caps, format!("{what}: {err}"), &err)
+            StepError::caused(LayerStep::Caps, format!("{what}: {err}"), &err)
         }
     };
     if bounding {
@@ -75,7 +75,7 @@ pub fn apply(last: u32, bounding: bool) -> Result<(), StepError> {
                 // EINVAL: a capability number this kernel doesn't know.
                 if err.raw_os_error() != Some(libc::EINVAL) {
                     return Err(StepError::io(
-                        Step::Caps,
+                        LayerStep::Caps,
                         format_args!("bounding set, capability {cap}"),
                         &err,
                     ));

@@ -62,7 +62,7 @@ impl CgroupLimits {
 
 /// The facts detection reads off the machine.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Facts {
+pub struct CgroupFacts {
     /// `/sys/fs/cgroup` is a cgroup v2 file system.
     pub unified_at_root: bool,
     /// Controllers of a v2 hierarchy mounted at `/sys/fs/cgroup/unified`
@@ -86,7 +86,7 @@ pub struct Facts {
 
 /// One change to the cgroup hierarchy.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub enum SetupStep {
     Mkdir(PathBuf),
     /// Write a value to a control file.
     Write(PathBuf, String),
@@ -96,7 +96,7 @@ pub enum Step {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParentPlan {
     pub dir: PathBuf,
-    pub setup: Vec<Step>,
+    pub setup: Vec<SetupStep>,
     /// The folder was made for this server, and goes when it ends.
     pub owned: bool,
 }
@@ -105,7 +105,7 @@ const MOUNT: &str = "/sys/fs/cgroup";
 
 /// Where this machine's runs get their cgroups, or why they get none.
 /// `token` makes a folder of the server's own unique. Pure.
-pub fn assess(f: &Facts, token: &str) -> Result<ParentPlan, String> {
+pub fn assess(f: &CgroupFacts, token: &str) -> Result<ParentPlan, String> {
     let has = |list: &str, c: &str| list.split_whitespace().any(|w| w == c);
     if !f.unified_at_root {
         return Err(match &f.hybrid_controllers {
@@ -136,9 +136,9 @@ pub fn assess(f: &Facts, token: &str) -> Result<ParentPlan, String> {
         let server = own_dir.join("reachweaver-server");
         return Ok(ParentPlan {
             setup: vec![
-                Step::Mkdir(server.clone()),
-                Step::Write(server.join("cgroup.procs"), f.self_pid.to_string()),
-                Step::Write(
+                SetupStep::Mkdir(server.clone()),
+                SetupStep::Write(server.join("cgroup.procs"), f.self_pid.to_string()),
+                SetupStep::Write(
                     own_dir.join("cgroup.subtree_control"),
                     "+memory +pids".into(),
                 ),
@@ -156,8 +156,8 @@ pub fn assess(f: &Facts, token: &str) -> Result<ParentPlan, String> {
         let dir = mount.join(format!("reachweaver-mcp.{token}"));
         return Ok(ParentPlan {
             setup: vec![
-                Step::Mkdir(dir.clone()),
-                Step::Write(dir.join("cgroup.subtree_control"), "+memory +pids".into()),
+                SetupStep::Mkdir(dir.clone()),
+                SetupStep::Write(dir.join("cgroup.subtree_control"), "+memory +pids".into()),
             ],
             dir,
             owned: true,
@@ -190,7 +190,7 @@ fn is_cgroup2(p: &Path) -> bool {
 }
 
 /// Read the facts. Looks only; never writes.
-pub fn facts() -> Facts {
+pub fn facts() -> CgroupFacts {
     let root = Path::new("/sys/fs/cgroup");
     let unified_at_root = is_cgroup2(root);
     let hybrid = root.join("unified");
@@ -222,7 +222,7 @@ pub fn facts() -> Facts {
     let root_subtree = unified_at_root
         .then(|| std::fs::read_to_string(root.join("cgroup.subtree_control")).ok())
         .flatten();
-    Facts {
+    CgroupFacts {
         unified_at_root,
         hybrid_controllers,
         own,
@@ -241,7 +241,7 @@ pub fn available() -> Result<(), String> {
     assess(&facts(), "check").map(|_| ())
 }
 
-use super::step_error::Step as Kind;
+use super::step_error::LayerStep as Kind;
 pub use super::step_error::StepError;
 
 fn write_file(path: &Path, value: &str) -> Result<(), StepError> {
@@ -258,17 +258,17 @@ fn write_file(path: &Path, value: &str) -> Result<(), StepError> {
         })
 }
 
-fn apply_steps(steps: &[Step]) -> Result<(), StepError> {
+fn apply_steps(steps: &[SetupStep]) -> Result<(), StepError> {
     for step in steps {
         match step {
-            Step::Mkdir(p) => std::fs::create_dir(p).map_err(|e| {
+            SetupStep::Mkdir(p) => std::fs::create_dir(p).map_err(|e| {
                 StepError::io(
                     Kind::CgroupCreate,
                     format_args!("cgroup: creating {}", p.display()),
                     &e,
                 )
             })?,
-            Step::Write(p, v) => write_file(p, v)?,
+            SetupStep::Write(p, v) => write_file(p, v)?,
         }
     }
     Ok(())
@@ -346,11 +346,11 @@ pub struct RunCgroup {
 
 impl RunCgroup {
     /// The folder of run `n` and the steps that make it. Pure.
-    pub fn plan(parent: &Path, n: u64, limits: &CgroupLimits) -> (PathBuf, Vec<Step>) {
+    pub fn plan(parent: &Path, n: u64, limits: &CgroupLimits) -> (PathBuf, Vec<SetupStep>) {
         let dir = parent.join(format!("run-{n}"));
-        let mut steps = vec![Step::Mkdir(dir.clone())];
+        let mut steps = vec![SetupStep::Mkdir(dir.clone())];
         for (file, value) in limits.writes() {
-            steps.push(Step::Write(dir.join(file), value));
+            steps.push(SetupStep::Write(dir.join(file), value));
         }
         (dir, steps)
     }
@@ -447,20 +447,20 @@ mod tests {
     #[test]
     fn a_v1_machine_with_a_bare_unified_hierarchy_is_named_as_such() {
         let e = assess(
-            &Facts {
+            &CgroupFacts {
                 hybrid_controllers: Some("hugetlb\n".into()),
-                ..Facts::default()
+                ..CgroupFacts::default()
             },
             "t",
         )
         .unwrap_err();
         assert!(e.contains("cgroup v1") && e.contains("'hugetlb'"), "{e}");
-        let e = assess(&Facts::default(), "t").unwrap_err();
+        let e = assess(&CgroupFacts::default(), "t").unwrap_err();
         assert!(e.contains("no cgroup v2"), "{e}");
     }
 
-    fn v2(own: &str) -> Facts {
-        Facts {
+    fn v2(own: &str) -> CgroupFacts {
+        CgroupFacts {
             unified_at_root: true,
             own: Some(own.into()),
             own_controllers: Some("cpu io memory pids".into()),
@@ -469,7 +469,7 @@ mod tests {
             self_pid: 42,
             root: false,
             root_subtree: Some("cpu io memory pids".into()),
-            ..Facts::default()
+            ..CgroupFacts::default()
         }
     }
 
@@ -477,14 +477,14 @@ mod tests {
     fn v2_needs_both_controllers_and_delegation() {
         let base = v2("/user.slice/app.scope");
         assert!(assess(&base, "t").unwrap_err().contains("not delegated"));
-        let no_pids = Facts {
+        let no_pids = CgroupFacts {
             own_controllers: Some("cpu memory".into()),
             ..base.clone()
         };
         assert!(assess(&no_pids, "t")
             .unwrap_err()
             .contains("pids controller"));
-        let shared = Facts {
+        let shared = CgroupFacts {
             own_writable: true,
             ..base
         };
@@ -494,7 +494,7 @@ mod tests {
 
     #[test]
     fn a_delegated_cgroup_of_its_own_moves_the_server_to_a_leaf() {
-        let f = Facts {
+        let f = CgroupFacts {
             own_writable: true,
             own_procs: vec![42],
             ..v2("/user.slice/user-1000.slice/user@1000.service/app.slice/rw.scope")
@@ -508,16 +508,16 @@ mod tests {
         assert_eq!(
             plan.setup,
             [
-                Step::Mkdir(own.join("reachweaver-server")),
-                Step::Write(own.join("reachweaver-server/cgroup.procs"), "42".into()),
-                Step::Write(own.join("cgroup.subtree_control"), "+memory +pids".into()),
+                SetupStep::Mkdir(own.join("reachweaver-server")),
+                SetupStep::Write(own.join("reachweaver-server/cgroup.procs"), "42".into()),
+                SetupStep::Write(own.join("cgroup.subtree_control"), "+memory +pids".into()),
             ]
         );
     }
 
     #[test]
     fn root_gets_a_folder_of_its_own_at_the_hierarchy_root() {
-        let f = Facts {
+        let f = CgroupFacts {
             root: true,
             own_writable: true,
             ..v2("/user.slice/session-3.scope")
@@ -529,12 +529,12 @@ mod tests {
         assert_eq!(
             plan.setup,
             [
-                Step::Mkdir(dir.clone()),
-                Step::Write(dir.join("cgroup.subtree_control"), "+memory +pids".into()),
+                SetupStep::Mkdir(dir.clone()),
+                SetupStep::Write(dir.join("cgroup.subtree_control"), "+memory +pids".into()),
             ]
         );
         // Without both controllers at the root, root is told why too.
-        let bare = Facts {
+        let bare = CgroupFacts {
             root_subtree: Some("cpu".into()),
             own_controllers: Some("cpu".into()),
             ..f
@@ -562,10 +562,10 @@ mod tests {
         assert_eq!(
             steps,
             [
-                Step::Mkdir(dir.clone()),
-                Step::Write(dir.join("memory.max"), (4u64 << 30).to_string()),
-                Step::Write(dir.join("memory.swap.max"), "0".into()),
-                Step::Write(dir.join("pids.max"), "256".into()),
+                SetupStep::Mkdir(dir.clone()),
+                SetupStep::Write(dir.join("memory.max"), (4u64 << 30).to_string()),
+                SetupStep::Write(dir.join("memory.swap.max"), "0".into()),
+                SetupStep::Write(dir.join("pids.max"), "256".into()),
             ]
         );
     }

@@ -1,6 +1,6 @@
 //! The run's init: pid 1 of the run's PID namespace, forked ahead by the
 //! zygote as a spare. It takes its steps of the one confinement
-//! (`confine.rs`; the order and why it is so: `sandbox/LAYERS.md`, "Order
+//! (`steps.rs`; the order and why it is so: `sandbox/LAYERS.md`, "Order
 //! of the layers"), takes the request, checks that it asks for exactly
 //! what is already in force, forks the backend, reaps everything, and
 //! reports the backend's status.
@@ -10,12 +10,12 @@ use std::convert::Infallible;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 
-use super::confine::{Confinement, Phase, Shape};
+use super::steps::{Confinement, Phase, RunShape};
 use super::wire::RunStep;
 use super::wire::{channel, ready, request};
 use super::wire::{
-    last_error, report, report_to, Config, Failure, RunFds, CGROUP_FD, PASSED, RUN_CHANNEL_FD,
-    SPARE_SOCKET, STATUS_FD, ZYGOTE_PIDFD,
+    last_error, report, report_to, Failure, RunFds, ZygoteConfig, CGROUP_FD, PASSED,
+    RUN_CHANNEL_FD, SPARE_SOCKET, STATUS_FD, ZYGOTE_PIDFD,
 };
 use crate::sandbox::policy::{Layers, Policy};
 use crate::sandbox::RunKind;
@@ -27,7 +27,7 @@ pub(super) struct Init {
     /// them to themselves in its own.
     pub(super) uid: u32,
     pub(super) gid: u32,
-    pub(super) config: Config,
+    pub(super) config: ZygoteConfig,
     /// The seccomp program, built once per zygote.
     pub(super) program: Option<seccompiler::BpfProgram>,
     pub(super) last_cap: u32,
@@ -121,12 +121,12 @@ impl Init {
         self.confinement(kind, Some(armed)).take(Phase::Arm)
     }
 
-    /// A spare's steps of `confine::STEPS`: the zygote's layers and the
+    /// A spare's steps of `steps::STEPS`: the zygote's layers and the
     /// kind's root, and `policy`'s when the run's own layers go on.
     fn confinement<'a>(&'a self, kind: RunKind, policy: Option<&'a Policy>) -> Confinement<'a> {
         let layers = policy.map_or(&self.config.layers, |p| &p.layers);
         Confinement {
-            shape: Shape::Spare {
+            shape: RunShape::Spare {
                 armed_ahead: self.config.armed(kind).is_some(),
             },
             layers,
@@ -194,7 +194,7 @@ impl Init {
             ));
         }
         let armed = self.config.armed(kind);
-        if armed.is_some_and(|a| a.confinement() != p.confinement()) {
+        if armed.is_some_and(|a| a.armed_part() != p.armed_part()) {
             return Err(Failure::layer(
                 RunStep::Request,
                 "the run's confinement is not the one its spare applied",
@@ -310,7 +310,7 @@ pub(super) fn run_as_init(
     let child = unsafe { libc::fork() };
     if child < 0 {
         return Err(super::wire::status::last_error_at(
-            super::step_error::Step::ForkIntoPidns,
+            super::step_error::LayerStep::ForkIntoPidns,
             "fork",
         ));
     }

@@ -16,7 +16,7 @@ use landlock::{
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
-use super::step_error::{Step, StepError};
+use super::step_error::{LayerStep, StepError};
 use crate::sandbox::policy::Policy;
 
 /// What a rule grants beneath its path.
@@ -100,14 +100,14 @@ pub fn apply(policy: &Policy, abi: i32, net: bool, scope: bool) -> Result<(), St
     let required = ABI::from(abi);
     if required == ABI::Unsupported {
         return Err(StepError::plain(
-            Step::LandlockAccess,
+            LayerStep::LandlockAccess,
             "landlock: the kernel offers no Landlock ABI",
         ));
     }
-    let failed = |step: Step| {
+    let failed = |step: LayerStep| {
         move |e: landlock::RulesetError| StepError::caused(step, format!("landlock: {e}"), &e)
     };
-    let err = failed(Step::LandlockAccess);
+    let err = failed(LayerStep::LandlockAccess);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(required))
@@ -136,7 +136,7 @@ pub fn apply(policy: &Policy, abi: i32, net: bool, scope: bool) -> Result<(), St
     let mut created = ruleset
         .set_compatibility(CompatLevel::BestEffort)
         .create()
-        .map_err(failed(Step::LandlockRuleset))?;
+        .map_err(failed(LayerStep::LandlockRuleset))?;
     for (path, grant) in build_rules(policy) {
         let fd = match PathFd::new(&path) {
             Ok(fd) => fd,
@@ -145,7 +145,7 @@ pub fn apply(policy: &Policy, abi: i32, net: bool, scope: bool) -> Result<(), St
             Err(_) if !path.exists() => continue,
             Err(e) => {
                 return Err(StepError::caused(
-                    Step::LandlockRule,
+                    LayerStep::LandlockRule,
                     format!("landlock: {}: {e}", path.display()),
                     &e,
                 ))
@@ -159,7 +159,7 @@ pub fn apply(policy: &Policy, abi: i32, net: bool, scope: bool) -> Result<(), St
             .add_rule(PathBeneath::new(fd, access))
             .map_err(|e| {
                 StepError::caused(
-                    Step::LandlockRule,
+                    LayerStep::LandlockRule,
                     format!("landlock: {}: {e}", path.display()),
                     &e,
                 )
@@ -167,11 +167,11 @@ pub fn apply(policy: &Policy, abi: i32, net: bool, scope: bool) -> Result<(), St
     }
     let status = created
         .restrict_self()
-        .map_err(failed(Step::LandlockRestrict))?;
+        .map_err(failed(LayerStep::LandlockRestrict))?;
     match status.ruleset {
         RulesetStatus::FullyEnforced | RulesetStatus::PartiallyEnforced => Ok(()),
         RulesetStatus::NotEnforced => Err(StepError::plain(
-            Step::LandlockRestrict,
+            LayerStep::LandlockRestrict,
             "landlock: the ruleset is not enforced",
         )),
     }

@@ -26,7 +26,7 @@
 //!
 //! Layers, one file each: `namespaces.rs`, `mounts.rs`, `cgroup.rs`,
 //! `rlimits.rs`, `landlock.rs`, `caps.rs`, `seccomp.rs`. Their names come
-//! from the one list in `sandbox/layers.rs`; `confine.rs` takes them in the
+//! from the one list in `sandbox/layers.rs`; `steps.rs` takes them in the
 //! one order every run has, which `sandbox/LAYERS.md` ("Order of the
 //! layers") tells at length, with what each process does and when.
 //!
@@ -38,7 +38,7 @@
 pub mod apparmor;
 pub mod caps;
 pub mod cgroup;
-mod confine;
+mod steps;
 mod detect;
 mod init;
 mod kernel;

@@ -28,7 +28,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::step_error::{Step, StepError};
+use super::step_error::{LayerStep, StepError};
 use crate::sandbox::policy::{Bind, DraftDb, MountPlan, Pin};
 
 const OPEN_TREE_CLONE: libc::c_uint = 1;
@@ -77,12 +77,12 @@ pub fn draft_frozen(draft: &DraftDb, entries: &[Vec<u8>]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn err(step: Step, what: impl std::fmt::Display) -> StepError {
+fn err(step: LayerStep, what: impl std::fmt::Display) -> StepError {
     StepError::last(step, format_args!("mount namespace: {what}"))
 }
 
 fn check(detail: String) -> StepError {
-    StepError::plain(Step::MountCheck, detail)
+    StepError::plain(LayerStep::MountCheck, detail)
 }
 
 fn cpath(p: &Path) -> Result<CString, StepError> {
@@ -97,7 +97,7 @@ fn under(prefix: &str, p: &Path) -> PathBuf {
 }
 
 fn mount(
-    step: Step,
+    step: LayerStep,
     src: Option<&str>,
     target: &Path,
     fstype: Option<&str>,
@@ -132,7 +132,7 @@ fn open_nofollow(p: &Path) -> Result<OwnedFd, StepError> {
 
 fn open_failed(p: &Path, e: &std::io::Error) -> StepError {
     StepError::io(
-        Step::MountOpen,
+        LayerStep::MountOpen,
         format_args!("mount namespace: open {}", p.display()),
         e,
     )
@@ -174,7 +174,7 @@ fn fstat(fd: &OwnedFd) -> Result<libc::stat, StepError> {
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat writes into st, which we own, from a descriptor we own.
     if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(err(Step::MountStat, "fstat"));
+        return Err(err(LayerStep::MountStat, "fstat"));
     }
     Ok(st)
 }
@@ -199,7 +199,7 @@ fn bind_fd(fd: &OwnedFd, target: &Path, attrs: u64) -> Result<(), StepError> {
     };
     if tree < 0 {
         return Err(err(
-            Step::MountClone,
+            LayerStep::MountClone,
             format_args!("clone the mount for {}", target.display()),
         ));
     }
@@ -221,7 +221,7 @@ fn bind_fd(fd: &OwnedFd, target: &Path, attrs: u64) -> Result<(), StepError> {
     };
     if r != 0 {
         return Err(err(
-            Step::MountAttach,
+            LayerStep::MountAttach,
             format_args!("attach {}", target.display()),
         ));
     }
@@ -259,14 +259,14 @@ fn set_attrs(fd: &OwnedFd, attrs: u64, recursive: bool) -> Result<(), StepError>
         )
     };
     if r != 0 {
-        return Err(err(Step::MountAttributes, "set mount attributes"));
+        return Err(err(LayerStep::MountAttributes, "set mount attributes"));
     }
     Ok(())
 }
 
 fn create_failed(p: &Path, e: &std::io::Error) -> StepError {
     StepError::io(
-        Step::MountCreate,
+        LayerStep::MountCreate,
         format_args!("mount namespace: create {}", p.display()),
         e,
     )
@@ -331,7 +331,7 @@ fn apply_bind(b: &Bind) -> Result<(), StepError> {
             }
             let target = std::fs::read_link(&src).map_err(|e| {
                 StepError::io(
-                    Step::MountLink,
+                    LayerStep::MountLink,
                     format_args!("mount namespace: read link {}", b.path.display()),
                     &e,
                 )
@@ -341,7 +341,7 @@ fn apply_bind(b: &Bind) -> Result<(), StepError> {
             }
             std::os::unix::fs::symlink(&target, &dst).map_err(|e| {
                 StepError::io(
-                    Step::MountLink,
+                    LayerStep::MountLink,
                     format_args!("mount namespace: link {}", dst.display()),
                     &e,
                 )
@@ -385,7 +385,7 @@ fn apply_draft(d: &DraftDb) -> Result<(), StepError> {
     let names: Vec<Vec<u8>> = std::fs::read_dir(&dst)
         .map_err(|e| {
             StepError::io(
-                Step::MountList,
+                LayerStep::MountList,
                 format_args!("mount namespace: list {}", d.folder.display()),
                 &e,
             )
@@ -469,7 +469,7 @@ fn pivot_root(new: &str, old: &str) -> Result<(), StepError> {
     let (n, o) = (cpath(Path::new(new))?, cpath(Path::new(old))?);
     // SAFETY: pivot_root takes two path strings we own.
     if unsafe { libc::syscall(libc::SYS_pivot_root, n.as_ptr(), o.as_ptr()) } != 0 {
-        return Err(err(Step::MountPivot, "pivot_root"));
+        return Err(err(LayerStep::MountPivot, "pivot_root"));
     }
     Ok(())
 }
@@ -477,7 +477,7 @@ fn pivot_root(new: &str, old: &str) -> Result<(), StepError> {
 fn chdir(p: &str) -> Result<(), StepError> {
     std::env::set_current_dir(p).map_err(|e| {
         StepError::io(
-            Step::MountPivot,
+            LayerStep::MountPivot,
             format_args!("mount namespace: chdir {p}"),
             &e,
         )
@@ -488,7 +488,7 @@ fn detach(p: &str) -> Result<(), StepError> {
     let c = cpath(Path::new(p))?;
     // SAFETY: umount2 on a path string we own.
     if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-        return Err(err(Step::MountPivot, format_args!("detach {p}")));
+        return Err(err(LayerStep::MountPivot, format_args!("detach {p}")));
     }
     Ok(())
 }
@@ -497,7 +497,7 @@ fn detach(p: &str) -> Result<(), StepError> {
 /// process of a new mount namespace owned by its user namespace.
 pub fn apply(plan: &MountPlan) -> Result<(), StepError> {
     mount(
-        Step::MountPropagation,
+        LayerStep::MountPropagation,
         None,
         Path::new("/"),
         None,
@@ -510,7 +510,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), StepError> {
         .ok_or_else(|| check("mount namespace: no folder to stage the new root on".to_string()))?;
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     mount(
-        Step::MountTmpfs,
+        LayerStep::MountTmpfs,
         Some("tmpfs"),
         Path::new(staging),
         Some("tmpfs"),
@@ -523,7 +523,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), StepError> {
     pivot_root(staging, &format!("{staging}/oldroot"))?;
     chdir("/")?;
     mount(
-        Step::MountTmpfs,
+        LayerStep::MountTmpfs,
         Some("tmpfs"),
         Path::new("/newroot"),
         Some("tmpfs"),
@@ -535,7 +535,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), StepError> {
     let tmp = under("/newroot", &plan.tmp.mount);
     mkdir_all(&tmp)?;
     mount(
-        Step::MountTmpfs,
+        LayerStep::MountTmpfs,
         Some("tmpfs"),
         &tmp,
         Some("tmpfs"),
@@ -560,7 +560,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), StepError> {
         let dst = Path::new("/newroot/proc");
         mkdir_all(dst)?;
         mount(
-            Step::MountProc,
+            LayerStep::MountProc,
             Some("proc"),
             dst,
             Some("proc"),

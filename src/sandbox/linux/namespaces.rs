@@ -16,7 +16,7 @@
 use crate::sandbox::Layer;
 use std::io::Write;
 
-use super::step_error::{Step, StepError};
+use super::step_error::{LayerStep, StepError};
 use crate::sandbox::policy::Layers;
 
 /// The host name every run sees: the same for every run on every machine.
@@ -78,7 +78,7 @@ pub fn unshare_flags(layers: &Layers) -> libc::c_int {
 /// the probe shows which held.
 pub fn set_memfd_noexec() -> Result<(), StepError> {
     const PATH: &str = "/proc/sys/vm/memfd_noexec";
-    let failed = |e: std::io::Error| StepError::io(Step::MemfdNoexec, PATH, &e);
+    let failed = |e: std::io::Error| StepError::io(LayerStep::MemfdNoexec, PATH, &e);
     match std::fs::OpenOptions::new().write(true).open(PATH) {
         Ok(mut f) => f.write_all(b"2").map_err(failed),
         Err(e)
@@ -107,7 +107,7 @@ pub const NS_LIMITS: &[&str] = &[
 
 pub const PID_MAX: &str = "/proc/sys/kernel/pid_max";
 
-fn write_file(step: Step, path: &str, text: &str) -> Result<(), StepError> {
+fn write_file(step: LayerStep, path: &str, text: &str) -> Result<(), StepError> {
     std::fs::OpenOptions::new()
         .write(true)
         .open(path)
@@ -125,13 +125,13 @@ pub fn unshare_and_map(layers: &Layers, uid: u32, gid: u32) -> Result<(), StepEr
     }
     // SAFETY: unshare takes flags only.
     if unsafe { libc::unshare(flags) } != 0 {
-        return Err(StepError::last(Step::Unshare, "unshare"));
+        return Err(StepError::last(LayerStep::Unshare, "unshare"));
     }
     if layers.has(Layer::Userns) {
         // setgroups must be denied before an unprivileged process may write gid_map.
-        write_file(Step::IdMap, "/proc/self/setgroups", "deny")?;
-        write_file(Step::IdMap, "/proc/self/uid_map", &id_map_line(uid))?;
-        write_file(Step::IdMap, "/proc/self/gid_map", &id_map_line(gid))?;
+        write_file(LayerStep::IdMap, "/proc/self/setgroups", "deny")?;
+        write_file(LayerStep::IdMap, "/proc/self/uid_map", &id_map_line(uid))?;
+        write_file(LayerStep::IdMap, "/proc/self/gid_map", &id_map_line(gid))?;
     }
     if layers.has(Layer::Utsns) {
         name_uts()?;
@@ -147,16 +147,16 @@ pub fn name_uts() -> Result<(), StepError> {
     // SAFETY: both calls read the given number of bytes from our strings.
     unsafe {
         if libc::sethostname(RUN_HOSTNAME.as_ptr().cast(), RUN_HOSTNAME.len()) != 0 {
-            return Err(StepError::last(Step::Hostname, "sethostname"));
+            return Err(StepError::last(LayerStep::Hostname, "sethostname"));
         }
         if libc::setdomainname(RUN_DOMAINNAME.as_ptr().cast(), RUN_DOMAINNAME.len()) != 0 {
-            return Err(StepError::last(Step::Hostname, "setdomainname"));
+            return Err(StepError::last(LayerStep::Hostname, "setdomainname"));
         }
     }
     let (node, domain) = uts_names()?;
     if node != RUN_HOSTNAME || domain != RUN_DOMAINNAME {
         return Err(StepError::plain(
-            Step::Hostname,
+            LayerStep::Hostname,
             format!("utsns: uname says {node:?}/{domain:?} after naming the namespace"),
         ));
     }
@@ -169,7 +169,7 @@ pub fn uts_names() -> Result<(String, String), StepError> {
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
     // SAFETY: uname writes into u, which we own.
     if unsafe { libc::uname(&mut u) } != 0 {
-        return Err(StepError::last(Step::Hostname, "uname"));
+        return Err(StepError::last(LayerStep::Hostname, "uname"));
     }
     let field = |f: &[libc::c_char]| {
         let bytes: Vec<u8> = f
@@ -186,20 +186,28 @@ pub fn uts_names() -> Result<(String, String), StepError> {
 /// the zygote), map the ids to themselves. A process may write its own maps
 /// once, for its own ids only, and only while it is dumpable.
 pub fn map_to_themselves(uid: u32, gid: u32) -> Result<(), StepError> {
-    write_file(Step::IdMap, "/proc/self/setgroups", "deny")?;
-    write_file(Step::IdMap, "/proc/self/uid_map", &same_id_map_line(uid))?;
-    write_file(Step::IdMap, "/proc/self/gid_map", &same_id_map_line(gid))
+    write_file(LayerStep::IdMap, "/proc/self/setgroups", "deny")?;
+    write_file(
+        LayerStep::IdMap,
+        "/proc/self/uid_map",
+        &same_id_map_line(uid),
+    )?;
+    write_file(
+        LayerStep::IdMap,
+        "/proc/self/gid_map",
+        &same_id_map_line(gid),
+    )
 }
 
 /// Bound the PID namespace's ids (so its process count) from inside it.
 /// Needs the calling process to be the namespace's init.
 pub fn set_pid_max(max: u32) -> Result<(), StepError> {
-    write_file(Step::PidMax, PID_MAX, &max.to_string())?;
-    let back =
-        std::fs::read_to_string(PID_MAX).map_err(|e| StepError::io(Step::PidMax, PID_MAX, &e))?;
+    write_file(LayerStep::PidMax, PID_MAX, &max.to_string())?;
+    let back = std::fs::read_to_string(PID_MAX)
+        .map_err(|e| StepError::io(LayerStep::PidMax, PID_MAX, &e))?;
     if back.trim() != max.to_string() {
         return Err(StepError::plain(
-            Step::PidMax,
+            LayerStep::PidMax,
             format!("{PID_MAX}: reads {} after writing {max}", back.trim()),
         ));
     }
@@ -225,12 +233,12 @@ pub fn open_ns_limits() -> Result<Vec<(&'static str, std::fs::File)>, StepError>
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(path)
-            .map_err(|e| StepError::io(Step::NsLimitsOpen, path, &e))?;
+            .map_err(|e| StepError::io(LayerStep::NsLimitsOpen, path, &e))?;
         out.push((*path, f));
     }
     if out.is_empty() {
         return Err(StepError::plain(
-            Step::NsLimitsOpen,
+            LayerStep::NsLimitsOpen,
             "no namespace counter in /proc/sys/user",
         ));
     }
@@ -240,7 +248,7 @@ pub fn open_ns_limits() -> Result<Vec<(&'static str, std::fs::File)>, StepError>
 pub fn write_ns_limits(files: Vec<(&'static str, std::fs::File)>) -> Result<(), StepError> {
     for (path, mut f) in files {
         f.write_all(b"0")
-            .map_err(|e| StepError::io(Step::NsLimitsWrite, path, &e))?;
+            .map_err(|e| StepError::io(LayerStep::NsLimitsWrite, path, &e))?;
     }
     Ok(())
 }

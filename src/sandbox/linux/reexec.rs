@@ -1,6 +1,6 @@
 //! The re-executed helper: for runs that cannot have their own user and PID
 //! namespaces from a zygote, the server runs its own binary as
-//! `__sandbox-helper`, which takes the same confinement (`confine.rs`;
+//! `__sandbox-helper`, which takes the same confinement (`steps.rs`;
 //! `sandbox/LAYERS.md`, "Order of the layers") as far as the kernel allows:
 //! it makes the namespaces, then forks the PID namespace's init or, without
 //! one, the backend's process below itself as child subreaper.
@@ -9,7 +9,7 @@ use crate::sandbox::Layer;
 use std::convert::Infallible;
 use std::os::fd::RawFd;
 
-use super::confine::{Confinement, Phase, Shape};
+use super::steps::{Confinement, Phase, RunShape};
 use super::init::{run_as_init, ExecArgs, Prepared, Tell};
 use super::wire::request;
 use super::wire::RunStep;
@@ -105,10 +105,10 @@ pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
     }
 }
 
-/// The helper's steps of `confine::STEPS`, all from the run's policy.
+/// The helper's steps of `steps::STEPS`, all from the run's policy.
 fn confinement<'a>(p: &'a Policy, prep: &Prepared<'a>, ids: (u32, u32)) -> Confinement<'a> {
     Confinement {
-        shape: Shape::Reexec {
+        shape: RunShape::Reexec {
             pid_ns: p.layers.has(Layer::Pidns),
         },
         layers: &p.layers,
@@ -295,7 +295,7 @@ pub(super) fn fork_init(
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(super::wire::status::last_error_at(
-            super::step_error::Step::ForkIntoPidns,
+            super::step_error::LayerStep::ForkIntoPidns,
             "fork",
         ));
     }

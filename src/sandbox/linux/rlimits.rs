@@ -8,7 +8,7 @@
 //! never applies it to real root, which is why the PID namespace's own
 //! `pid_max` (see `namespaces.rs`) bounds the process count as well.
 
-use super::step_error::{Step, StepError};
+use super::step_error::{LayerStep, StepError};
 use crate::sandbox::policy::Rlimits;
 
 /// The `(resource, limit)` pairs to set, soft and hard alike. Pure.
@@ -31,7 +31,7 @@ pub fn apply(limits: &Rlimits) -> Result<(), StepError> {
         };
         // SAFETY: getrlimit writes into the struct we own.
         if unsafe { libc::getrlimit(resource, &mut cur) } != 0 {
-            return Err(StepError::last(Step::Rlimit, name));
+            return Err(StepError::last(LayerStep::Rlimit, name));
         }
         let v = value.min(cur.rlim_max);
         let new = libc::rlimit {
@@ -40,7 +40,7 @@ pub fn apply(limits: &Rlimits) -> Result<(), StepError> {
         };
         // SAFETY: setrlimit reads the struct we own.
         if unsafe { libc::setrlimit(resource, &new) } != 0 {
-            return Err(StepError::last(Step::Rlimit, name));
+            return Err(StepError::last(LayerStep::Rlimit, name));
         }
     }
     Ok(())

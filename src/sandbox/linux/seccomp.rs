@@ -130,17 +130,17 @@ impl std::fmt::Display for SeccompBuildError {
 
 /// What the filter answers for one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
+pub enum FilterAnswer {
     Allow,
     Errno(i32),
 }
 
-const EPERM: Answer = Answer::Errno(libc::EPERM);
+const EPERM: FilterAnswer = FilterAnswer::Errno(libc::EPERM);
 
 /// What `fallocate` answers for any mode but 0: the "this file system
 /// can't do that" answer, which callers of `FALLOC_FL_PUNCH_HOLE` and the
 /// like already handle by falling back (writing zeros, or nothing).
-const FALLOCATE_REFUSED: Answer = Answer::Errno(libc::EOPNOTSUPP);
+const FALLOCATE_REFUSED: FilterAnswer = FilterAnswer::Errno(libc::EOPNOTSUPP);
 
 /// `(low 32 bits of argument arg) & mask == value`.
 #[derive(Debug, Clone, Copy)]
@@ -166,41 +166,41 @@ fn arg_masked(arg: u8, mask: u32, value: u32) -> Test {
 #[derive(Debug, Clone)]
 pub struct Case {
     tests: Vec<Test>,
-    answer: Answer,
+    answer: FilterAnswer,
 }
 
-fn case(tests: Vec<Test>, answer: Answer) -> Case {
+fn case(tests: Vec<Test>, answer: FilterAnswer) -> Case {
     Case { tests, answer }
 }
 
 /// A listed call's verdict.
 #[derive(Debug, Clone)]
-pub enum Verdict {
-    Always(Answer),
+pub enum Decision {
+    Always(FilterAnswer),
     /// The first case whose tests all hold decides, else `otherwise`.
     Cases {
         cases: Vec<Case>,
-        otherwise: Answer,
+        otherwise: FilterAnswer,
     },
 }
 
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub nr: i64,
-    pub verdict: Verdict,
+    pub verdict: Decision,
 }
 
-fn always(list: &mut Vec<Entry>, answer: Answer, nrs: &[i64]) {
+fn always(list: &mut Vec<Entry>, answer: FilterAnswer, nrs: &[i64]) {
     list.extend(nrs.iter().map(|&nr| Entry {
         nr,
-        verdict: Verdict::Always(answer),
+        verdict: Decision::Always(answer),
     }));
 }
 
-fn by_args(list: &mut Vec<Entry>, nr: i64, cases: Vec<Case>, otherwise: Answer) {
+fn by_args(list: &mut Vec<Entry>, nr: i64, cases: Vec<Case>, otherwise: FilterAnswer) {
     list.push(Entry {
         nr,
-        verdict: Verdict::Cases { cases, otherwise },
+        verdict: Decision::Cases { cases, otherwise },
     });
 }
 
@@ -280,9 +280,14 @@ pub fn allow_list() -> Vec<Entry> {
         request::FIOCLEX,
         request::FIONCLEX,
     ] {
-        ioctl.push(case(vec![arg_is(1, r)], Answer::Allow));
+        ioctl.push(case(vec![arg_is(1, r)], FilterAnswer::Allow));
     }
-    by_args(&mut l, libc::SYS_ioctl, ioctl, Answer::Errno(libc::ENOTTY));
+    by_args(
+        &mut l,
+        libc::SYS_ioctl,
+        ioctl,
+        FilterAnswer::Errno(libc::ENOTTY),
+    );
 
     // fcntl: everything but leases and directory notifications.
     by_args(
@@ -292,7 +297,7 @@ pub fn allow_list() -> Vec<Entry> {
             case(vec![arg_is(1, F_SETLEASE)], EPERM),
             case(vec![arg_is(1, F_NOTIFY)], EPERM),
         ],
-        Answer::Allow,
+        FilterAnswer::Allow,
     );
 
     // clone: fork, vfork and threads, never a new namespace. The legacy
@@ -303,7 +308,7 @@ pub fn allow_list() -> Vec<Entry> {
         libc::SYS_clone,
         vec![case(
             vec![arg_masked(0, CLONE_NAMESPACE_FLAGS, 0)],
-            Answer::Allow,
+            FilterAnswer::Allow,
         )],
         EPERM,
     );
@@ -318,7 +323,7 @@ pub fn allow_list() -> Vec<Entry> {
                 arg_is(0, libc::AF_UNIX as u32),
                 arg_masked(1, SOCK_TYPE_MASK, libc::SOCK_STREAM as u32),
             ],
-            Answer::Allow,
+            FilterAnswer::Allow,
         )],
         EPERM,
     );
@@ -333,7 +338,7 @@ pub fn allow_list() -> Vec<Entry> {
     by_args(
         &mut l,
         libc::SYS_fallocate,
-        vec![case(vec![arg_is(1, 0)], Answer::Allow)],
+        vec![case(vec![arg_is(1, 0)], FilterAnswer::Allow)],
         FALLOCATE_REFUSED,
     );
 
@@ -349,7 +354,7 @@ pub fn allow_list() -> Vec<Entry> {
             vec![arg_masked(4, RENAME_WHITEOUT, RENAME_WHITEOUT)],
             EPERM,
         )],
-        Answer::Allow,
+        FilterAnswer::Allow,
     );
 
     // Creating a file with an execute bit: refused, so nothing a run
@@ -373,15 +378,20 @@ pub fn allow_list() -> Vec<Entry> {
         }
         cases
     };
-    by_args(&mut l, libc::SYS_openat, exec_bits(2, 3), Answer::Allow);
+    by_args(
+        &mut l,
+        libc::SYS_openat,
+        exec_bits(2, 3),
+        FilterAnswer::Allow,
+    );
     #[cfg(target_arch = "x86_64")]
     {
-        by_args(&mut l, libc::SYS_open, exec_bits(1, 2), Answer::Allow);
+        by_args(&mut l, libc::SYS_open, exec_bits(1, 2), FilterAnswer::Allow);
         let creat = [0o100, 0o010, 0o001]
             .into_iter()
             .map(|bit| case(vec![arg_masked(1, bit, bit)], EPERM))
             .collect();
-        by_args(&mut l, libc::SYS_creat, creat, Answer::Allow);
+        by_args(&mut l, libc::SYS_creat, creat, FilterAnswer::Allow);
     }
 
     // Refused with EPERM, as before: no sockets but socketpair, no new
@@ -425,7 +435,7 @@ pub fn allow_list() -> Vec<Entry> {
     // Reading and writing descriptors.
     always(
         &mut l,
-        Answer::Allow,
+        FilterAnswer::Allow,
         &[
             libc::SYS_read,
             libc::SYS_write,
@@ -461,7 +471,7 @@ pub fn allow_list() -> Vec<Entry> {
     // only name files.
     always(
         &mut l,
-        Answer::Allow,
+        FilterAnswer::Allow,
         &[
             libc::SYS_newfstatat,
             libc::SYS_fstat,
@@ -492,7 +502,7 @@ pub fn allow_list() -> Vec<Entry> {
     // Memory. Mappings count against RLIMIT_AS.
     always(
         &mut l,
-        Answer::Allow,
+        FilterAnswer::Allow,
         &[
             libc::SYS_brk,
             libc::SYS_mmap,
@@ -512,7 +522,7 @@ pub fn allow_list() -> Vec<Entry> {
     // namespace (and Landlock scopes them).
     always(
         &mut l,
-        Answer::Allow,
+        FilterAnswer::Allow,
         &[
             libc::SYS_execve,
             libc::SYS_execveat,
@@ -560,7 +570,7 @@ pub fn allow_list() -> Vec<Entry> {
     // capability, and uid 0 isn't mapped (setuid(0) fails with EINVAL).
     always(
         &mut l,
-        Answer::Allow,
+        FilterAnswer::Allow,
         &[
             libc::SYS_getuid,
             libc::SYS_geteuid,
@@ -582,7 +592,7 @@ pub fn allow_list() -> Vec<Entry> {
     // Signals.
     always(
         &mut l,
-        Answer::Allow,
+        FilterAnswer::Allow,
         &[
             libc::SYS_rt_sigaction,
             libc::SYS_rt_sigprocmask,
@@ -601,7 +611,7 @@ pub fn allow_list() -> Vec<Entry> {
     // Time, timers and waiting for descriptors.
     always(
         &mut l,
-        Answer::Allow,
+        FilterAnswer::Allow,
         &[
             libc::SYS_clock_gettime,
             libc::SYS_clock_getres,
@@ -631,14 +641,14 @@ pub fn allow_list() -> Vec<Entry> {
     // The system as the run sees it, and randomness.
     always(
         &mut l,
-        Answer::Allow,
+        FilterAnswer::Allow,
         &[libc::SYS_uname, libc::SYS_sysinfo, libc::SYS_getrandom],
     );
 
     // Using the socketpairs above (no other socket can exist in the run).
     always(
         &mut l,
-        Answer::Allow,
+        FilterAnswer::Allow,
         &[
             libc::SYS_sendmsg,
             libc::SYS_recvmsg,
@@ -654,7 +664,7 @@ pub fn allow_list() -> Vec<Entry> {
         ],
     );
 
-    always(&mut l, Answer::Allow, legacy_allowed());
+    always(&mut l, FilterAnswer::Allow, legacy_allowed());
     l
 }
 
@@ -752,12 +762,12 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
     sock_filter { code, jt, jf, k }
 }
 
-fn ret(answer: Answer) -> sock_filter {
+fn ret(answer: FilterAnswer) -> sock_filter {
     stmt(
         BPF_RET_K,
         match answer {
-            Answer::Allow => libc::SECCOMP_RET_ALLOW,
-            Answer::Errno(e) => libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA),
+            FilterAnswer::Allow => libc::SECCOMP_RET_ALLOW,
+            FilterAnswer::Errno(e) => libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA),
         },
     )
 }
@@ -768,10 +778,10 @@ fn short_jump(len: usize) -> Result<u8, SeccompBuildError> {
 
 /// The instructions of one verdict. Every path ends in a return, so the
 /// accumulator it clobbers is never read after it.
-fn verdict_code(verdict: &Verdict) -> Result<Vec<sock_filter>, SeccompBuildError> {
+fn verdict_code(verdict: &Decision) -> Result<Vec<sock_filter>, SeccompBuildError> {
     let (cases, otherwise) = match verdict {
-        Verdict::Always(a) => return Ok(vec![ret(*a)]),
-        Verdict::Cases { cases, otherwise } => (cases, *otherwise),
+        Decision::Always(a) => return Ok(vec![ret(*a)]),
+        Decision::Cases { cases, otherwise } => (cases, *otherwise),
     };
     let mut code = Vec::new();
     for c in cases {
@@ -826,7 +836,7 @@ pub fn assemble(arch: u32, table: &[Entry]) -> Result<BpfProgram, SeccompBuildEr
         program.push(jump(BPF_JEQ_K, nr, 0, short_jump(body.len())?));
         program.extend(body);
     }
-    program.push(ret(Answer::Errno(libc::ENOSYS)));
+    program.push(ret(FilterAnswer::Errno(libc::ENOSYS)));
     if program.len() > BPF_MAXINSNS {
         return Err(SeccompBuildError(format!(
             "{} instructions, more than the kernel takes",
@@ -844,9 +854,9 @@ pub fn build_program() -> Result<BpfProgram, SeccompBuildError> {
 /// Install the filter on the calling thread (the helper is single-threaded,
 /// and children inherit it). Requires no_new_privs, set by the caps layer.
 pub fn apply(program: &BpfProgram) -> Result<(), super::step_error::StepError> {
-    use super::step_error::{Step, StepError};
+    use super::step_error::{LayerStep, StepError};
     seccompiler::apply_filter(program)
-        .map_err(|e| StepError::caused(Step::SeccompLoad, format!("seccomp: {e}"), &e))
+        .map_err(|e| StepError::caused(LayerStep::SeccompLoad, format!("seccomp: {e}"), &e))
 }
 
 #[cfg(test)]
@@ -1537,15 +1547,15 @@ mod tests {
         // land on the next case, not inside this one.
         let table = [Entry {
             nr: 7,
-            verdict: Verdict::Cases {
+            verdict: Decision::Cases {
                 cases: vec![
                     case(
                         vec![arg_is(0, 1), arg_masked(1, 0xf0, 0x20)],
-                        Answer::Errno(11),
+                        FilterAnswer::Errno(11),
                     ),
-                    case(vec![arg_is(2, 3)], Answer::Allow),
+                    case(vec![arg_is(2, 3)], FilterAnswer::Allow),
                 ],
-                otherwise: Answer::Errno(22),
+                otherwise: FilterAnswer::Errno(22),
             },
         }];
         let p = assemble(AUDIT_ARCH_X86_64, &table).unwrap();
@@ -1616,7 +1626,7 @@ mod tests {
         let allow = |nrs: std::ops::Range<i64>| -> Vec<Entry> {
             nrs.map(|nr| Entry {
                 nr,
-                verdict: Verdict::Always(Answer::Allow),
+                verdict: Decision::Always(FilterAnswer::Allow),
             })
             .collect()
         };
@@ -1652,15 +1662,15 @@ mod tests {
             .take((rest - 5 * odd) / 2)
             .map(|nr| Entry {
                 nr,
-                verdict: Verdict::Always(Answer::Allow),
+                verdict: Decision::Always(FilterAnswer::Allow),
             })
             .collect();
         for nr in [libc::SYS_getppid, libc::SYS_getsid].into_iter().take(odd) {
             by_args(
                 &mut table,
                 nr,
-                vec![case(vec![arg_is(0, 1)], Answer::Errno(libc::EPERM))],
-                Answer::Allow,
+                vec![case(vec![arg_is(0, 1)], FilterAnswer::Errno(libc::EPERM))],
+                FilterAnswer::Allow,
             );
         }
         table
@@ -1674,7 +1684,7 @@ mod tests {
         assert_eq!(program.len(), BPF_MAXINSNS);
         table.push(Entry {
             nr: 5000,
-            verdict: Verdict::Always(Answer::Allow),
+            verdict: Decision::Always(FilterAnswer::Allow),
         });
         let e = assemble(arch, &table).unwrap_err();
         assert_eq!(

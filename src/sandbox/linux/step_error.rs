@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// server can tell a shortage from a refusal without reading messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Step {
+pub enum LayerStep {
     /// Making the mounts private before building the minimal root.
     MountPropagation,
     /// Mounting a tmpfs (the staging area, the new root, the temp folder).
@@ -74,7 +74,7 @@ pub enum Step {
     ForkIntoPidns,
 }
 
-impl Step {
+impl LayerStep {
     /// Whether `errno` from this step means the machine ran out rather than
     /// the step being refused. Only steps that open a descriptor can run out
     /// of descriptors, only steps that allocate kernel memory can run out
@@ -84,36 +84,36 @@ impl Step {
         let memory = errno == libc::ENOMEM;
         let processes = errno == libc::EAGAIN;
         match self {
-            Step::MountOpen
-            | Step::MountClone
-            | Step::MountCreate
-            | Step::MountList
-            | Step::IdMap
-            | Step::MemfdNoexec
-            | Step::PidMax
-            | Step::NsLimitsOpen
-            | Step::LandlockRuleset
-            | Step::LandlockRule
-            | Step::CgroupWrite => descriptors || memory,
-            Step::MountTmpfs
-            | Step::MountProc
-            | Step::Unshare
-            | Step::LandlockRestrict
-            | Step::SeccompLoad
-            | Step::CgroupCreate => memory,
-            Step::ForkIntoPidns => processes,
-            Step::MountPropagation
-            | Step::MountStat
-            | Step::MountAttach
-            | Step::MountAttributes
-            | Step::MountLink
-            | Step::MountPivot
-            | Step::MountCheck
-            | Step::Hostname
-            | Step::NsLimitsWrite
-            | Step::LandlockAccess
-            | Step::Caps
-            | Step::Rlimit => false,
+            LayerStep::MountOpen
+            | LayerStep::MountClone
+            | LayerStep::MountCreate
+            | LayerStep::MountList
+            | LayerStep::IdMap
+            | LayerStep::MemfdNoexec
+            | LayerStep::PidMax
+            | LayerStep::NsLimitsOpen
+            | LayerStep::LandlockRuleset
+            | LayerStep::LandlockRule
+            | LayerStep::CgroupWrite => descriptors || memory,
+            LayerStep::MountTmpfs
+            | LayerStep::MountProc
+            | LayerStep::Unshare
+            | LayerStep::LandlockRestrict
+            | LayerStep::SeccompLoad
+            | LayerStep::CgroupCreate => memory,
+            LayerStep::ForkIntoPidns => processes,
+            LayerStep::MountPropagation
+            | LayerStep::MountStat
+            | LayerStep::MountAttach
+            | LayerStep::MountAttributes
+            | LayerStep::MountLink
+            | LayerStep::MountPivot
+            | LayerStep::MountCheck
+            | LayerStep::Hostname
+            | LayerStep::NsLimitsWrite
+            | LayerStep::LandlockAccess
+            | LayerStep::Caps
+            | LayerStep::Rlimit => false,
         }
     }
 }
@@ -121,7 +121,7 @@ impl Step {
 /// One failed step of a layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepError {
-    pub step: Step,
+    pub step: LayerStep,
     pub errno: Option<i32>,
     /// The whole message, the error number's text included when there is one.
     pub detail: String,
@@ -129,7 +129,7 @@ pub struct StepError {
 
 impl StepError {
     /// A failure no system call reported: a check, a refusal by design.
-    pub fn plain(step: Step, detail: impl Into<String>) -> StepError {
+    pub fn plain(step: LayerStep, detail: impl Into<String>) -> StepError {
         StepError {
             step,
             errno: None,
@@ -138,7 +138,7 @@ impl StepError {
     }
 
     /// `what: error`, keeping the error's number.
-    pub fn io(step: Step, what: impl std::fmt::Display, e: &std::io::Error) -> StepError {
+    pub fn io(step: LayerStep, what: impl std::fmt::Display, e: &std::io::Error) -> StepError {
         StepError {
             step,
             errno: e.raw_os_error(),
@@ -147,14 +147,14 @@ impl StepError {
     }
 
     /// `what: <the last error>`, right after a raw call failed.
-    pub fn last(step: Step, what: impl std::fmt::Display) -> StepError {
+    pub fn last(step: LayerStep, what: impl std::fmt::Display) -> StepError {
         StepError::io(step, what, &std::io::Error::last_os_error())
     }
 
     /// A library's error as `detail`, with the error number of the first
     /// I/O error among its causes.
     pub fn caused(
-        step: Step,
+        step: LayerStep,
         detail: impl Into<String>,
         e: &(dyn std::error::Error + 'static),
     ) -> StepError {
@@ -223,58 +223,70 @@ mod tests {
     ];
 
     /// Each step and the shortage errnos it can honestly mean.
-    const TABLE: &[(Step, &[i32])] = &[
-        (Step::MountPropagation, &[]),
-        (Step::MountTmpfs, &[libc::ENOMEM]),
-        (Step::MountProc, &[libc::ENOMEM]),
-        (Step::MountOpen, &[libc::ENOMEM, libc::EMFILE, libc::ENFILE]),
-        (Step::MountStat, &[]),
+    const TABLE: &[(LayerStep, &[i32])] = &[
+        (LayerStep::MountPropagation, &[]),
+        (LayerStep::MountTmpfs, &[libc::ENOMEM]),
+        (LayerStep::MountProc, &[libc::ENOMEM]),
         (
-            Step::MountClone,
+            LayerStep::MountOpen,
             &[libc::ENOMEM, libc::EMFILE, libc::ENFILE],
         ),
-        (Step::MountAttach, &[]),
-        (Step::MountAttributes, &[]),
+        (LayerStep::MountStat, &[]),
         (
-            Step::MountCreate,
+            LayerStep::MountClone,
             &[libc::ENOMEM, libc::EMFILE, libc::ENFILE],
         ),
-        (Step::MountList, &[libc::ENOMEM, libc::EMFILE, libc::ENFILE]),
-        (Step::MountLink, &[]),
-        (Step::MountPivot, &[]),
-        (Step::MountCheck, &[]),
-        (Step::Unshare, &[libc::ENOMEM]),
-        (Step::IdMap, &[libc::ENOMEM, libc::EMFILE, libc::ENFILE]),
-        (Step::Hostname, &[]),
+        (LayerStep::MountAttach, &[]),
+        (LayerStep::MountAttributes, &[]),
         (
-            Step::MemfdNoexec,
-            &[libc::ENOMEM, libc::EMFILE, libc::ENFILE],
-        ),
-        (Step::PidMax, &[libc::ENOMEM, libc::EMFILE, libc::ENFILE]),
-        (
-            Step::NsLimitsOpen,
-            &[libc::ENOMEM, libc::EMFILE, libc::ENFILE],
-        ),
-        (Step::NsLimitsWrite, &[]),
-        (Step::LandlockAccess, &[]),
-        (
-            Step::LandlockRuleset,
+            LayerStep::MountCreate,
             &[libc::ENOMEM, libc::EMFILE, libc::ENFILE],
         ),
         (
-            Step::LandlockRule,
+            LayerStep::MountList,
             &[libc::ENOMEM, libc::EMFILE, libc::ENFILE],
         ),
-        (Step::LandlockRestrict, &[libc::ENOMEM]),
-        (Step::SeccompLoad, &[libc::ENOMEM]),
-        (Step::Caps, &[]),
-        (Step::Rlimit, &[]),
-        (Step::CgroupCreate, &[libc::ENOMEM]),
+        (LayerStep::MountLink, &[]),
+        (LayerStep::MountPivot, &[]),
+        (LayerStep::MountCheck, &[]),
+        (LayerStep::Unshare, &[libc::ENOMEM]),
         (
-            Step::CgroupWrite,
+            LayerStep::IdMap,
             &[libc::ENOMEM, libc::EMFILE, libc::ENFILE],
         ),
-        (Step::ForkIntoPidns, &[libc::EAGAIN]),
+        (LayerStep::Hostname, &[]),
+        (
+            LayerStep::MemfdNoexec,
+            &[libc::ENOMEM, libc::EMFILE, libc::ENFILE],
+        ),
+        (
+            LayerStep::PidMax,
+            &[libc::ENOMEM, libc::EMFILE, libc::ENFILE],
+        ),
+        (
+            LayerStep::NsLimitsOpen,
+            &[libc::ENOMEM, libc::EMFILE, libc::ENFILE],
+        ),
+        (LayerStep::NsLimitsWrite, &[]),
+        (LayerStep::LandlockAccess, &[]),
+        (
+            LayerStep::LandlockRuleset,
+            &[libc::ENOMEM, libc::EMFILE, libc::ENFILE],
+        ),
+        (
+            LayerStep::LandlockRule,
+            &[libc::ENOMEM, libc::EMFILE, libc::ENFILE],
+        ),
+        (LayerStep::LandlockRestrict, &[libc::ENOMEM]),
+        (LayerStep::SeccompLoad, &[libc::ENOMEM]),
+        (LayerStep::Caps, &[]),
+        (LayerStep::Rlimit, &[]),
+        (LayerStep::CgroupCreate, &[libc::ENOMEM]),
+        (
+            LayerStep::CgroupWrite,
+            &[libc::ENOMEM, libc::EMFILE, libc::ENFILE],
+        ),
+        (LayerStep::ForkIntoPidns, &[libc::EAGAIN]),
     ];
 
     #[test]
@@ -292,15 +304,15 @@ mod tests {
     #[test]
     fn a_fork_into_a_pid_namespace_whose_init_died_is_no_shortage() {
         // The kernel's answer once the namespace's init is gone.
-        assert!(!Step::ForkIntoPidns.short_of(libc::ENOMEM));
+        assert!(!LayerStep::ForkIntoPidns.short_of(libc::ENOMEM));
         // RLIMIT_NPROC reached is.
-        assert!(Step::ForkIntoPidns.short_of(libc::EAGAIN));
+        assert!(LayerStep::ForkIntoPidns.short_of(libc::EAGAIN));
     }
 
     #[test]
     fn the_message_is_the_one_the_owner_always_read() {
         let e = StepError::io(
-            Step::MountOpen,
+            LayerStep::MountOpen,
             "mount namespace: open /etc",
             &std::io::Error::from_raw_os_error(libc::EMFILE),
         );
@@ -312,7 +324,7 @@ mod tests {
         assert!(e.is_shortage());
         let e = e.within("nested namespaces");
         assert!(e.to_string().starts_with("nested namespaces: mount"), "{e}");
-        assert!(!StepError::plain(Step::MountOpen, "x").is_shortage());
+        assert!(!StepError::plain(LayerStep::MountOpen, "x").is_shortage());
     }
 
     #[test]
@@ -330,7 +342,7 @@ mod tests {
             }
         }
         let w = Wrapper(std::io::Error::from_raw_os_error(libc::ENOMEM));
-        let e = StepError::caused(Step::SeccompLoad, format!("seccomp: {w}"), &w);
+        let e = StepError::caused(LayerStep::SeccompLoad, format!("seccomp: {w}"), &w);
         assert_eq!(e.errno, Some(libc::ENOMEM));
         assert_eq!(
             e.to_string(),

@@ -7,7 +7,7 @@
 //! pays for those once, and keeps read-only runs' inits forked and
 //! confined ahead of their calls (a `draft` run's is forked when asked
 //! for): what each step is and when a spare takes it is
-//! `sandbox/LAYERS.md`, "Order of the layers", as `confine.rs` lists it.
+//! `sandbox/LAYERS.md`, "Order of the layers", as `steps.rs` lists it.
 //! A spare serves one run and no other. The server's side is `server/`,
 //! the spare's and init's code `init.rs` (its own type, [`Init`], built
 //! once per zygote).
@@ -30,8 +30,8 @@ use super::init::Init;
 use super::wire::ready::{self, NotReady};
 use super::wire::{channel, config, request};
 use super::wire::{
-    last_error, report_to, usable, Config, Failure, RunFds, RunStep, CHANNEL_TIMEOUT, CONTROL_FD,
-    POLICY_ENV,
+    last_error, report_to, usable, Failure, RunFds, RunStep, ZygoteConfig, CHANNEL_TIMEOUT,
+    CONTROL_FD, POLICY_ENV,
 };
 use super::{caps, namespaces, seccomp};
 use crate::sandbox::policy::Layers;
@@ -96,7 +96,7 @@ pub fn main() -> anyhow::Result<u8> {
 /// What the zygote does once before any run (`sandbox/LAYERS.md`, "Order
 /// of the layers"): descriptors, session,
 /// parent-death signal, the shared user and network namespaces.
-pub(super) fn setup(config: Config) -> Result<ZygoteState, Failure> {
+pub(super) fn setup(config: ZygoteConfig) -> Result<ZygoteState, Failure> {
     // SAFETY: closing descriptors this process doesn't use; integer-only calls.
     unsafe {
         if libc::close_range(CONTROL_FD as u32 + 1, u32::MAX, 0) != 0 {
@@ -389,7 +389,7 @@ impl ZygoteState {
 
     /// Fork the next run's init into its own user, PID, IPC, UTS and mount
     /// namespaces: the first step of a spare's confinement
-    /// (`confine::Step::Namespaces`), taken by this clone.
+    /// (`steps::Step::Namespaces`), taken by this clone.
     fn fork_spare(&self, kind: RunKind) -> Result<Spare, Failure> {
         let (ours, theirs) = socketpair(
             AddressFamily::Unix,

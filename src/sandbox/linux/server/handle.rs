@@ -19,7 +19,7 @@ use super::super::wire::request::EncodedPolicy;
 use super::super::wire::status::read_status;
 use super::super::wire::{channel, request};
 use super::super::wire::{
-    pipe_cloexec, wait_readable, Config, RunFds, CHANNEL_TIMEOUT, CONTROL_FD, POLICY_ENV,
+    pipe_cloexec, wait_readable, RunFds, ZygoteConfig, CHANNEL_TIMEOUT, CONTROL_FD, POLICY_ENV,
     POLICY_FROM_ENV, STATUS_FD, ZYGOTE_ARG,
 };
 use crate::sandbox::{SandboxError, SandboxedChild, TmpGuard};
@@ -92,7 +92,7 @@ impl ZygoteCell {
     fn get(
         &self,
         helper: &Path,
-        config: &Config,
+        config: &ZygoteConfig,
         masks_at: u64,
         silence: Duration,
     ) -> Result<Arc<Zygote>, SandboxError> {
@@ -210,7 +210,7 @@ pub(super) struct Zygote {
     pub(super) control: Mutex<OwnedFd>,
     /// The zygote's pid; it is the keeper thread's child until dropped.
     pub(super) pid: u32,
-    pub(super) config: Config,
+    pub(super) config: ZygoteConfig,
     pub(super) stop: Option<mpsc::Sender<()>>,
     pub(super) keeper: Option<std::thread::JoinHandle<()>>,
     /// Set once it is replaced while runs still hold it: told when it goes.
@@ -220,7 +220,11 @@ pub(super) struct Zygote {
 }
 
 impl Zygote {
-    fn start(helper: &Path, config: Config, silence: Duration) -> Result<Zygote, SandboxError> {
+    fn start(
+        helper: &Path,
+        config: ZygoteConfig,
+        silence: Duration,
+    ) -> Result<Zygote, SandboxError> {
         let (ours, theirs) = socketpair(
             AddressFamily::Unix,
             SockType::Stream,
@@ -375,7 +379,7 @@ impl Drop for Zygote {
 pub(super) fn spawn(
     cell: &ZygoteCell,
     helper: &Path,
-    config: &Config,
+    config: &ZygoteConfig,
     masks_at: u64,
     waits: Waits,
     policy: &EncodedPolicy,

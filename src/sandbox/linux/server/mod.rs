@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use super::cgroup;
 use super::detect::{layers_line, Detected};
-use super::wire::{request, usable, Config, STATUS_TIMEOUT};
+use super::wire::{request, usable, ZygoteConfig, STATUS_TIMEOUT};
 use crate::sandbox::draft;
 use crate::sandbox::policy::{self, Layers};
 use crate::sandbox::promises;
@@ -60,7 +60,7 @@ pub struct State {
 struct BuiltConfig {
     opts: SandboxOptions,
     layers: Layers,
-    config: Option<Arc<Config>>,
+    config: Option<Arc<ZygoteConfig>>,
     /// The watch over the masked paths its spares hide.
     masks: Arc<masks::MaskWatch>,
 }
@@ -109,7 +109,11 @@ fn give_up_rank(layer: Layer) -> Option<u8> {
 /// The zygote's configuration for these layers and a sandbox's grants
 /// (both kinds of run's minimal roots, and the policy read-only spares arm
 /// themselves with), or `None` where runs need the re-executed helper.
-fn zygote_config(layers: &Layers, opts: &SandboxOptions, runtime: &[PathBuf]) -> Option<Config> {
+fn zygote_config(
+    layers: &Layers,
+    opts: &SandboxOptions,
+    runtime: &[PathBuf],
+) -> Option<ZygoteConfig> {
     usable(layers).then(|| {
         // Only with a minimal root is the temp folder the same for every
         // run; without one it is named per run on the host, and the run's
@@ -132,7 +136,7 @@ fn zygote_config(layers: &Layers, opts: &SandboxOptions, runtime: &[PathBuf]) ->
         let draft = layers
             .has(Layer::Mountns)
             .then(|| policy::mount_plan(opts, runtime, RunKind::Draft));
-        Config::new(layers, read_only, draft, armed)
+        ZygoteConfig::new(layers, read_only, draft, armed)
     })
 }
 
@@ -327,7 +331,7 @@ impl State {
         &self,
         opts: &SandboxOptions,
         layers: &Layers,
-    ) -> Option<(Arc<Config>, Arc<masks::MaskWatch>)> {
+    ) -> Option<(Arc<ZygoteConfig>, Arc<masks::MaskWatch>)> {
         let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = built.as_ref() {
             if p.layers == *layers && p.opts == *opts {

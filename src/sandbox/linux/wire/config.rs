@@ -30,7 +30,7 @@ pub(crate) fn usable(layers: &Layers) -> bool {
 /// minimal root of each kind of run, which its spares build ahead, and the
 /// policy a read-only spare arms itself with before its request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Config {
+pub(crate) struct ZygoteConfig {
     pub(crate) parent_pid: u32,
     pub(crate) layers: Layers,
     pub(crate) read_only: Option<MountPlan>,
@@ -43,14 +43,14 @@ pub(crate) struct Config {
     pub(crate) armed: Option<Policy>,
 }
 
-impl Config {
+impl ZygoteConfig {
     pub(crate) fn new(
         layers: &Layers,
         read_only: Option<MountPlan>,
         draft: Option<MountPlan>,
         armed: Option<Policy>,
-    ) -> Config {
-        Config {
+    ) -> ZygoteConfig {
+        ZygoteConfig {
             parent_pid: std::process::id(),
             layers: *layers,
             read_only,
@@ -76,13 +76,13 @@ impl Config {
 }
 
 /// The configuration as the zygote's environment variable carries it.
-pub(crate) fn encode(config: &Config) -> Result<std::ffi::OsString, EncodeError> {
+pub(crate) fn encode(config: &ZygoteConfig) -> Result<std::ffi::OsString, EncodeError> {
     use std::os::unix::ffi::OsStringExt;
     to_json("zygote config", config).map(std::ffi::OsString::from_vec)
 }
 
 /// The configuration a zygote was started with.
-pub(crate) fn decode(text: &[u8]) -> Result<Config, Failure> {
+pub(crate) fn decode(text: &[u8]) -> Result<ZygoteConfig, Failure> {
     serde_json::from_slice(text)
         .map_err(|e| Failure::layer(RunStep::Request, format!("zygote config: {e}")))
 }
@@ -101,7 +101,7 @@ mod tests {
 
     #[test]
     fn the_config_round_trips_and_names_each_kinds_plan() {
-        let c = Config::new(&Layers::default(), None, None, None);
+        let c = ZygoteConfig::new(&Layers::default(), None, None, None);
         let back = decode(encode(&c).unwrap().as_encoded_bytes()).unwrap();
         assert_eq!(back, c);
         assert!(decode(b"").is_err());
@@ -140,7 +140,7 @@ mod tests {
             rlimits: Default::default(),
             parent_pid: 1,
         };
-        let c = Config::new(
+        let c = ZygoteConfig::new(
             &layers,
             Some(plan("/dev/null")),
             Some(plan("/dev/zero")),

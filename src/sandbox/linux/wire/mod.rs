@@ -22,7 +22,7 @@ pub(crate) mod status;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-pub(crate) use config::{usable, Config, POLICY_ENV, POLICY_FROM_ENV, ZYGOTE_ARG};
+pub(crate) use config::{usable, ZygoteConfig, POLICY_ENV, POLICY_FROM_ENV, ZYGOTE_ARG};
 pub(crate) use status::{last_error, report, report_to, Failure, RunStep};
 
 /// How long the server waits, at most, for a helper or zygote to confirm

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::STATUS_FD;
-use crate::sandbox::linux::step_error::{Step, StepError};
+use crate::sandbox::linux::step_error::{LayerStep, StepError};
 use crate::sandbox::{Layer, SandboxError};
 
 /// A step of setting up a run that belongs to no layer.
@@ -57,7 +57,7 @@ pub(crate) struct LayerFailure {
     /// The named step, when its code said which: then `step` is the whole
     /// message, the error number's text included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) at: Option<Step>,
+    pub(crate) at: Option<LayerStep>,
 }
 
 impl LayerFailure {
@@ -180,7 +180,7 @@ pub(crate) fn last_error_in(part: impl Into<Part>, what: &str) -> Failure {
 
 /// A process step, named for the server's reading of its error number,
 /// that failed with the last error number.
-pub(crate) fn last_error_at(step: Step, what: &str) -> Failure {
+pub(crate) fn last_error_at(step: LayerStep, what: &str) -> Failure {
     Failure::step(RunStep::Process, StepError::last(step, what))
 }
 
@@ -345,7 +345,7 @@ mod tests {
                 ),
             )
         };
-        let e = round_trip(&step(Step::LandlockRuleset, libc::EMFILE));
+        let e = round_trip(&step(LayerStep::LandlockRuleset, libc::EMFILE));
         assert!(
             matches!(&e, SandboxError::Exhausted(m, n)
                 if *n == libc::EMFILE
@@ -355,7 +355,7 @@ mod tests {
         assert_eq!(e.exhausted(), Some("open files"));
         // The same errno from a step that opens nothing is a refusal, its
         // text unchanged.
-        let e = round_trip(&step(Step::LandlockAccess, libc::EMFILE));
+        let e = round_trip(&step(LayerStep::LandlockAccess, libc::EMFILE));
         assert!(
             matches!(&e, SandboxError::LayerFailed(m)
                 if m == "landlock: failed to create a ruleset: Too many open files (os error 24)"),
@@ -365,7 +365,7 @@ mod tests {
         let e = round_trip(&Failure::step(
             RunStep::Process,
             StepError::io(
-                Step::ForkIntoPidns,
+                LayerStep::ForkIntoPidns,
                 "fork",
                 &std::io::Error::from_raw_os_error(libc::ENOMEM),
             ),
@@ -374,7 +374,7 @@ mod tests {
         let e = round_trip(&Failure::step(
             RunStep::Process,
             StepError::io(
-                Step::ForkIntoPidns,
+                LayerStep::ForkIntoPidns,
                 "fork",
                 &std::io::Error::from_raw_os_error(libc::EAGAIN),
             ),

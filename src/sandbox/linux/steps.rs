@@ -1,7 +1,7 @@
 //! The one order in which a run is confined, whichever way it is started;
 //! `sandbox/LAYERS.md` ("Order of the layers") tells it at length. The
 //! zygote's spares, `draft` spares and the re-executed helper take the same
-//! steps in the same order: what differs between them ([`Shape`]) is only
+//! steps in the same order: what differs between them ([`RunShape`]) is only
 //! which process takes a step and when ([`Phase`]), and which steps one
 //! call already made.
 
@@ -63,7 +63,7 @@ pub(super) enum Phase {
 
 /// How a run is started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Shape {
+pub(super) enum RunShape {
     /// Forked by the zygote; `armed_ahead` for a read-only run, whose
     /// layers don't depend on the call.
     Spare { armed_ahead: bool },
@@ -72,17 +72,17 @@ pub(super) enum Shape {
     Reexec { pid_ns: bool },
 }
 
-impl Shape {
+impl RunShape {
     /// When `shape` takes `step`; `None` when it doesn't (made by another
     /// step's call, or without the namespace it needs).
     pub(super) fn phase(self, step: Step) -> Option<Phase> {
         use Step::*;
         match (step, self) {
             (Namespaces, _) => Some(Phase::Start),
-            (IdMaps | UtsNames, Shape::Reexec { .. }) => None,
-            (NotDumpable, Shape::Reexec { .. }) => Some(Phase::Start),
-            (IdMaps | NotDumpable | UtsNames, Shape::Spare { .. }) => Some(Phase::Setup),
-            (PidNamespace | MinimalRoot, Shape::Reexec { pid_ns: false }) => None,
+            (IdMaps | UtsNames, RunShape::Reexec { .. }) => None,
+            (NotDumpable, RunShape::Reexec { .. }) => Some(Phase::Start),
+            (IdMaps | NotDumpable | UtsNames, RunShape::Spare { .. }) => Some(Phase::Setup),
+            (PidNamespace | MinimalRoot, RunShape::Reexec { pid_ns: false }) => None,
             (PidNamespace | MinimalRoot, _) => Some(Phase::Setup),
             (Rlimits | Landlock | Caps | NoNewPrivs | Seccomp, _) => Some(Phase::Arm),
         }
@@ -90,12 +90,12 @@ impl Shape {
 
     /// Whether the run's own layers are in force before its request.
     pub(super) fn arms_before_request(self) -> bool {
-        matches!(self, Shape::Spare { armed_ahead: true })
+        matches!(self, RunShape::Spare { armed_ahead: true })
     }
 }
 
 /// `shape`'s steps with their phases, in the one order.
-pub(super) fn steps(shape: Shape) -> impl Iterator<Item = (Step, Phase)> {
+pub(super) fn steps(shape: RunShape) -> impl Iterator<Item = (Step, Phase)> {
     STEPS
         .into_iter()
         .filter_map(move |s| shape.phase(s).map(|p| (s, p)))
@@ -103,7 +103,7 @@ pub(super) fn steps(shape: Shape) -> impl Iterator<Item = (Step, Phase)> {
 
 /// What the steps are taken with.
 pub(super) struct Confinement<'a> {
-    pub(super) shape: Shape,
+    pub(super) shape: RunShape,
     pub(super) layers: &'a Layers,
     /// The ids mapped to themselves in the run's user namespace.
     pub(super) ids: (u32, u32),
@@ -129,8 +129,8 @@ impl Confinement<'_> {
         match step {
             // A spare's namespaces are made by the zygote's clone.
             Step::Namespaces => match self.shape {
-                Shape::Spare { .. } => Ok(()),
-                Shape::Reexec { .. } => namespaces::unshare_and_map(layers, uid, gid)
+                RunShape::Spare { .. } => Ok(()),
+                RunShape::Reexec { .. } => namespaces::unshare_and_map(layers, uid, gid)
                     .map_err(Failure::of(Layer::Userns)),
             },
             Step::IdMaps => {
@@ -237,7 +237,7 @@ fn minimal_root_and_limits(layers: &Layers, plan: Option<&MountPlan>) -> Result<
 mod tests {
     use super::*;
 
-    fn listed(shape: Shape) -> Vec<(Step, Phase)> {
+    fn listed(shape: RunShape) -> Vec<(Step, Phase)> {
         steps(shape).collect()
     }
 
@@ -265,7 +265,7 @@ mod tests {
         ]
         .concat();
         for armed_ahead in [true, false] {
-            assert_eq!(listed(Shape::Spare { armed_ahead }), spare);
+            assert_eq!(listed(RunShape::Spare { armed_ahead }), spare);
         }
         let reexec = [
             vec![
@@ -277,18 +277,18 @@ mod tests {
             arm.to_vec(),
         ]
         .concat();
-        assert_eq!(listed(Shape::Reexec { pid_ns: true }), reexec);
+        assert_eq!(listed(RunShape::Reexec { pid_ns: true }), reexec);
         let flat = [
             vec![(Namespaces, Start), (NotDumpable, Start)],
             arm.to_vec(),
         ]
         .concat();
-        assert_eq!(listed(Shape::Reexec { pid_ns: false }), flat);
+        assert_eq!(listed(RunShape::Reexec { pid_ns: false }), flat);
         let rank = |p: Phase| [Start, Setup, Arm].iter().position(|&q| q == p);
         for shape in [
-            Shape::Spare { armed_ahead: true },
-            Shape::Reexec { pid_ns: true },
-            Shape::Reexec { pid_ns: false },
+            RunShape::Spare { armed_ahead: true },
+            RunShape::Reexec { pid_ns: true },
+            RunShape::Reexec { pid_ns: false },
         ] {
             let ranks: Vec<_> = steps(shape).map(|(_, p)| rank(p)).collect();
             assert!(ranks.windows(2).all(|w| w[0] <= w[1]), "{shape:?}");
@@ -297,8 +297,8 @@ mod tests {
 
     #[test]
     fn only_a_read_only_spare_arms_before_its_request() {
-        assert!(Shape::Spare { armed_ahead: true }.arms_before_request());
-        assert!(!Shape::Spare { armed_ahead: false }.arms_before_request());
-        assert!(!Shape::Reexec { pid_ns: true }.arms_before_request());
+        assert!(RunShape::Spare { armed_ahead: true }.arms_before_request());
+        assert!(!RunShape::Spare { armed_ahead: false }.arms_before_request());
+        assert!(!RunShape::Reexec { pid_ns: true }.arms_before_request());
     }
 }
