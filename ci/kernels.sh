@@ -128,7 +128,7 @@ newest_kernel() {
 }
 
 apt_update_once
-mkdir -p "$WORK/debs" "$WORK/x" "$WORK/out"
+mkdir -p "$WORK/debs" "$WORK/x"
 KERNELS=()
 keep_debs=() keep_dirs=()
 for series in $KERNEL_SERIES; do
@@ -217,10 +217,11 @@ else
     accel_args=(--disable-kvm)
 fi
 
+# Only this run's guests are judged.
+rm -rf "$WORK/out" "$WORK/results.json"
 for entry in "${KERNELS[@]}"; do
     IFS='|' read -r series pkg version sha kimg <<<"$entry"
     out="$WORK/out/$series"
-    rm -rf "$out"
     mkdir -p "$out"
     printf '{"series": "%s", "package": "%s", "version": "%s", "sha256": "%s", "accel": "%s", "launched": %s}\n' \
         "$series" "$pkg" "$version" "$sha" "$ACCEL" "$(date +%s.%N)" >"$out/kernel.json"
@@ -228,7 +229,7 @@ for entry in "${KERNELS[@]}"; do
     t0=$(date +%s)
     PATH="$VENV/bin:$PATH" timeout -k 20 "$GUEST_TIMEOUT" "$VENV/bin/vng" --run "$kimg" "${accel_args[@]}" \
         --verbose --memory "$GUEST_MEMORY" --cpus "$GUEST_CPUS" --rwdir "$out" \
-        --exec "bash $ROOT/ci/kernels/guest.sh $out $SERVER $BACKEND $ROOT" \
+        --exec "$(printf '%q ' bash "$ROOT/ci/kernels/guest.sh" "$out" "$SERVER" "$BACKEND" "$ROOT")" \
         </dev/null >"$out/console.log" 2>&1 &
     VM_PID=$!
     rc=0

@@ -83,7 +83,7 @@ in_context() {
     fi
     # shellcheck disable=SC2016 # the inner shell expands them
     timeout -k 10 "${LIMIT:-900}" \
-        sh -c 'echo "$$" >"$1/cgroup.procs" || exit 125; shift; exec "$@"' sh "$cg" "${as[@]}" "$@"
+        bash -c 'echo "$$" >"$1/cgroup.procs" || exit 125; shift; exec "$@"' bash "$cg" "${as[@]}" "$@"
 }
 
 # The binaries and a workspace on a file system of the guest's own: on the
@@ -118,6 +118,8 @@ step() {
     t0=$(now)
     "$@" >"$dir/$name.out" 2>"$dir/$name.err" </dev/null || rc=$?
     echo "$rc" >"$dir/$name.rc"
+    # The servers' own folders at the hierarchy's root once this step is over.
+    find "$CG" -mindepth 1 -maxdepth 1 -type d -name 'reachweaver-mcp.*' -printf '%f\n' | sort >"$dir/$name.cgroups"
     awk -v a="$t0" -v b="$(now)" -v n="$name" 'BEGIN { printf "%s\t%.1f\n", n, b - a }' >>"$dir/times.tsv"
     log "  $name: exit $rc ($(tail -n 1 "$dir/times.tsv" | cut -f2 | cut -d. -f1) s)"
 }

@@ -253,6 +253,11 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
             c.add(f"{tag}: shape ran", False, "no output")
             continue
         sh["times"] = times_of(d)
+        # The servers' folders at the hierarchy's root after each step (a
+        # server that made one removes it when it ends).
+        sh["server_cgroup_folders_after"] = {
+            step: read(d / f"{step}.cgroups").split() for step in sh["times"] if (d / f"{step}.cgroups").is_file()
+        }
         st = load_json(d / "status-json.out")
         if not c.add(
             f"{tag}: sandbox status --json",
@@ -335,7 +340,7 @@ def table(kernels: list[dict[str, Any]]) -> None:
             f"\n{k.get('package')} {k.get('version')} (Landlock ABI {k.get('landlock_abi')}, {k.get('accel')}, "
             f"script started {k.get('boot_seconds_to_script')} s after boot)"
         )
-        print(f"  {'shape':<17}{'start':<8}{'call layers':<16}{'not held':<44}{'probe':<34}time s")
+        print(f"  {'shape':<17}{'start':<8}{'call layers':<15}{'not held':<60}{'probe':<52}time s")
         for name, sh in k["shapes"].items():
             ses = sh.get("session", {})
             started = "yes" if ses.get("started") else "REFUSED"
@@ -344,7 +349,7 @@ def table(kernels: list[dict[str, Any]]) -> None:
             pr = sh.get("probe")
             probe = ", ".join(f"{n} {v}" for v, n in (pr or {}).get("counts", {}).items()) if pr else "-"
             secs = sum((sh.get("times") or {}).values())
-            print(f"  {name:<17}{started:<8}{layers:<16}{not_held:<44}{probe:<34}{secs:.0f}")
+            print(f"  {name:<17}{started:<8}{layers:<15}{not_held:<60}{probe:<52}{secs:.0f}")
         names = list(k["shapes"])
         ids = [p["id"] for p in next((s["promises"] for s in k["shapes"].values() if s.get("promises")), [])]
         print(f"  promises held by ({', '.join(names)}):")
@@ -355,6 +360,9 @@ def table(kernels: list[dict[str, Any]]) -> None:
                 cells.append("?" if p is None else ("+".join(p["held_by"]) if p["held"] else "NOT HELD"))
             print(f"    {pid:<18}" + " | ".join(cells))
         for n, sh in k["shapes"].items():
+            steps = ", ".join(f"{st} {t:.0f}" for st, t in (sh.get("times") or {}).items())
+            print(f"  {n} times (s): {steps}")
+        for n, sh in k["shapes"].items():
             if not sh.get("session", {}).get("started"):
                 print(f"  {n} refused: {sh.get('session', {}).get('refusal', '')[:400]}")
             for pname, pr in [("probe", sh.get("probe"))]:
@@ -362,6 +370,11 @@ def table(kernels: list[dict[str, Any]]) -> None:
                     print(f"  {n} {pname} unproven: " + "; ".join(f"{a} ({w})" for a, w in pr["unproven"].items()))
                 if pr and pr.get("not_promised"):
                     print(f"  {n} {pname} not promised: {', '.join(pr['not_promised'])}")
+            if sh.get("reuse"):
+                print(f"  {n} second start in a used delegated cgroup: {sh['reuse']['second_message'][:200]}")
+        left = [f for f in k.get("cgroups_left", []) if f.startswith("reachweaver-mcp.")]
+        if left:
+            print(f"  left at the hierarchy's root after every server ended: {', '.join(left)}")
 
 
 def main() -> int:
