@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Runs inside a guest booted by ci/kernels.sh (never on the host: it changes
+# sysctls and the cgroup hierarchy of the machine it runs on).
+#
+# usage: guest.sh OUT SERVER BACKEND REPO
+#
+# For each shape (who runs the server, in which cgroup, with which
+# sysctls) it runs `sandbox status` (text and --json) and a piped MCP
+# session with a read-only call and a draft call, and `sandbox probe --json`
+# on the shapes listed in PROBE_SHAPES. It only collects: every command's
+# output, exit code and wall time go to OUT/<shape>/; ci/kernels/report.py
+# judges them on the host. OUT/done holds this script's own exit code.
+
+set -euo pipefail
+
+OUT=$1 SERVER=$2 BACKEND=$3 REPO=$4
+PROBE_SHAPES=${PROBE_SHAPES:-"root-own user-delegated"}
+CG=/sys/fs/cgroup
+NOBODY=65534
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export LANG=C.UTF-8
+
+trap 'echo "$?" >"$OUT/done"' EXIT
+
+log() { printf '[guest %s] %s\n' "$(date +%T)" "$*"; }
+now() { date +%s.%N; }
+
+# ---------------------------------------------------------------------------
+# The machine as booted, before anything is changed.
+{
+    echo "kernel=$(uname -r)"
+    echo "cmdline=$(cat /proc/cmdline)"
+    echo "lsm=$(cat /sys/kernel/security/lsm 2>/dev/null || echo '?')"
+    echo "cgroup_mount=$(stat -f -c %T "$CG")"
+    echo "cgroup_controllers=$(cat "$CG/cgroup.controllers" 2>/dev/null || echo '?')"
+    echo "cgroup_subtree_control_at_boot=$(cat "$CG/cgroup.subtree_control" 2>/dev/null || echo '?')"
+    for s in user/max_user_namespaces kernel/unprivileged_userns_clone kernel/pid_max \
+        kernel/apparmor_restrict_unprivileged_userns kernel/yama/ptrace_scope; do
+        echo "sysctl.$s=$(cat "/proc/sys/$s" 2>/dev/null || echo absent)"
+    done
+    echo "root_mount=$(awk '$2 == "/" {print $3 " " $4}' /proc/mounts | tail -n 1)"
+    echo "nproc=$(nproc)"
+    echo "memory_kib=$(awk '/MemTotal/ {print $2}' /proc/meminfo)"
+} >"$OUT/machine.txt"
+log "machine: $(tr '\n' ' ' <"$OUT/machine.txt" | head -c 600)"
+
+# A writable place of the guest's own: the root is the host's, read-only.
+mkdir -p /mnt
+mount -t tmpfs -o mode=0755,size=512m kernels-work /mnt
+# A cgroup shared with another process, as a login session's is.
+mkdir -p "$CG/kt-shared"
+sleep infinity &
+SHARER=$!
+echo "$SHARER" >"$CG/kt-shared/cgroup.procs"
+
+# new_cgroup KIND: prints a fresh cgroup for one server start.
+#   own: root's, the server alone in it; delegated: owned by uid 65534 as
+#   systemd's Delegate=yes leaves it; shared: the one above.
+new_cgroup() {
+    case "$1" in
+        shared)
+            echo "$CG/kt-shared"
+            return
+            ;;
+    esac
+    local d
+    d=$(mktemp -d "$CG/kt-$1-XXXXXX")
+    if [ "$1" = delegated ]; then
+        chown "$NOBODY:$NOBODY" "$d" "$d/cgroup.procs" "$d/cgroup.subtree_control" "$d/cgroup.threads"
+    fi
+    echo "$d"
+}
+
+# in_context CGROUP UID CMD...: CMD moved into CGROUP first, then as UID,
+# killed after LIMIT seconds (default 900) by a timeout outside the cgroup.
+in_context() {
+    local cg=$1 uid=$2
+    shift 2
+    local as=()
+    if [ "$uid" != 0 ]; then
+        as=(setpriv "--reuid=$uid" "--regid=$uid" --clear-groups
+            env HOME=/nonexistent USER=nobody LOGNAME=nobody)
+    fi
+    # shellcheck disable=SC2016 # the inner shell expands them
+    timeout -k 10 "${LIMIT:-900}" \
+        bash -c 'echo "$$" >"$1/cgroup.procs" || exit 125; shift; exec "$@"' bash "$cg" "${as[@]}" "$@"
+}
+
+# The binaries and a workspace on a file system of the guest's own: on the
+# host's 9p root every lookup makes a new inode, which no Landlock rule on a
+# file survives (a real disk keeps its inodes).
+mkdir -p /mnt/bin
+cp "$SERVER" "$BACKEND" /mnt/bin/
+SERVER=/mnt/bin/$(basename "$SERVER")
+BACKEND=/mnt/bin/$(basename "$BACKEND")
+chmod 0755 /mnt/bin /mnt/bin/*
+TEMPLATE=/mnt/ws-template
+cp -R "$REPO/examples/workspace" "$TEMPLATE"
+# The database alone in its folder, so a draft's promise can be held
+# without the mount layer too.
+rm -f "$TEMPLATE"/data/* "$TEMPLATE"/data/.keep
+"$BACKEND" --home="$TEMPLATE" init --format=json >/dev/null
+
+make_workspace() { # make_workspace DIR UID
+    local ws=$1 uid=$2
+    rm -rf "$ws"
+    cp -a "$TEMPLATE" "$ws"
+    if [ "$uid" != 0 ]; then
+        chown -R "$uid:$uid" "$ws"
+    fi
+}
+
+# step DIR NAME CMD...: run CMD, keep stdout, stderr, exit code and time.
+step() {
+    local dir=$1 name=$2
+    shift 2
+    local t0 rc=0
+    t0=$(now)
+    "$@" >"$dir/$name.out" 2>"$dir/$name.err" </dev/null || rc=$?
+    echo "$rc" >"$dir/$name.rc"
+    # The servers' own folders at the hierarchy's root once this step is over.
+    find "$CG" -mindepth 1 -maxdepth 1 -type d -name 'reachweaver-mcp.*' -printf '%f\n' | sort >"$dir/$name.cgroups"
+    awk -v a="$t0" -v b="$(now)" -v n="$name" 'BEGIN { printf "%s\t%.1f\n", n, b - a }' >>"$dir/times.tsv"
+    log "  $name: exit $rc ($(tail -n 1 "$dir/times.tsv" | cut -f2 | cut -d. -f1) s)"
+}
+
+session_requests() {
+    printf '%s\n' \
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"kernels","version":"1"}}}' \
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"campaign_check","arguments":{"campaign":"campaigns/spring-launch.yaml"}}}' \
+        '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"draft","arguments":{"campaign":"campaigns/spring-launch.yaml","channel":"mastodon","text":"A calm note about our spring release."}}}' \
+        '{"jsonrpc":"2.0","id":4,"method":"tools/list"}'
+}
+
+# session CGROUP UID WS: the piped session, stdout is the answers.
+session() {
+    local cg=$1 uid=$2 ws=$3
+    session_requests | in_context "$cg" "$uid" "$SERVER" \
+        --backend="$BACKEND" --home="$ws" --db="$ws/data/reachweaver.db" mcp-serve --allow-drafts
+}
+
+# serve_empty CGROUP UID WS: a server start with nothing to do.
+serve_empty() {
+    local cg=$1 uid=$2 ws=$3
+    in_context "$cg" "$uid" "$SERVER" --backend="$BACKEND" --home="$ws" mcp-serve </dev/null
+}
+
+set_sysctl() { # set_sysctl NAME VALUE (NAME as under /proc/sys; absent ones are noted)
+    if [ -e "/proc/sys/$1" ]; then
+        echo "$2" >"/proc/sys/$1"
+        log "  sysctl $1 = $(cat "/proc/sys/$1")"
+    else
+        log "  sysctl $1: absent on this kernel"
+    fi
+}
+
+SAVED_MAX_USERNS=$(cat /proc/sys/user/max_user_namespaces)
+SAVED_UNPRIV=$(cat /proc/sys/kernel/unprivileged_userns_clone 2>/dev/null || echo absent)
+
+no_userns() { # no_userns on|off
+    if [ "$1" = on ]; then
+        set_sysctl user/max_user_namespaces 0
+        set_sysctl kernel/unprivileged_userns_clone 0
+    else
+        set_sysctl user/max_user_namespaces "$SAVED_MAX_USERNS"
+        [ "$SAVED_UNPRIV" = absent ] || set_sysctl kernel/unprivileged_userns_clone "$SAVED_UNPRIV"
+    fi
+}
+
+# shape NAME UID CGROUP_KIND USERNS(on|off)
+shape() {
+    local name=$1 uid=$2 kind=$3 userns=$4
+    local dir="$OUT/$name" ws="/mnt/ws-$name"
+    mkdir -p "$dir"
+    : >"$dir/times.tsv"
+    printf 'uid=%s\ncgroup=%s\nuserns=%s\n' "$uid" "$kind" "$userns" >"$dir/shape.txt"
+    log "shape $name (uid $uid, cgroup $kind, user namespaces $userns)"
+    [ "$userns" = on ] || no_userns on
+    make_workspace "$ws" "$uid"
+    step "$dir" status-json in_context "$(new_cgroup "$kind")" "$uid" "$SERVER" sandbox status --json
+    step "$dir" session session "$(new_cgroup "$kind")" "$uid" "$ws"
+    if [ "$kind" = delegated ]; then
+        # Two server starts, one after the other, in one delegated cgroup.
+        local again
+        again=$(new_cgroup delegated)
+        step "$dir" reuse-first serve_empty "$again" "$uid" "$ws"
+        { echo "entries: $(cd "$again" && find . -mindepth 1 -type d | tr '\n' ' ')"
+          echo "subtree_control: $(cat "$again/cgroup.subtree_control")"
+          echo "procs: $(tr '\n' ' ' <"$again/cgroup.procs")"; } >"$dir/reuse-cgroup.txt"
+        step "$dir" reuse-second serve_empty "$again" "$uid" "$ws"
+    fi
+    case " $PROBE_SHAPES " in
+        *" $name "*)
+            LIMIT=1500 step "$dir" probe in_context "$(new_cgroup "$kind")" "$uid" "$SERVER" sandbox probe --json
+            ;;
+    esac
+    [ "$userns" = on ] || no_userns off
+}
+
+# First with the hierarchy as booted (no controller handed down from the
+# root), then with memory and pids handed down, as systemd does.
+shape root-shared-bare 0 shared on
+echo "+memory +pids" >"$CG/cgroup.subtree_control"
+echo "cgroup_subtree_control_now=$(cat "$CG/cgroup.subtree_control")" >>"$OUT/machine.txt"
+shape root-own 0 own on
+shape root-shared 0 shared on
+shape user-delegated "$NOBODY" delegated on
+shape user-plain "$NOBODY" shared on
+shape root-nouserns 0 own off
+shape user-nouserns "$NOBODY" shared off
+
+# The AppArmor profile the server prints, given to this userspace's
+# parser (AppArmor is enabled in these kernels).
+mkdir -p "$OUT/apparmor"
+"$SERVER" sandbox apparmor-profile >"$OUT/apparmor/profile" 2>"$OUT/apparmor/profile.err" || true
+step "$OUT/apparmor" parse apparmor_parser --skip-kernel-load --skip-cache -Q "$OUT/apparmor/profile"
+apparmor_parser --version 2>&1 | head -n 1 >"$OUT/apparmor/parser-version" || true
+
+# What the cgroup layer left behind in the hierarchy.
+find "$CG" -mindepth 1 -maxdepth 3 -type d -name '*' | sed "s|^$CG/||" | sort >"$OUT/cgroups-left.txt"
+kill "$SHARER" 2>/dev/null || true
+log "done"
