@@ -587,3 +587,60 @@ fn restricted_user_namespaces_count_as_none_and_say_why() {
         ]
     );
 }
+
+/// Without a PID namespace only the run's helper, its child subreaper, can
+/// find what a run left (a daemon in a session of its own). A server
+/// killed outright gives its helper a parent-death signal the helper
+/// catches, so it kills them before it goes.
+#[test]
+fn without_a_pid_namespace_a_killed_server_leaves_no_daemon() {
+    need_root();
+    let w = World::new();
+    let marker = crate::support::sandbox::marker("orphan");
+    let mut cmd = no_userns(SESSION_UID, &w.exe, w.path());
+    cmd.args([
+        "sandbox",
+        "run",
+        "--",
+        "/bin/sh",
+        "-c",
+        "setsid /bin/sh -c 'sleep 300; true' \"$0\" & /bin/sh -c 'sleep 300; true' \"$0\"",
+        &marker,
+    ])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    let mut wrapper = crate::support::sandbox::spawn(&mut cmd);
+    // The run's two shells: the one in a session of its own, and the other.
+    let shells = || {
+        crate::support::sandbox::pids_with_marker(&marker)
+            .into_iter()
+            .filter(|&pid| {
+                crate::support::faults::cmdline_args(pid as u32)
+                    .iter()
+                    .any(|a| a == b"sleep 300; true")
+            })
+            .count()
+    };
+    // Each wait has a cap only so a broken run fails instead of hanging.
+    let started = crate::support::sandbox::wait_until(Duration::from_secs(60), || shells() == 2);
+    let exe = w.exe.to_string_lossy().into_owned();
+    let server = crate::support::sandbox::pids_running(&exe, &marker);
+    if !started || server.len() != 1 {
+        crate::support::sandbox::kill_marker(&marker);
+        let _ = wrapper.kill();
+        panic!(
+            "the run never started: {} shells, server {server:?}",
+            shells()
+        );
+    }
+    // SAFETY: signalling the server this test started (found by its marker).
+    unsafe { libc::kill(server[0], libc::SIGKILL) };
+    let _ = wrapper.wait();
+    let gone = crate::support::sandbox::wait_until(Duration::from_secs(60), || shells() == 0);
+    let left = shells();
+    crate::support::sandbox::kill_marker(&marker);
+    assert!(
+        gone,
+        "{left} of the run's processes outlived the killed server"
+    );
+}

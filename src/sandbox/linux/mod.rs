@@ -38,7 +38,6 @@
 pub mod apparmor;
 pub mod caps;
 pub mod cgroup;
-mod steps;
 mod detect;
 mod init;
 mod kernel;
@@ -50,6 +49,7 @@ pub mod rlimits;
 pub mod seccomp;
 pub(crate) mod server;
 pub mod step_error;
+mod steps;
 mod wire;
 pub mod zygote;
 

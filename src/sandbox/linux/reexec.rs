@@ -9,8 +9,8 @@ use crate::sandbox::Layer;
 use std::convert::Infallible;
 use std::os::fd::RawFd;
 
-use super::steps::{Confinement, Phase, RunShape};
 use super::init::{run_as_init, ExecArgs, Prepared, Tell};
+use super::steps::{Confinement, Phase, RunShape};
 use super::wire::request;
 use super::wire::RunStep;
 use super::wire::{
@@ -54,13 +54,17 @@ pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
     // SAFETY: marking the status pipe close-on-exec.
     unsafe { libc::fcntl(STATUS_FD, libc::F_SETFD, libc::FD_CLOEXEC) };
 
-    // Own session; die with the server.
+    // Own session; end with the server. The parent-death signal is one the
+    // helper catches: as the run's subreaper it then kills every process
+    // the run left (a daemon in a session of its own included) before it
+    // exits, which SIGKILL would not let it do. Until its handler is in
+    // place SIGTERM ends it outright, and then it has no descendant yet.
     // SAFETY: integer-only process calls.
     unsafe {
         if libc::setsid() < 0 {
             return Err(last_error("setsid"));
         }
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
             return Err(last_error("parent-death signal"));
         }
         if libc::getppid() as u32 != p.parent_pid {
