@@ -190,15 +190,13 @@ fn a_killed_run_is_reaped_with_its_whole_tree() {
     // Killed, waited for, and gone: no process of the tree, no zombie
     // the server forgot to reap.
     assert!(
-        wait_for(Duration::from_secs(10), || pids_with(&label).is_empty()).is_some(),
+        wait_for(HANG_GUARD, || pids_with(&label).is_empty()).is_some(),
         "the run's processes outlived it: {:?}",
         pids_with(&label)
     );
     let server = s.pid();
     assert!(
-        wait_for(Duration::from_secs(10), || zombie_children(server)
-            .is_empty())
-        .is_some(),
+        wait_for(HANG_GUARD, || zombie_children(server).is_empty()).is_some(),
         "unreaped children of the server: {:?}",
         zombie_children(server)
     );
@@ -215,7 +213,7 @@ fn runs_die_with_the_zygote_and_the_next_run_gets_a_new_one() {
         json!({"label": label, "seconds": 300}),
     ));
     assert!(
-        wait_for(Duration::from_secs(10), || pids_with(&label).len() >= 3).is_some(),
+        wait_for(HANG_GUARD, || pids_with(&label).len() >= 3).is_some(),
         "the run never started"
     );
     let zygotes = helpers_of(s.pid());
@@ -232,7 +230,7 @@ fn runs_die_with_the_zygote_and_the_next_run_gets_a_new_one() {
         "{e}"
     );
     assert!(
-        wait_for(Duration::from_secs(10), || pids_with(&label).is_empty()).is_some(),
+        wait_for(HANG_GUARD, || pids_with(&label).is_empty()).is_some(),
         "the run outlived its zygote"
     );
 
@@ -254,7 +252,7 @@ fn ending_the_sandbox_stops_its_zygote() {
         .unwrap();
     let mut zygotes = Vec::new();
     assert!(
-        wait_for(Duration::from_secs(10), || {
+        wait_for(HANG_GUARD, || {
             zygotes = helpers_of(child.id());
             !zygotes.is_empty()
         })
