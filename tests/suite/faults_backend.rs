@@ -54,10 +54,11 @@ fn a_hanging_backend_times_out_and_its_tree_is_killed() {
     let envelope = &r["result"]["structuredContent"];
     assert_eq!(r["result"]["isError"], true, "{r}");
     assert_eq!(envelope["output"]["error"]["code"], "timeout", "{r}");
-    assert!(
-        took >= Duration::from_secs(2) && took < Duration::from_secs(6),
-        "answered after {took:?}"
-    );
+    // Not before the call timeout (2 s, counted from before the call was
+    // sent); and, the run never ending by itself, the `timeout` answer is
+    // what shows it was the timeout that ended it (no upper bound: the
+    // wait for the answer only guards against a hang).
+    assert!(took >= Duration::from_secs(2), "answered after {took:?}");
     assert_gone(&m);
     f.ping();
     f.assert_no_leftover_tmp();
@@ -99,9 +100,9 @@ fn bytes_that_are_not_utf8_are_backend_failed_and_the_reply_is_clean_utf8() {
 fn an_endless_stream_is_output_too_large_and_the_writer_is_killed() {
     let mut f = Faulty::start(&["--max-output-bytes", "65536"]);
     let m = f.marker("flood");
-    let t = Instant::now();
+    // The flood never ends by itself: its answer, whenever it comes, is
+    // the output bound's.
     let res = f.expect_error("flood", json!({"marker": m}), "output_too_large");
-    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     let msg = res["structuredContent"]["output"]["error"]["message"]
         .as_str()
         .unwrap();
@@ -133,7 +134,8 @@ fn closing_stdout_then_running_on_times_out_and_is_killed() {
     let m = f.marker("closeout");
     let t = Instant::now();
     f.expect_error("close_stdout", json!({"marker": m}), "timeout");
-    assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
+    // Not before the call timeout; the `timeout` code shows what ended it.
+    assert!(t.elapsed() >= Duration::from_secs(2), "{:?}", t.elapsed());
     assert_gone(&m);
     f.ping();
     f.assert_no_leftover_tmp();
@@ -199,15 +201,15 @@ fn faults_in_concurrent_calls_stay_in_their_own_call() {
 
 #[test]
 fn megabytes_on_stderr_neither_block_the_backend_nor_reach_the_client() {
-    let mut f = Faulty::start(&["--call-timeout", "20"]);
-    let t = Instant::now();
+    // A backend blocked on a full stderr pipe would never finish: the call
+    // timeout would end it and the answer would be `timeout`, not its own.
+    let mut f = Faulty::start(&["--call-timeout", "40"]);
     let res = f.call(json!("noisy"), "stderr_flood", json!({}));
     assert_eq!(
         res["structuredContent"],
         json!({"exit_code": 0, "output": {"ok": true}}),
         "{res}"
     );
-    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     f.ping();
     f.assert_no_leftover_tmp();
 }

@@ -4,29 +4,28 @@
 
 use std::fs;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use crate::support::faults::*;
-use crate::support::mcp::{modern, server_bin};
+use crate::support::mcp::{modern, server_bin, HANG_GUARD};
+use crate::support::sandbox::output_within;
 use serde_json::{json, Value};
 
 /// Start `mcp-serve` on `faulty` with this catalog variant; it must refuse.
-fn refused(variant: &str) -> (String, Duration) {
+/// The wait for the refusal only guards against a server that never
+/// gives up (reading an endless catalog, or its stdin, which stays open).
+fn refused(variant: &str) -> String {
     let home = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let t = Instant::now();
-    let out = Command::new(server_bin())
-        .arg(format!("--backend={}", faulty().display()))
+    let mut cmd = Command::new(server_bin());
+    cmd.arg(format!("--backend={}", faulty().display()))
         .arg(format!("--home={}", home.path().display()))
         .arg("mcp-serve")
         .current_dir(home.path())
         .env("REACHWEAVER_FAULT_CATALOG", variant)
         .env("TMPDIR", tmp.path())
         // Start-up happens before stdin is read; an open stdin must not matter.
-        .stdin(Stdio::piped())
-        .output()
-        .unwrap();
-    let took = t.elapsed();
+        .stdin(Stdio::piped());
+    let out = output_within(cmd, HANG_GUARD);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(out.stdout.is_empty(), "nothing on stdout: {out:?}");
     // The server's lock file (reachweaver-srv-TOKEN.lock) stays until the
@@ -40,12 +39,12 @@ fn refused(variant: &str) -> (String, Duration) {
         })
         .collect();
     assert!(leftovers.is_empty(), "temp folders left: {leftovers:?}");
-    (String::from_utf8(out.stderr).unwrap(), took)
+    String::from_utf8(out.stderr).unwrap()
 }
 
 #[test]
 fn a_catalog_over_16_mib_is_refused_at_start() {
-    let (err, took) = refused("huge");
+    let err = refused("huge");
     assert_eq!(err.lines().count(), 1, "one clear line: {err}");
     assert!(
         err.starts_with("reachweaver-mcp: ")
@@ -53,12 +52,11 @@ fn a_catalog_over_16_mib_is_refused_at_start() {
             && err.contains("printed more than 16 MiB"),
         "{err}"
     );
-    assert!(took < Duration::from_secs(20), "refused after {took:?}");
 }
 
 #[test]
 fn a_malformed_catalog_is_refused_at_start() {
-    let (err, _) = refused("malformed");
+    let err = refused("malformed");
     assert_eq!(err.lines().count(), 1, "one clear line: {err}");
     assert!(
         err.contains("describe did not print one JSON document"),
@@ -68,13 +66,13 @@ fn a_malformed_catalog_is_refused_at_start() {
 
 #[test]
 fn a_catalog_proposing_a_database_outside_the_home_is_refused_at_start() {
-    let (err, _) = refused("paths-root");
+    let err = refused("paths-root");
     assert_eq!(err.lines().count(), 1, "one clear line: {err}");
     assert_eq!(
         err.trim_end(),
         "reachweaver-mcp: the backend's catalog field paths.db /: refused: / would open every file on this machine",
     );
-    let (err, _) = refused("paths-tmp");
+    let err = refused("paths-tmp");
     assert_eq!(err.lines().count(), 1, "one clear line: {err}");
     assert!(
         err.starts_with(
@@ -86,7 +84,7 @@ fn a_catalog_proposing_a_database_outside_the_home_is_refused_at_start() {
 
 #[test]
 fn a_backend_that_fails_at_start_shows_the_end_of_its_error_output() {
-    let (err, _) = refused("traceback");
+    let err = refused("traceback");
     let lines: Vec<&str> = err.lines().collect();
     assert!(
         lines[0].starts_with("reachweaver-mcp: ")

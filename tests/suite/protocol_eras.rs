@@ -82,6 +82,10 @@ fn b5_mixing_eras_on_one_process() {
 #[test]
 fn b6_discover_is_answered_at_once() {
     let mut s = Server::start();
+    // Start-up (the catalog read, on a busy machine as long as it takes)
+    // is over once the server says how it runs calls, before it reads
+    // stdin; the clock starts there.
+    s.stderr_when("the start-up line", |e| e.contains(" at once, up to "));
     let t = std::time::Instant::now();
     let r = s.request(modern(
         json!("server-discover-probe-1"),
@@ -89,9 +93,12 @@ fn b6_discover_is_answered_at_once() {
         json!({}),
     ));
     assert!(r["result"].is_object());
-    // Generous: the point is "not after a 10 s client timeout".
+    // The bound is what is promised: answered before a client's 10 s
+    // timeout. Nothing the server does for it takes more than a moment,
+    // so only a server that waits on something (a backend run, the
+    // handshake) comes near it, however busy the machine.
     assert!(
-        t.elapsed() < std::time::Duration::from_secs(2),
+        t.elapsed() < std::time::Duration::from_secs(10),
         "{:?}",
         t.elapsed()
     );
@@ -383,7 +390,7 @@ fn d4_requests_before_initialize() {
 fn d5_initialized_notification_is_silent() {
     let mut s = Server::start();
     s.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
-    s.expect_silence(200);
+    s.expect_nothing_before_ping();
     let r = s.request(req(
         json!("init"),
         "initialize",
@@ -395,7 +402,7 @@ fn d5_initialized_notification_is_silent() {
     assert!(s.request(req(json!(2), "tools/list", json!({})))["result"]["tools"].is_array());
     s.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
     s.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
-    s.expect_silence(300);
+    s.expect_nothing_before_ping();
 }
 
 #[test]
@@ -467,7 +474,7 @@ fn d13_client_notifications_ignored() {
     ] {
         s.send(&json!({"jsonrpc":"2.0","method":m,"params":{}}));
     }
-    s.expect_silence(300);
+    s.expect_nothing_before_ping();
 }
 
 fn tools_at(rev: &str) -> Vec<Value> {

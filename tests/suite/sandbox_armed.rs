@@ -5,9 +5,9 @@
 //! has none of them.
 
 use std::process::Stdio;
-use std::time::Duration;
 
 use crate::support::faults::{live_children_of, status_field};
+use crate::support::mcp::HANG_GUARD;
 use crate::support::sandbox::{kill_marker, marker, pids_running, spawn, wait_until, Who, World};
 
 /// The lines of `/proc/PID/limits` that a run's resource limits set.
@@ -68,7 +68,7 @@ fn the_next_runs_init_is_armed_before_its_call(who: Who) {
     .stderr(Stdio::null());
     let mut server = spawn(&mut cmd);
     let mut shell = Vec::new();
-    let started = wait_until(Duration::from_secs(10), || {
+    let started = wait_until(HANG_GUARD, || {
         shell = pids_running("/bin/sh", &marker);
         shell.len() == 1
     });
@@ -78,7 +78,7 @@ fn the_next_runs_init_is_armed_before_its_call(who: Who) {
     let zygote = init.and_then(parent_of);
     let mut spares = Vec::new();
     let armed = zygote.is_some_and(|z| {
-        wait_until(Duration::from_secs(10), || {
+        wait_until(HANG_GUARD, || {
             spares = live_children_of(z);
             spares.retain(|&c| Some(c) != init);
             spares.len() == 2

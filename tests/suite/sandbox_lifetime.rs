@@ -2,6 +2,7 @@
 //! server kills the run, a daemon the backend leaves behind dies when the
 //! call ends, and the run's temp folder lives in its own mount namespace.
 
+use crate::support::mcp::HANG_GUARD;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -30,7 +31,7 @@ fn killing_the_server_kills_the_run(who: Who) {
     let mut server = crate::support::sandbox::spawn(&mut cmd);
     // Three shells carry the marker: the run, the one in its own session,
     // and the one it started.
-    let started = wait_until(Duration::from_secs(10), || {
+    let started = wait_until(HANG_GUARD, || {
         crate::support::sandbox::pids_running("/bin/sh", &marker).len() >= 3
     });
     if !started {
@@ -41,9 +42,7 @@ fn killing_the_server_kills_the_run(who: Who) {
     // SIGKILL: the server gets no chance to clean up after itself.
     server.kill().unwrap();
     server.wait().unwrap();
-    let gone = wait_until(Duration::from_secs(5), || {
-        pids_with_marker(&marker).is_empty()
-    });
+    let gone = wait_until(HANG_GUARD, || pids_with_marker(&marker).is_empty());
     let left = pids_with_marker(&marker);
     kill_marker(&marker);
     assert!(gone, "processes outlived the killed server: {left:?}");
@@ -83,9 +82,7 @@ fn a_daemon_dies_when_its_call_ends() {
         "{}",
         text(&out.stderr)
     );
-    let gone = wait_until(Duration::from_secs(3), || {
-        pids_with_marker(&marker).is_empty()
-    });
+    let gone = wait_until(HANG_GUARD, || pids_with_marker(&marker).is_empty());
     kill_marker(&marker);
     assert!(gone, "the daemon outlived its call");
 }
@@ -190,7 +187,7 @@ fn a_killed_server_leaves_no_temp_folder_to_sweep() {
     .stderr(Stdio::null());
     let mut server = crate::support::sandbox::spawn(&mut cmd);
     let pid = server.id();
-    let started = wait_until(Duration::from_secs(10), || {
+    let started = wait_until(HANG_GUARD, || {
         !crate::support::sandbox::pids_running("/bin/sh", &marker).is_empty()
     });
     // While the run lives, the host has no folder of it at all.
@@ -199,9 +196,7 @@ fn a_killed_server_leaves_no_temp_folder_to_sweep() {
     server.wait().unwrap();
     assert!(started, "the run never started");
     assert!(during.is_empty(), "{during:?}");
-    let gone = wait_until(Duration::from_secs(5), || {
-        pids_with_marker(&marker).is_empty()
-    });
+    let gone = wait_until(HANG_GUARD, || pids_with_marker(&marker).is_empty());
     kill_marker(&marker);
     assert!(gone, "the run outlived its server");
 }

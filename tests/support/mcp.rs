@@ -12,7 +12,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -21,6 +21,12 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 pub const MODERN: &str = "2026-07-28";
+
+/// How long a wait for an event may last before the test gives up on it.
+/// Not a bound on the server's speed: it only keeps a server that never
+/// does what is awaited from hanging the suite, and is long enough for a
+/// machine busy with other work.
+pub const HANG_GUARD: Duration = Duration::from_secs(60);
 
 /// The modern `_meta` envelope.
 pub fn env() -> Value {
@@ -264,29 +270,70 @@ impl Server {
     }
 
     pub fn recv(&mut self) -> Value {
-        self.recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|| panic!("no reply within 30 s; stderr:\n{}", self.stderr_text()))
+        self.recv_timeout(HANG_GUARD).unwrap_or_else(|| {
+            panic!(
+                "no reply within {HANG_GUARD:?}; stderr:\n{}",
+                self.stderr_text()
+            )
+        })
     }
 
     /// The next message, which must be the response with this id (tests
     /// that interleave several requests use `recv` and match ids themselves).
     pub fn recv_id(&mut self, id: &Value) -> Value {
-        let msg = self
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|| {
-                panic!(
-                    "no reply for id {id} within 30 s; stderr:\n{}",
-                    self.stderr_text()
-                )
-            });
+        let msg = self.recv_timeout(HANG_GUARD).unwrap_or_else(|| {
+            panic!(
+                "no reply for id {id} within {HANG_GUARD:?}; stderr:\n{}",
+                self.stderr_text()
+            )
+        });
         assert_eq!(&msg["id"], id, "expected the reply for id {id}, got {msg}");
         msg
     }
 
-    /// Assert that nothing arrives within `ms`.
-    pub fn expect_silence(&mut self, ms: u64) {
-        if let Some(v) = self.recv_timeout(Duration::from_millis(ms)) {
-            panic!("expected no output, got {v}");
+    /// Proves that nothing was written for the lines sent before: sends a
+    /// `ping` with a fresh id and requires the very next line to be its
+    /// answer. The server reads one line at a time and answers every line
+    /// but a tool call on the reading thread, through one queue to the one
+    /// writer (src/serve.rs): an answer to any earlier line that is not a
+    /// tool call would be written before this one. A tool call runs on a
+    /// worker and may be answered later: to prove that one is never
+    /// answered, end the session ([`Server::finish`]) and look at
+    /// [`Server::rest_after_exit`].
+    pub fn expect_nothing_before_ping(&mut self) {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let id = json!(format!(
+            "nothing-before-{}",
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        self.send(&req(id.clone(), "ping", json!({})));
+        let msg = self.recv_timeout(HANG_GUARD).unwrap_or_else(|| {
+            panic!(
+                "no answer to ping {id} within {HANG_GUARD:?}; stderr:\n{}",
+                self.stderr_text()
+            )
+        });
+        assert_eq!(
+            msg,
+            json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+            "something was written before the answer to ping {id}"
+        );
+    }
+
+    /// Every stdout line not yet received, once the server has exited (after
+    /// [`Server::finish`] or [`Server::wait_exit`]): read until stdout ends.
+    pub fn rest_after_exit(&mut self) -> Vec<Value> {
+        let deadline = Instant::now() + HANG_GUARD;
+        let mut rest = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => rest.push(self.check_line(&line)),
+                Err(RecvTimeoutError::Disconnected) => return rest,
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("stdout did not end within {HANG_GUARD:?}; read so far: {rest:?}")
+                }
+            }
         }
     }
 
@@ -400,13 +447,25 @@ impl Server {
     pub fn finish(&mut self) -> (ExitStatus, Duration) {
         self.close_stdin();
         let t = Instant::now();
+        let status = self.wait_exit("stdin's end of file");
+        (status, t.elapsed())
+    }
+
+    /// Wait for the server to exit after `after` (what should end it).
+    /// [`HANG_GUARD`] only keeps a broken server from hanging the suite;
+    /// when it passes, the server is killed and the test fails.
+    pub fn wait_exit(&mut self, after: &str) -> ExitStatus {
+        let deadline = Instant::now() + HANG_GUARD;
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
-                return (st, t.elapsed());
+                return st;
             }
-            if t.elapsed() > Duration::from_secs(10) {
+            if Instant::now() > deadline {
                 let _ = self.child.kill();
-                panic!("server did not exit within 10 s of stdin EOF");
+                panic!(
+                    "the server did not exit within {HANG_GUARD:?} of {after}; stderr:\n{}",
+                    self.stderr_text()
+                );
             }
             thread::sleep(Duration::from_millis(5));
         }
@@ -416,6 +475,8 @@ impl Server {
         self.child.id()
     }
 
+    /// The server's process, for a test that signals or waits on it itself.
+    #[allow(dead_code)]
     pub fn child_mut(&mut self) -> &mut Child {
         &mut self.child
     }
