@@ -308,6 +308,98 @@ fn clear_exec_at(dir: &OwnedFd, name: &CStr, ino: u64, uid: libc::uid_t) {
     }
 }
 
+/// Where SQLite's locks of a database file lie on Unix: the pending byte
+/// (at 1 GiB), the reserved byte after it, then 510 shared bytes. A lock on
+/// all 512 can be had only while no connection, in any process, has the
+/// database open for reading or writing.
+#[cfg(target_os = "linux")]
+const SQLITE_LOCKS: (libc::off_t, libc::off_t) = (0x4000_0000, 512);
+
+/// Open the regular file `name` of the folder for writing, without
+/// following a link, when it is the server's user's with one name.
+#[cfg(target_os = "linux")]
+fn open_own_file_at(dir: &OwnedFd, name: &CStr, uid: libc::uid_t) -> Option<std::fs::File> {
+    // SAFETY: a valid descriptor and C string; the result is checked and owned.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let meta = file.metadata().ok()?;
+    (meta.is_file() && meta.uid() == uid && meta.nlink() == 1).then_some(file)
+}
+
+/// Whether a file holds blocks past its end: those `fallocate` with
+/// `FALLOC_FL_KEEP_SIZE` reserves, which the file-size limit does not
+/// count. Pure.
+pub fn holds_blocks_past_its_end(size: u64, blocks_512: u64) -> bool {
+    // The last block of the data may be partly used: round the size up.
+    blocks_512.saturating_mul(512) > size.div_ceil(4096).saturating_mul(4096)
+}
+
+/// Give back the blocks a draft reserved past the end of the database and
+/// its companions (seccomp refuses such a reservation; this is the second
+/// layer). Cutting a file to its own size frees them, but would cut what
+/// another writer appended meanwhile, so it is done only while holding
+/// every SQLite lock byte of the database, which no connection anywhere
+/// then holds; else nothing is done. Returns how many files gave blocks.
+#[cfg(target_os = "linux")]
+fn give_back_reserved(dir: &OwnedFd, keep: &[String], uid: libc::uid_t) -> usize {
+    let Some(db) = keep.first().and_then(|n| CString::new(n.as_bytes()).ok()) else {
+        return 0;
+    };
+    let Some(db_file) = open_own_file_at(dir, &db, uid) else {
+        return 0;
+    };
+    let lock = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: SQLITE_LOCKS.0,
+        l_len: SQLITE_LOCKS.1,
+        l_pid: 0,
+    };
+    // An open-file-description lock: it conflicts with every other
+    // process's locks and with this process's other descriptions, and
+    // goes when `db_file` is closed.
+    // SAFETY: a valid descriptor and a lock description we own.
+    if unsafe { libc::fcntl(db_file.as_raw_fd(), libc::F_OFD_SETLK, &lock) } != 0 {
+        return 0;
+    }
+    let mut gave = 0;
+    for name in keep {
+        let Ok(c) = CString::new(name.as_bytes()) else {
+            continue;
+        };
+        let file = match open_own_file_at(dir, &c, uid) {
+            Some(f) => f,
+            None => continue,
+        };
+        let Ok(meta) = file.metadata() else {
+            continue;
+        };
+        if holds_blocks_past_its_end(meta.len(), meta.blocks()) && file.set_len(meta.len()).is_ok()
+        {
+            gave += 1;
+        }
+    }
+    drop(db_file);
+    gave
+}
+
+/// macOS has no `FALLOC_FL_KEEP_SIZE`, and its profile names each file a
+/// draft may write: nothing is reserved past an end there.
+#[cfg(not(target_os = "linux"))]
+fn give_back_reserved(_dir: &OwnedFd, _keep: &[String], _uid: libc::uid_t) -> usize {
+    0
+}
+
 impl DraftSweep {
     /// Open the folder (refusing a link, or another folder than the one
     /// pinned at start) and note its entries (names and inodes) before the
@@ -375,6 +467,7 @@ impl DraftSweep {
                 }
             }
         }
+        give_back_reserved(&self.dir, &self.keep, uid);
         removed
     }
 }
@@ -638,6 +731,91 @@ mod tests {
         assert!(matches!(e, SweepError::Link(_)), "{e:?}");
         let missing = DraftSweep::before(&db(&base.path().join("gone"))).unwrap_err();
         assert!(matches!(missing, SweepError::Io(..)), "{missing:?}");
+    }
+
+    #[test]
+    fn blocks_past_the_end_are_those_past_the_last_4_kib_of_data() {
+        assert!(!holds_blocks_past_its_end(0, 0));
+        assert!(!holds_blocks_past_its_end(1, 8), "one block holds 1 byte");
+        assert!(holds_blocks_past_its_end(1, 9));
+        assert!(!holds_blocks_past_its_end(4096, 8));
+        assert!(holds_blocks_past_its_end(4096, 9));
+        assert!(!holds_blocks_past_its_end(4097, 16));
+        assert!(holds_blocks_past_its_end(4097, 17));
+    }
+
+    /// Reserve `bytes` past the end of `path` as a draft could, keeping its
+    /// size; the blocks it holds then.
+    #[cfg(target_os = "linux")]
+    fn reserve_past_end(path: &Path, bytes: i64) -> u64 {
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        // SAFETY: a valid descriptor; integers only.
+        let r = unsafe { libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, bytes) };
+        assert_eq!(r, 0, "fallocate: {}", io::Error::last_os_error());
+        std::fs::metadata(path).unwrap().blocks()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn blocks_a_draft_reserved_past_the_ends_are_given_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = db(dir.path());
+        std::fs::write(&d.db, b"SQLite format 3\0 and its pages").unwrap();
+        let journal = dir.path().join("rw.db-journal");
+        std::fs::write(&journal, b"j").unwrap();
+        let sweep = DraftSweep::before(&d).unwrap();
+        assert!(
+            reserve_past_end(&d.db, 1 << 20) >= 2048,
+            "the reservation took"
+        );
+        assert!(reserve_past_end(&journal, 1 << 20) >= 2048);
+        sweep.after();
+        for (p, content) in [
+            (&d.db, &b"SQLite format 3\0 and its pages"[..]),
+            (&journal, b"j"),
+        ] {
+            let m = std::fs::metadata(p).unwrap();
+            assert!(
+                m.blocks() <= 8,
+                "{}: {} blocks left",
+                p.display(),
+                m.blocks()
+            );
+            assert_eq!(std::fs::read(p).unwrap(), content, "the data is as it was");
+        }
+    }
+
+    /// While a connection holds one of SQLite's lock bytes, nothing is cut:
+    /// it may be writing.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn nothing_is_given_back_while_a_connection_holds_a_sqlite_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = db(dir.path());
+        std::fs::write(&d.db, b"data").unwrap();
+        let sweep = DraftSweep::before(&d).unwrap();
+        let reserved = reserve_past_end(&d.db, 1 << 20);
+        // A reader's shared lock on the first shared byte, from another
+        // open file description (as another process's would be).
+        let reader = std::fs::File::open(&d.db).unwrap();
+        let lock = libc::flock {
+            l_type: libc::F_RDLCK as libc::c_short,
+            l_whence: libc::SEEK_SET as libc::c_short,
+            l_start: SQLITE_LOCKS.0 + 2,
+            l_len: 1,
+            l_pid: 0,
+        };
+        // SAFETY: a valid descriptor and a lock description we own.
+        assert_eq!(
+            unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_OFD_SETLK, &lock) },
+            0
+        );
+        sweep.after();
+        assert_eq!(std::fs::metadata(&d.db).unwrap().blocks(), reserved);
+        drop(reader);
+        let again = DraftSweep::before(&d).unwrap();
+        again.after();
+        assert!(std::fs::metadata(&d.db).unwrap().blocks() <= 8);
     }
 
     #[test]
