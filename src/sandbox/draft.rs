@@ -805,8 +805,8 @@ mod tests {
             l_len: 1,
             l_pid: 0,
         };
-        // SAFETY: a valid descriptor and a lock description we own.
         assert_eq!(
+            // SAFETY: a valid descriptor and a lock description we own.
             unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_OFD_SETLK, &lock) },
             0
         );
