@@ -42,6 +42,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::sandbox::policy::{DraftDb, Pin};
+use crate::sandbox::tmpdir::stat_at;
 
 /// Why a draft's folder can't be swept: the run is refused rather than
 /// sweeping something else.
@@ -233,22 +234,6 @@ fn list(dir: &OwnedFd) -> io::Result<Vec<(CString, u64)>> {
         Some(e) => Err(e),
         None => Ok(out),
     }
-}
-
-/// An entry's own status, relative to the folder, never following a link.
-fn stat_at(dir: &OwnedFd, name: &CStr) -> Option<libc::stat> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: a valid descriptor, C string and out-parameter.
-    let r = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            st.as_mut_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    // SAFETY: fstatat filled it in when it returned 0.
-    (r == 0).then(|| unsafe { st.assume_init() })
 }
 
 fn is_kind(st: &libc::stat, kind: libc::mode_t) -> bool {

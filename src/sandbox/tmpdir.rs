@@ -19,6 +19,7 @@ use std::sync::Mutex;
 
 mod remove;
 pub(crate) use self::remove::remove_tree;
+pub(crate) use self::remove::stat_at;
 #[cfg(target_os = "linux")]
 pub(crate) use self::remove::try_remove_tree;
 

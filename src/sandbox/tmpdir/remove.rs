@@ -298,9 +298,11 @@ fn scan(dir: &OwnedFd) -> io::Result<(Vec<CString>, u64)> {
     Ok((subdirs, removed))
 }
 
-fn is_dir_at(dir: &OwnedFd, name: &CStr) -> bool {
+/// An entry's own status, relative to the folder `dir`, never following a
+/// link (the draft sweep reads its folder the same way).
+pub(crate) fn stat_at(dir: &OwnedFd, name: &CStr) -> Option<libc::stat> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: a valid descriptor, C string and buffer.
+    // SAFETY: a valid descriptor, C string and out-parameter.
     let r = unsafe {
         libc::fstatat(
             dir.as_raw_fd(),
@@ -309,11 +311,14 @@ fn is_dir_at(dir: &OwnedFd, name: &CStr) -> bool {
             libc::AT_SYMLINK_NOFOLLOW,
         )
     };
-    if r != 0 {
+    // SAFETY: fstatat filled it in when it returned 0.
+    (r == 0).then(|| unsafe { st.assume_init() })
+}
+
+fn is_dir_at(dir: &OwnedFd, name: &CStr) -> bool {
+    let Some(st) = stat_at(dir, name) else {
         return false;
-    }
-    // SAFETY: fstatat filled it.
-    let st = unsafe { st.assume_init() };
+    };
     #[allow(clippy::unnecessary_cast)]
     let fmt = st.st_mode as u32 & libc::S_IFMT as u32;
     #[allow(clippy::unnecessary_cast)]
