@@ -248,42 +248,54 @@ fn remove_at(dir: &OwnedFd, name: &CStr, is_dir: bool) -> bool {
     unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) == 0 }
 }
 
-/// Clear the execute bits of the regular file `name` of the folder, `ino`
-/// as it was looked at and still the server's user's with one link: through
-/// a descriptor of the file itself, so a link or another file put under
-/// the name meanwhile is never changed.
-fn clear_exec_at(dir: &OwnedFd, name: &CStr, ino: u64, uid: libc::uid_t) {
+/// Open the entry `name` of the folder with `access` (`O_RDONLY`,
+/// `O_WRONLY`), never following a link, never blocking on a pipe and never
+/// taking a terminal.
+fn open_at(dir: &OwnedFd, name: &CStr, access: libc::c_int) -> io::Result<std::fs::File> {
     // SAFETY: a valid descriptor and C string; the result is checked and owned.
     let fd = unsafe {
         libc::openat(
             dir.as_raw_fd(),
             name.as_ptr(),
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC,
+            access | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC,
         )
     };
     if fd < 0 {
-        // A file of the server's without read permission: the server (not
-        // root, which opens anything) can only change its own files, and
-        // the flag never follows a link.
-        if io::Error::last_os_error().raw_os_error() == Some(libc::EACCES) && uid != 0 {
-            if let Some(st) = stat_at(dir, name) {
-                if is_kind(&st, libc::S_IFREG) && st.st_ino == ino && st.st_uid == uid {
-                    // SAFETY: a valid descriptor and C string.
-                    unsafe {
-                        libc::fchmodat(
-                            dir.as_raw_fd(),
-                            name.as_ptr(),
-                            st.st_mode & 0o7666,
-                            libc::AT_SYMLINK_NOFOLLOW,
-                        )
-                    };
-                }
-            }
-        }
-        return;
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: a fresh descriptor that nothing else owns.
-    let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// Clear the execute bits of the regular file `name` of the folder, `ino`
+/// as it was looked at and still the server's user's with one link: through
+/// a descriptor of the file itself, so a link or another file put under
+/// the name meanwhile is never changed.
+fn clear_exec_at(dir: &OwnedFd, name: &CStr, ino: u64, uid: libc::uid_t) {
+    let file = match open_at(dir, name, libc::O_RDONLY) {
+        Ok(f) => f,
+        Err(e) => {
+            // A file of the server's without read permission: the server (not
+            // root, which opens anything) can only change its own files, and
+            // the flag never follows a link.
+            if e.raw_os_error() == Some(libc::EACCES) && uid != 0 {
+                if let Some(st) = stat_at(dir, name) {
+                    if is_kind(&st, libc::S_IFREG) && st.st_ino == ino && st.st_uid == uid {
+                        // SAFETY: a valid descriptor and C string.
+                        unsafe {
+                            libc::fchmodat(
+                                dir.as_raw_fd(),
+                                name.as_ptr(),
+                                st.st_mode & 0o7666,
+                                libc::AT_SYMLINK_NOFOLLOW,
+                            )
+                        };
+                    }
+                }
+            }
+            return;
+        }
+    };
     let Ok(meta) = file.metadata() else {
         return;
     };
@@ -304,19 +316,7 @@ const SQLITE_LOCKS: (libc::off_t, libc::off_t) = (0x4000_0000, 512);
 /// following a link, when it is the server's user's with one name.
 #[cfg(target_os = "linux")]
 fn open_own_file_at(dir: &OwnedFd, name: &CStr, uid: libc::uid_t) -> Option<std::fs::File> {
-    // SAFETY: a valid descriptor and C string; the result is checked and owned.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: a fresh descriptor that nothing else owns.
-    let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let file = open_at(dir, name, libc::O_WRONLY).ok()?;
     let meta = file.metadata().ok()?;
     (meta.is_file() && meta.uid() == uid && meta.nlink() == 1).then_some(file)
 }
