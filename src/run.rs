@@ -11,7 +11,7 @@
 //! caller forever.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
@@ -145,12 +145,20 @@ fn run_once_attested(
     let mut killed_leftovers = false;
     let mut idle = Duration::from_millis(1);
     loop {
-        if stdout.is_done() && stderr.is_done() {
-            // Only the exit is missing; it normally follows end-of-file closely.
+        // Where the run tells its end on a descriptor, the same poll waits
+        // for output and for the exit, so the answer goes out as soon as
+        // both are in, with no sleep between.
+        let exit_fd = match exited {
+            None => child.exit_fd().map(|fd| fd.as_raw_fd()),
+            Some(_) => None,
+        };
+        if stdout.is_done() && stderr.is_done() && exit_fd.is_none() {
+            // Only the exit is missing and nothing will signal it: look
+            // again soon (it normally follows end-of-file closely).
             cancel.wait_timeout(idle);
             idle = (idle * 2).min(Duration::from_millis(5));
         } else {
-            poll_readable(&mut [&mut stdout, &mut stderr], POLL_WAIT);
+            poll_readable(&mut [&mut stdout, &mut stderr], exit_fd, POLL_WAIT);
             stdout.read_ready(&mut buf);
             stderr.read_ready(&mut buf);
             if stdout.data.len() > bounds.max_stdout {
@@ -259,9 +267,9 @@ impl Capture {
 }
 
 /// Wait up to `wait` until one of the open pipes can be read (or is
-/// closed), and mark which.
-fn poll_readable(captures: &mut [&mut Capture], wait: Duration) {
-    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(captures.len());
+/// closed), or `exit` can, and mark which pipes.
+fn poll_readable(captures: &mut [&mut Capture], exit: Option<RawFd>, wait: Duration) {
+    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(captures.len() + 1);
     for c in captures.iter() {
         if let Some(p) = &c.pipe {
             fds.push(libc::pollfd {
@@ -270,6 +278,14 @@ fn poll_readable(captures: &mut [&mut Capture], wait: Duration) {
                 revents: 0,
             });
         }
+    }
+    if let Some(fd) = exit {
+        // Last, so the pipes keep their places for the marking below.
+        fds.push(libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
     }
     let ms = libc::c_int::try_from(wait.as_millis()).unwrap_or(libc::c_int::MAX);
     // SAFETY: poll over descriptors we own, in an array we own.

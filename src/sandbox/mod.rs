@@ -565,6 +565,20 @@ impl SandboxedChild {
         Ok(status)
     }
 
+    /// A descriptor that turns readable when the run's exit can be taken
+    /// with `try_wait`, where the platform has one: a run forked by the
+    /// zygote reports its end on its channel. `None` means the caller must
+    /// look again later.
+    pub(crate) fn exit_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        match &self.child {
+            Process::Spawned(_) => None,
+            #[cfg(target_os = "linux")]
+            Process::Forked(r) if !self.done => Some(r.exit_fd()),
+            #[cfg(target_os = "linux")]
+            Process::Forked(_) => None,
+        }
+    }
+
     pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
         let status = match &mut self.child {
             Process::Spawned(c) => c.try_wait()?,

@@ -3,7 +3,7 @@
 //! pidfd and a run channel), and the re-executed helper for runs without
 //! user and PID namespaces.
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
@@ -589,6 +589,12 @@ impl Run {
 
     pub(crate) fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
         self.take(false)
+    }
+
+    /// Readable when the run's status (or the zygote's end) has arrived, so
+    /// a caller can wait for the exit in the same `poll` as the run's pipes.
+    pub(crate) fn exit_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.channel.as_fd()
     }
 
     pub(crate) fn wait(&mut self) -> std::io::Result<ExitStatus> {
