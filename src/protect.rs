@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
 
 use regex::Regex;
 
@@ -102,6 +103,24 @@ pub const DEFAULT_PATTERNS: &[&str] = &[
     ".docker/",
     ".kube/",
 ];
+
+/// The default patterns, compiled once per process: each is a regex, and
+/// the set costs milliseconds, which every resolution of the files would
+/// otherwise pay again. [`warm_defaults`] compiles them off the start-up path.
+fn default_patterns() -> &'static [Pattern] {
+    static DEFAULTS: OnceLock<Vec<Pattern>> = OnceLock::new();
+    DEFAULTS.get_or_init(|| {
+        DEFAULT_PATTERNS
+            .iter()
+            .filter_map(|p| Pattern::parse(p).ok())
+            .collect()
+    })
+}
+
+/// Compile the default patterns now (on a thread that has time to spare).
+pub fn warm_defaults() {
+    default_patterns();
+}
 
 /// Longest pattern accepted from the command line.
 const MAX_PATTERN_CHARS: usize = 256;
@@ -270,11 +289,11 @@ impl Protected {
     /// the name given and its canonical one (a database with its journal
     /// files, which hold its content too).
     pub fn new(extra: &[String], fixed: &[(&'static str, &Path)]) -> Result<Self, PatternError> {
-        let patterns = DEFAULT_PATTERNS
+        let patterns = default_patterns()
             .iter()
-            .map(|p| (*p).to_string())
-            .chain(extra.iter().cloned())
-            .map(|p| Pattern::parse(&p))
+            .cloned()
+            .map(Ok)
+            .chain(extra.iter().map(|p| Pattern::parse(p)))
             .collect::<Result<Vec<_>, _>>()?;
         let mut fixed_files: Vec<FixedFile> = Vec::new();
         let mut add = |what: &'static str, path: PathBuf, primary: bool| {

@@ -1,6 +1,8 @@
-//! The stdio loop: one reader (this thread), one writer thread that owns
-//! stdout and writes whole lines, and a fixed pool of worker threads,
-//! started once, that take tool calls from a bounded queue.
+//! The stdio loop: one reader (this thread), one writer thread that writes
+//! whole lines to stdout, and a fixed pool of worker threads, started once,
+//! that take tool calls from a bounded queue. A worker whose answer finds
+//! stdout idle and no line waiting writes it itself: handing it to the
+//! writer would only add a thread's wake-up to every call.
 //!
 //! Nothing here starts a thread per request: a call read from stdin waits
 //! in the queue until a worker is free, and protocol requests (`ping`,
@@ -114,6 +116,9 @@ struct LoopState {
     writer_done: bool,
 }
 
+/// stdout (or what tests give instead), held while one whole line is written.
+type Sink = Mutex<Box<dyn Write + Send>>;
+
 pub(crate) struct Shared {
     protocol: ProtocolInput,
     runner: Arc<dyn CallRunner>,
@@ -126,6 +131,9 @@ pub(crate) struct Shared {
     /// The reader waits here for room, shutdown for workers to end, a
     /// signal for the writer to finish.
     changed: Condvar,
+    /// Whoever holds it writes one whole line: the writer, a worker with
+    /// its own answer, or the signal watcher before it exits.
+    sink: Sink,
 }
 
 /// How the pool of workers started.
@@ -171,8 +179,14 @@ fn lock(m: &Mutex<LoopState>) -> MutexGuard<'_, LoopState> {
 }
 
 impl Shared {
-    fn new(protocol: ProtocolInput, runner: Arc<dyn CallRunner>, bounds: QueueBounds) -> Self {
+    fn new(
+        protocol: ProtocolInput,
+        runner: Arc<dyn CallRunner>,
+        bounds: QueueBounds,
+        sink: Box<dyn Write + Send>,
+    ) -> Self {
         Shared {
+            sink: Mutex::new(sink),
             protocol,
             runner,
             bounds,
@@ -421,10 +435,24 @@ fn worker(shared: &Shared) {
         }
         // A cancel read before this point always suppresses the answer:
         // both happen under this lock.
-        if let Some(line) = line {
-            if !cancel.is_cancelled() && !st.stopping {
-                shared.push_line(&mut st, line);
-            }
+        let Some(line) = line else { continue };
+        if cancel.is_cancelled() || st.stopping {
+            continue;
+        }
+        if st.writing || !st.out.is_empty() {
+            // Another line is on its way: this one goes after it.
+            shared.push_line(&mut st, line);
+            continue;
+        }
+        // stdout is idle: this worker writes its answer itself, counted as
+        // the line being written so the bounds see it.
+        st.writing = true;
+        st.out_bytes += line.len() + 1;
+        drop(st);
+        let ok = write_line(shared, &line);
+        shared.written(line.len(), ok.is_ok());
+        if ok.is_err() {
+            stdout_closed(shared);
         }
     }
     let mut st = lock(&shared.state);
@@ -480,9 +508,9 @@ pub(crate) fn serve(
         workers,
         stdin.lock(),
         io::stdout(),
-        |shared, stdout_lock, pool| {
+        |shared, pool| {
             announce(pool, QueueBounds::SERVED);
-            watch_signals(signals, shared, stdout_lock);
+            watch_signals(signals, shared);
         },
     );
     crate::log::flush(LOG_FLUSH);
@@ -507,19 +535,17 @@ fn serve_streams<R: BufRead, W: Write + Send + 'static>(
     workers: usize,
     reader: R,
     writer: W,
-    started: impl FnOnce(Arc<Shared>, Arc<Mutex<()>>, &PoolStart),
+    started: impl FnOnce(Arc<Shared>, &PoolStart),
 ) -> io::Result<()> {
-    let shared = Arc::new(Shared::new(protocol, runner, bounds));
-    let stdout_lock = Arc::new(Mutex::new(()));
+    let shared = Arc::new(Shared::new(protocol, runner, bounds, Box::new(writer)));
     let writer = {
         let shared = Arc::clone(&shared);
-        let lock = Arc::clone(&stdout_lock);
         thread::Builder::new()
             .name("stdout".into())
-            .spawn(move || write_loop(&shared, &lock, writer))?
+            .spawn(move || write_loop(&shared))?
     };
     let pool = start_pool(&shared, workers);
-    started(Arc::clone(&shared), Arc::clone(&stdout_lock), &pool);
+    started(Arc::clone(&shared), &pool);
 
     read_loop(&shared, reader);
 
@@ -568,16 +594,54 @@ fn read_loop<R: BufRead>(shared: &Shared, input: R) {
     }
 }
 
-fn write_loop<W: Write>(shared: &Shared, stdout_lock: &Mutex<()>, mut out: W) {
+/// One whole line and its newline, flushed, under the sink's lock.
+fn write_line(shared: &Shared, line: &str) -> io::Result<()> {
+    let mut out = shared.sink.lock().unwrap_or_else(|e| e.into_inner());
+    out.write_all(line.as_bytes())
+        .and_then(|_| out.write_all(b"\n"))
+        .and_then(|_| out.flush())
+}
+
+/// stdout closed: nobody can hear us; stop cleanly. The reader may sit in a
+/// blocking read of stdin forever, so the process leaves from here.
+fn stdout_closed(shared: &Shared) -> ! {
+    shared.stop();
+    crate::log::line("stdout closed; stopping");
+    shared.wait_workers_gone(Some(Instant::now() + SHUTDOWN_GRACE));
+    crate::log::flush(LOG_FLUSH);
+    std::process::exit(0);
+}
+
+impl Shared {
+    /// The line being written is out (or failed): room for answers, so
+    /// workers may start calls and the reader read; a line that waited
+    /// meanwhile goes to the writer.
+    fn written(&self, len: usize, ok: bool) {
+        let mut st = lock(&self.state);
+        st.writing = false;
+        st.out_bytes -= len + 1;
+        self.work.notify_all();
+        self.changed.notify_all();
+        if ok && !st.out.is_empty() {
+            self.lines.notify_one();
+        }
+    }
+}
+
+fn write_loop(shared: &Shared) {
     loop {
         let line = {
             let mut st = lock(&shared.state);
             loop {
-                if let Some(line) = st.out.pop_front() {
-                    st.writing = true;
-                    break Some(line);
+                // One line at a time: a worker may be writing its own.
+                if !st.writing {
+                    if let Some(line) = st.out.pop_front() {
+                        st.writing = true;
+                        break Some(line);
+                    }
                 }
-                if st.finish || st.stopping {
+                // Lines computed before a stop are still written.
+                if st.out.is_empty() && (st.finish || st.stopping) {
                     break None;
                 }
                 st = Shared::wait(&shared.lines, st);
@@ -586,28 +650,10 @@ fn write_loop<W: Write>(shared: &Shared, stdout_lock: &Mutex<()>, mut out: W) {
         let Some(line) = line else {
             break;
         };
-        let ok = {
-            let _guard = stdout_lock.lock().unwrap_or_else(|e| e.into_inner());
-            out.write_all(line.as_bytes())
-                .and_then(|_| out.write_all(b"\n"))
-                .and_then(|_| out.flush())
-        };
-        {
-            let mut st = lock(&shared.state);
-            st.writing = false;
-            st.out_bytes -= line.len() + 1;
-            // Room for answers: workers may start calls, the reader read.
-            shared.work.notify_all();
-            shared.changed.notify_all();
-        }
+        let ok = write_line(shared, &line);
+        shared.written(line.len(), ok.is_ok());
         if ok.is_err() {
-            // stdout closed: nobody can hear us; stop cleanly.
-            shared.stop();
-            crate::log::line("stdout closed; stopping");
-            // The reader may sit in a blocking read of stdin forever; leave now.
-            shared.wait_workers_gone(Some(Instant::now() + SHUTDOWN_GRACE));
-            crate::log::flush(LOG_FLUSH);
-            std::process::exit(0);
+            stdout_closed(shared);
         }
     }
     let mut st = lock(&shared.state);
@@ -639,7 +685,7 @@ pub(crate) fn signal_exit_code(sig: libc::c_int) -> i32 {
     128 + sig
 }
 
-fn watch_signals(set: libc::sigset_t, shared: Arc<Shared>, stdout_lock: Arc<Mutex<()>>) {
+fn watch_signals(set: libc::sigset_t, shared: Arc<Shared>) {
     let spawned = thread::Builder::new()
         .name("signals".into())
         .stack_size(128 * 1024)
@@ -650,7 +696,7 @@ fn watch_signals(set: libc::sigset_t, shared: Arc<Shared>, stdout_lock: Arc<Mute
             if rc != 0 {
                 return;
             }
-            stop_on_signal(&shared, &stdout_lock, sig);
+            stop_on_signal(&shared, sig);
         });
     if let Err(e) = spawned {
         // Without the watcher the blocked signals would be ignored: let
@@ -662,7 +708,7 @@ fn watch_signals(set: libc::sigset_t, shared: Arc<Shared>, stdout_lock: Arc<Mute
     }
 }
 
-fn stop_on_signal(shared: &Shared, stdout_lock: &Mutex<()>, sig: libc::c_int) {
+fn stop_on_signal(shared: &Shared, sig: libc::c_int) {
     let name = if sig == libc::SIGINT {
         "SIGINT"
     } else {
@@ -675,9 +721,9 @@ fn stop_on_signal(shared: &Shared, stdout_lock: &Mutex<()>, sig: libc::c_int) {
     shared.wait_workers_gone(Some(Instant::now() + SHUTDOWN_GRACE));
     // Written briefly: a client that stopped reading must not hold the exit up.
     shared.finish_writing(Some(Instant::now() + LOG_FLUSH));
-    // Hold the stdout lock so no line is cut in half, then leave.
-    let _guard = stdout_lock.lock().unwrap_or_else(|e| e.into_inner());
-    let _ = io::stdout().lock().flush();
+    // Hold stdout so no line is cut in half, then leave.
+    let mut out = shared.sink.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = out.flush();
     crate::log::flush(LOG_FLUSH);
     std::process::exit(signal_exit_code(sig));
 }
@@ -803,7 +849,7 @@ mod tests {
             workers,
             io::Cursor::new(input_bytes),
             sink.clone(),
-            |_, _, _| {},
+            |_, _| {},
         )
         .unwrap();
         let ran = runner.ran.lock().unwrap().clone();
@@ -1167,7 +1213,7 @@ mod tests {
                     2,
                     reader,
                     sink,
-                    |shared, _, _| tx.send(shared).unwrap(),
+                    |shared, _| tx.send(shared).unwrap(),
                 )
             })
         };

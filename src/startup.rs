@@ -190,6 +190,13 @@ impl App {
         // those of files replaced later, are set on what it found.
         let options =
             owner.sandbox_options(serve.start.sandbox, &serve.start.pass_env, helper.clone())?;
+        // The protected patterns are regexes that take milliseconds to
+        // compile: done on a thread of their own while the probe and the
+        // trial run wait for the sandbox's processes. (Without that thread
+        // they are compiled where first needed.)
+        let _ = std::thread::Builder::new()
+            .name("patterns".into())
+            .spawn(crate::protect::warm_defaults);
         let detected = Sandbox::detect(&options)?;
         // A call the sandbox can't start is answered within its timeout.
         detected.bound_waits(

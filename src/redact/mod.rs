@@ -31,6 +31,7 @@
 //! hidden, never what.
 
 mod anchors;
+mod lazy;
 mod names;
 mod shapes;
 mod spans;
@@ -44,6 +45,7 @@ use serde_json::{Map, Value};
 pub use names::{is_secret_key, is_secret_name};
 
 use anchors::{Anchors, Hit};
+use lazy::LazyRegex;
 use shapes::ShapeCheck;
 use spans::{block_end, header_value_span, line_indent, starts_line, value_span};
 
@@ -161,12 +163,12 @@ impl Span {
 pub struct Redactor {
     /// One pass says which rules to apply, and on which lines.
     anchors: Anchors,
-    shapes: Vec<(Regex, ShapeCheck)>,
-    key_value: Regex,
-    naming_field: Regex,
-    aws_secret: Regex,
-    twilio_secret: Regex,
-    aws_id: Regex,
+    shapes: Vec<(LazyRegex, ShapeCheck)>,
+    key_value: LazyRegex,
+    naming_field: LazyRegex,
+    aws_secret: LazyRegex,
+    twilio_secret: LazyRegex,
+    aws_id: LazyRegex,
     /// Longest first, so a value containing another is replaced whole.
     values: Vec<String>,
     /// A searcher for each of `values`, built once.
@@ -233,9 +235,7 @@ impl Redactor {
             .map(String::len)
             .min()
             .map_or(MIN_SHAPE_LEN, |v| v.min(MIN_SHAPE_LEN));
-        // The patterns are fixed text; unit tests check that each compiles,
-        // so `expect` here can only fire on a change that never passed them.
-        let compile = |p: &str| Regex::new(p).expect("a fixed pattern compiles");
+        let compile = LazyRegex::new;
         let finders = values
             .iter()
             .map(|v| memmem::Finder::new(v.as_bytes()).into_owned())
