@@ -67,6 +67,9 @@ build_baseline() {
     rm -rf "$base/src"
     mkdir -p "$base/src"
     git -C "$ROOT" archive "$ref" | tar -x -C "$base/src" || return 1
+    # tar gives the files the commit's time, which may be older than the
+    # last baseline built here: cargo would then keep that build.
+    find "$base/src" -type f -exec touch {} + || return 1
     CARGO_TARGET_DIR="$base/target" \
         cargo build --release --quiet --manifest-path "$base/src/Cargo.toml" -p reachweaver-mcp >&2 || return 1
     echo "$base/target/release/reachweaver-mcp"
