@@ -2,7 +2,7 @@
 //! server itself never changes namespace), and how the layers in force are
 //! named in the start-up line.
 
-use super::kernel::{errno, in_child, kernel_at_least};
+use super::kernel::{errno, kernel_at_least, Pending};
 use super::{cgroup, landlock, mounts, seccomp};
 use crate::sandbox::policy::Layers;
 use crate::sandbox::SandboxMode;
@@ -41,9 +41,28 @@ impl Detected {
             | libc::CLONE_NEWIPC
             | libc::CLONE_NEWPID
             | libc::CLONE_NEWUTS;
-        let (userns, netns, ipcns, pidns, utsns) = if try_unshare(all).is_ok() {
-            (Ok(()), Ok(()), Ok(()), Ok(()), Ok(()))
-        } else {
+        let pid_max_possible = kernel_at_least(&kernel, 6, 14);
+        // The usual case is guessed at: the pid_max and mount namespace
+        // checks start beside the one for every namespace, as if it will
+        // pass (the three children then run at once), and their answers
+        // are kept only if it does.
+        let every = start_unshare(all);
+        let pid_max_guess = pid_max_possible.then(|| start_pid_max(true));
+        let mount_guess = mounts::start_available(&kernel, true);
+        let every = every.finish();
+        let pid_max_guess = pid_max_guess.map(Pending::finish);
+        let mount_guess = mount_guess.and_then(Pending::finish);
+        if every.is_ok() {
+            let pid_max = pid_max_guess
+                .unwrap_or_else(|| Err("per-namespace pid_max needs Linux 6.14".into()));
+            return Self::found(
+                kernel,
+                [Ok(()), Ok(()), Ok(()), Ok(()), Ok(())],
+                pid_max,
+                mount_guess,
+            );
+        }
+        let (userns, netns, ipcns, pidns, utsns) = {
             let userns = usable_userns(
                 try_unshare(libc::CLONE_NEWUSER),
                 try_unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET),
@@ -64,7 +83,7 @@ impl Detected {
             let utsns = kind(libc::CLONE_NEWUTS);
             (userns, netns, ipcns, pidns, utsns)
         };
-        let pid_max = match (&pidns, kernel_at_least(&kernel, 6, 14)) {
+        let pid_max = match (&pidns, pid_max_possible) {
             (Ok(()), true) => try_pid_max(userns.is_ok()),
             (Ok(()), false) => Err("per-namespace pid_max needs Linux 6.14".into()),
             (Err(_), _) => Err("needs a PID namespace".into()),
@@ -73,6 +92,23 @@ impl Detected {
             Ok(()) => mounts::available(&kernel, userns.is_ok()),
             Err(_) => Err("needs a PID namespace".into()),
         };
+        Self::found(
+            kernel,
+            [userns, netns, ipcns, pidns, utsns],
+            pid_max,
+            mountns,
+        )
+    }
+
+    /// What the probe found: the namespaces (user, network, IPC, PID, UTS),
+    /// `pid_max` and the mount namespace as tried; the rest read here.
+    fn found(
+        kernel: String,
+        namespaces: [Result<(), String>; 5],
+        pid_max: Result<(), String>,
+        mountns: Result<(), String>,
+    ) -> Detected {
+        let [userns, netns, ipcns, pidns, utsns] = namespaces;
         Detected {
             landlock_abi: landlock::kernel_abi(),
             probed: vec![
@@ -402,7 +438,11 @@ pub(super) fn seccomp_available() -> Result<(), String> {
 /// changes namespace. The child does nothing but the system call and
 /// `_exit`, which is safe after `fork` in a multi-threaded process.
 pub(super) fn try_unshare(flags: libc::c_int) -> Result<(), String> {
-    in_child(|| {
+    start_unshare(flags).finish()
+}
+
+fn start_unshare(flags: libc::c_int) -> Pending {
+    Pending::start("unshare", move || {
         // SAFETY: unshare takes flags only.
         if unsafe { libc::unshare(flags) } == 0 {
             0
@@ -410,13 +450,16 @@ pub(super) fn try_unshare(flags: libc::c_int) -> Result<(), String> {
             errno()
         }
     })
-    .map_err(|e| format!("unshare: {e}"))
 }
 
 /// Whether a PID namespace's own init may set the namespace's `pid_max`
 /// (Linux 6.14 and later), tried for real: a child enters new user and PID
 /// namespaces and its child, the namespace's init, writes the value.
 pub(super) fn try_pid_max(userns: bool) -> Result<(), String> {
+    start_pid_max(userns).finish()
+}
+
+fn start_pid_max(userns: bool) -> Pending {
     let path = c"/proc/sys/kernel/pid_max";
     let value = PID_MAX.to_string();
     let flags = if userns {
@@ -424,7 +467,7 @@ pub(super) fn try_pid_max(userns: bool) -> Result<(), String> {
     } else {
         libc::CLONE_NEWPID
     };
-    in_child(|| {
+    Pending::start("pid_max in a PID namespace", move || {
         // SAFETY: only async-signal-safe calls (unshare, fork, open, write,
         // waitpid, _exit) on data prepared before the first fork.
         unsafe {
@@ -454,7 +497,6 @@ pub(super) fn try_pid_max(userns: bool) -> Result<(), String> {
             libc::WEXITSTATUS(st)
         }
     })
-    .map_err(|e| format!("pid_max in a PID namespace: {e}"))
 }
 
 #[cfg(test)]

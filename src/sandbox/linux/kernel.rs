@@ -21,10 +21,15 @@ pub(crate) fn errno() -> i32 {
         & 0xff
 }
 
-/// Run `f` in a forked child and return its result (0: success, else an
-/// errno). `f` must stick to async-signal-safe calls: the server may have
-/// other threads.
-pub(crate) fn in_child(f: impl FnOnce() -> i32) -> Result<(), std::io::Error> {
+/// A throwaway child started by [`start_child`], reaped by
+/// [`ChildProbe::result`] (or on drop, so no zombie is left behind).
+pub(crate) struct ChildProbe(Option<libc::pid_t>);
+
+/// Start `f` in a forked child (its exit code: 0 for success, else an
+/// errno) and return without waiting, so several probes can run at once.
+/// `f` must stick to async-signal-safe calls: the server may have other
+/// threads.
+pub(crate) fn start_child(f: impl FnOnce() -> i32) -> Result<ChildProbe, std::io::Error> {
     // SAFETY: the child runs `f` (async-signal-safe by contract) and _exits.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
@@ -35,6 +40,28 @@ pub(crate) fn in_child(f: impl FnOnce() -> i32) -> Result<(), std::io::Error> {
         // SAFETY: leaving the child without running the parent's destructors.
         unsafe { libc::_exit(code & 0xff) };
     }
+    Ok(ChildProbe(Some(pid)))
+}
+
+impl ChildProbe {
+    /// Wait for the child: `Ok` if it exited 0, else its errno (or that it died).
+    pub(crate) fn result(mut self) -> Result<(), std::io::Error> {
+        match self.0.take() {
+            Some(pid) => reap(pid),
+            None => Err(std::io::Error::other("the probe child was already reaped")),
+        }
+    }
+}
+
+impl Drop for ChildProbe {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take() {
+            let _ = reap(pid);
+        }
+    }
+}
+
+fn reap(pid: libc::pid_t) -> Result<(), std::io::Error> {
     let mut status = 0;
     loop {
         // SAFETY: waiting for the child we forked.
@@ -52,5 +79,27 @@ pub(crate) fn in_child(f: impl FnOnce() -> i32) -> Result<(), std::io::Error> {
         Err(std::io::Error::from_raw_os_error(libc::WEXITSTATUS(status)))
     } else {
         Err(std::io::Error::other("the probe child died"))
+    }
+}
+
+/// A probe started in a child, with the words its failure is named by.
+pub(crate) struct Pending {
+    child: Result<ChildProbe, std::io::Error>,
+    what: &'static str,
+}
+
+impl Pending {
+    pub(crate) fn start(what: &'static str, f: impl FnOnce() -> i32) -> Pending {
+        Pending {
+            child: start_child(f),
+            what,
+        }
+    }
+
+    /// Wait for it: `Err` says what failed and why.
+    pub(crate) fn finish(self) -> Result<(), String> {
+        self.child
+            .and_then(ChildProbe::result)
+            .map_err(|e| format!("{}: {e}", self.what))
     }
 }

@@ -595,6 +595,14 @@ pub fn apply(plan: &MountPlan) -> Result<(), StepError> {
 /// [`apply`] needs (`open_tree`, `move_mount`, `mount_setattr`: Linux
 /// 5.12), tried for real in a short-lived child.
 pub fn available(kernel: &str, userns: bool) -> Result<(), String> {
+    start_available(kernel, userns)?.finish()
+}
+
+/// [`available`], started in its child without waiting for it.
+pub(super) fn start_available(
+    kernel: &str,
+    userns: bool,
+) -> Result<super::kernel::Pending, String> {
     if !super::kernel::kernel_at_least(kernel, 5, 12) {
         return Err("a minimal root needs Linux 5.12 (mount_setattr)".into());
     }
@@ -606,47 +614,49 @@ pub fn available(kernel: &str, userns: bool) -> Result<(), String> {
     } else {
         libc::CLONE_NEWNS
     };
-    super::kernel::in_child(|| {
-        // SAFETY: only system calls on static strings and a struct prepared
-        // before the fork (async-signal-safe), in a child that then exits.
-        unsafe {
-            if libc::unshare(flags) != 0 {
-                return super::kernel::errno();
+    Ok(super::kernel::Pending::start(
+        "mount namespace with a minimal root",
+        move || {
+            // SAFETY: only system calls on static strings and a struct prepared
+            // before the fork (async-signal-safe), in a child that then exits.
+            unsafe {
+                if libc::unshare(flags) != 0 {
+                    return super::kernel::errno();
+                }
+                if libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ) != 0
+                {
+                    return super::kernel::errno();
+                }
+                let tree = libc::syscall(
+                    libc::SYS_open_tree,
+                    libc::AT_FDCWD,
+                    c"/".as_ptr(),
+                    OPEN_TREE_CLONE | AT_RECURSIVE,
+                );
+                if tree < 0 {
+                    return super::kernel::errno();
+                }
+                if libc::syscall(
+                    libc::SYS_mount_setattr,
+                    tree as libc::c_int,
+                    c"".as_ptr(),
+                    libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
+                    attr.as_ptr(),
+                    std::mem::size_of_val(&attr),
+                ) != 0
+                {
+                    return super::kernel::errno();
+                }
+                0
             }
-            if libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            ) != 0
-            {
-                return super::kernel::errno();
-            }
-            let tree = libc::syscall(
-                libc::SYS_open_tree,
-                libc::AT_FDCWD,
-                c"/".as_ptr(),
-                OPEN_TREE_CLONE | AT_RECURSIVE,
-            );
-            if tree < 0 {
-                return super::kernel::errno();
-            }
-            if libc::syscall(
-                libc::SYS_mount_setattr,
-                tree as libc::c_int,
-                c"".as_ptr(),
-                libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
-                attr.as_ptr(),
-                std::mem::size_of_val(&attr),
-            ) != 0
-            {
-                return super::kernel::errno();
-            }
-            0
-        }
-    })
-    .map_err(|e| format!("mount namespace with a minimal root: {e}"))
+        },
+    ))
 }
 
 #[cfg(test)]

@@ -807,7 +807,7 @@ mod tests {
     fn descriptors_are_placed_even_when_their_numbers_cross() {
         // A pipe's ends moved to 0 and 1, whatever their numbers, in a
         // child so this process keeps its own table.
-        let r = super::super::super::kernel::in_child(|| {
+        let r = super::super::super::kernel::start_child(|| {
             let mut a = [0; 2];
             // SAFETY: test child; plain descriptor calls.
             unsafe {
@@ -826,7 +826,8 @@ mod tests {
                 }
             }
             0
-        });
+        })
+        .and_then(|c| c.result());
         assert!(r.is_ok(), "{r:?}");
     }
 }
