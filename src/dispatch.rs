@@ -34,6 +34,8 @@ pub struct CallJob {
     pub tool: String,
     pub arguments: Map<String, Value>,
     pub revision: Revision,
+    /// The request's `_meta` (for the audit log: client, trace context).
+    pub meta: Option<Value>,
 }
 
 /// Legacy state lives per process: the revision the one `initialize` fixed.
@@ -372,6 +374,7 @@ impl<'a> Dispatcher<'a> {
         };
         let rev = era::negotiate(version);
         self.session.legacy = Some(rev);
+        crate::audit::client_info(params.get("clientInfo"));
         Ok(json!({
             "protocolVersion": rev.as_str(),
             "capabilities": {"tools": {"listChanged": false}},
@@ -397,6 +400,7 @@ impl<'a> Dispatcher<'a> {
             rest.insert("cacheScope".into(), json!("public"));
             self.input.stamp(rev, &mut rest);
         }
+        crate::audit::tools_list(id, params.get("_meta"));
         Action::ReplyLine(self.input.lists.response_line(id, rev, &rest))
     }
 
@@ -430,6 +434,7 @@ impl<'a> Dispatcher<'a> {
             tool: name,
             arguments,
             revision: rev,
+            meta: params.remove("_meta"),
         })
     }
 }
