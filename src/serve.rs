@@ -464,7 +464,13 @@ fn worker(shared: &Shared) {
 /// cancelled, nothing is written). The thread that spawns the backend also
 /// waits for it (the sandbox's parent-death signal is tied to this thread).
 fn answer_call(shared: &Shared, job: &CallJob, cancel: &Cancel) -> Option<String> {
-    let audit = match crate::audit::begin_call(job) {
+    let request = crate::audit::Request {
+        id: &job.id,
+        tool: &job.tool,
+        arguments: &job.arguments,
+        meta: job.meta.as_ref(),
+    };
+    let audit = match crate::audit::begin_call(&request) {
         Ok(audit) => audit,
         Err(refused) => {
             let result = shared.protocol.call_result(job.revision, &refused);
@@ -475,7 +481,10 @@ fn answer_call(shared: &Shared, job: &CallJob, cancel: &Cancel) -> Option<String
     let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
         shared.runner.run_call(&job.tool, &job.arguments, cancel)
     }));
-    audit.end(job, outcome.as_ref().ok());
+    let ended = outcome
+        .as_ref()
+        .map_or(crate::audit::Ended::Fault, CallOutcome::audited);
+    audit.end(&request, ended);
     match outcome {
         Ok(CallOutcome::Done(envelope)) => Some(jsonrpc::to_line(&jsonrpc::result(
             &job.id,

@@ -44,7 +44,9 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(0)
         }
         CliCommand::Sandbox(cmd) => crate::sandbox_cli::cli(&cli.globals, cmd),
-        CliCommand::Audit(cmd) => crate::audit::verify::cli(cmd),
+        CliCommand::Audit(crate::cli::AuditCommand::Verify { files, audit_key }) => {
+            crate::audit::verify::cli(files, audit_key)
+        }
         CliCommand::ProbeAttempt { name, args } => Ok(crate::sandbox::probe_attempt(&name, &args)),
         CliCommand::Tools { json, check, start } => {
             let serve = ServeArgs::for_subcommand(start, None);

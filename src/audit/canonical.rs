@@ -116,14 +116,14 @@ fn es_number(f: f64) -> String {
     }
     if k <= n && n <= 21 {
         out.push_str(&digits);
-        out.extend(std::iter::repeat('0').take((n - k) as usize));
+        out.extend(std::iter::repeat_n('0', (n - k) as usize));
     } else if 0 < n && n <= 21 {
         out.push_str(&digits[..n as usize]);
         out.push('.');
         out.push_str(&digits[n as usize..]);
     } else if -6 < n && n <= 0 {
         out.push_str("0.");
-        out.extend(std::iter::repeat('0').take((-n) as usize));
+        out.extend(std::iter::repeat_n('0', (-n) as usize));
         out.push_str(&digits);
     } else {
         out.push_str(&digits[..1]);
@@ -132,7 +132,7 @@ fn es_number(f: f64) -> String {
             out.push_str(&digits[1..]);
         }
         out.push('e');
-        out.push(if n - 1 >= 0 { '+' } else { '-' });
+        out.push(if n > 0 { '+' } else { '-' });
         out.push_str(&(n - 1).abs().to_string());
     }
     out

@@ -217,7 +217,7 @@ mod tests {
             Some(&key(1)),
         );
         let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v.as_object().unwrap().keys().last().unwrap(), "hmac");
+        assert_eq!(v.as_object().unwrap().keys().next_back().unwrap(), "hmac");
         assert!(hmac_ok(&line, &key(1)));
         assert!(!hmac_ok(&line, &key(2)));
         let edited = line.replace("\"n\":1", "\"n\":2");

@@ -18,8 +18,6 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use crate::call::CallOutcome;
-use crate::dispatch::CallJob;
 use crate::envelope::Envelope;
 use crate::error::{ErrorCode, ToolError};
 use crate::redact::Redactor;
@@ -136,7 +134,7 @@ pub(crate) fn start(
     let mut body = Map::new();
     body.insert(
         "server".into(),
-        json!({"name": crate::startup::SERVER_NAME, "version": env!("CARGO_PKG_VERSION")}),
+        json!({"name": env!("CARGO_PKG_NAME"), "version": env!("CARGO_PKG_VERSION")}),
     );
     body.insert(
         "backend".into(),
@@ -277,6 +275,24 @@ pub(crate) fn stop() {
     }
 }
 
+/// What a `tools/call` asked.
+pub(crate) struct Request<'a> {
+    pub id: &'a Value,
+    pub tool: &'a str,
+    pub arguments: &'a Map<String, Value>,
+    /// The request's `_meta`.
+    pub meta: Option<&'a Value>,
+}
+
+/// How a call ended.
+pub(crate) enum Ended<'a> {
+    Done(&'a Envelope),
+    Cancelled,
+    UnknownTool,
+    /// A fault inside the server.
+    Fault,
+}
+
 /// A call about to run. Under `--audit-required` its start is recorded
 /// first, and a call whose start cannot be recorded is refused: the
 /// envelope to answer with.
@@ -284,7 +300,7 @@ pub(crate) struct Call {
     started: Instant,
 }
 
-pub(crate) fn begin_call(job: &CallJob) -> Result<Call, Envelope> {
+pub(crate) fn begin_call(job: &Request<'_>) -> Result<Call, Box<Envelope>> {
     let call = Call {
         started: Instant::now(),
     };
@@ -300,17 +316,17 @@ pub(crate) fn begin_call(job: &CallJob) -> Result<Call, Envelope> {
         Ok(()) => Ok(call),
         Err(e) => {
             a.report(&e);
-            Err(Envelope::from_error(&ToolError::templated(
+            Err(Box::new(Envelope::from_error(&ToolError::templated(
                 ErrorCode::AuditFailed,
                 "the audit log could not be written",
-            )))
+            ))))
         }
     }
 }
 
 impl Call {
     /// The call ended (`None`: it failed inside the server).
-    pub(crate) fn end(self, job: &CallJob, outcome: Option<&CallOutcome>) {
+    pub(crate) fn end(self, job: &Request<'_>, outcome: Ended<'_>) {
         let Some(a) = AUDIT.get() else { return };
         let mut m = call_fields(a, job);
         m.insert(
@@ -325,11 +341,11 @@ impl Call {
     }
 }
 
-fn call_fields(a: &Audit, job: &CallJob) -> Map<String, Value> {
+fn call_fields(a: &Audit, job: &Request<'_>) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("jsonrpc_id".into(), a.redactor.redact_value(job.id.clone()));
     m.insert("tool".into(), json!(job.tool));
-    a.client_fields(job.meta.as_ref(), &mut m);
+    a.client_fields(job.meta, &mut m);
     let (args, _) = a.redactor.redact(Value::Object(job.arguments.clone()));
     m.insert("arguments".into(), args);
     if let Some(key) = &a.key {

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::call::CallOutcome;
+use super::Ended;
 use crate::envelope::{Envelope, META_REDACTED, META_SANDBOX};
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for milliseconds since the Unix epoch.
@@ -51,22 +51,21 @@ const REFUSALS: [&str; 7] = [
 
 /// The outcome members of a call record: `outcome`, with `error_code` or
 /// `reason`, `exit_code`, `output_bytes`, `redacted` and `sandbox`.
-/// `None`: the call failed inside the server.
-pub(crate) fn outcome(outcome: Option<&CallOutcome>) -> Map<String, Value> {
+pub(crate) fn outcome(outcome: Ended<'_>) -> Map<String, Value> {
     let mut m = Map::new();
     match outcome {
-        None => {
+        Ended::Fault => {
             m.insert("outcome".into(), json!("tool_error"));
             m.insert("error_code".into(), json!("internal_error"));
         }
-        Some(CallOutcome::Cancelled) => {
+        Ended::Cancelled => {
             m.insert("outcome".into(), json!("cancelled"));
         }
-        Some(CallOutcome::UnknownTool) => {
+        Ended::UnknownTool => {
             m.insert("outcome".into(), json!("refused"));
             m.insert("reason".into(), json!("unknown_tool"));
         }
-        Some(CallOutcome::Done(envelope)) => envelope_outcome(envelope, &mut m),
+        Ended::Done(envelope) => envelope_outcome(envelope, &mut m),
     }
     m
 }
@@ -129,8 +128,8 @@ mod tests {
     #[test]
     fn outcomes_by_code() {
         let of = |code: ErrorCode| {
-            let o = CallOutcome::Done(Envelope::from_error(&ToolError::new(code, "x")));
-            Value::Object(outcome(Some(&o)))
+            let e = Envelope::from_error(&ToolError::new(code, "x"));
+            Value::Object(outcome(Ended::Done(&e)))
         };
         assert_eq!(of(ErrorCode::RateLimited)["outcome"], "rate_limited");
         assert_eq!(of(ErrorCode::PathProtected)["outcome"], "refused");
@@ -138,15 +137,18 @@ mod tests {
         assert_eq!(of(ErrorCode::AuditFailed)["reason"], "audit_failed");
         assert_eq!(of(ErrorCode::Timeout)["outcome"], "tool_error");
         assert_eq!(of(ErrorCode::Timeout)["error_code"], "timeout");
-        let ok = CallOutcome::Done(Envelope::from_run(1, json!({"findings": []})));
-        let ok = Value::Object(outcome(Some(&ok)));
+        let ok = Envelope::from_run(1, json!({"findings": []}));
+        let ok = Value::Object(outcome(Ended::Done(&ok)));
         assert_eq!(ok["outcome"], "ok");
         assert_eq!(ok["exit_code"], 1);
         assert_eq!(ok["output_bytes"], 40);
         assert_eq!(
-            Value::Object(outcome(Some(&CallOutcome::Cancelled)))["outcome"],
+            Value::Object(outcome(Ended::Cancelled))["outcome"],
             "cancelled"
         );
-        assert_eq!(Value::Object(outcome(None))["error_code"], "internal_error");
+        assert_eq!(
+            Value::Object(outcome(Ended::Fault))["error_code"],
+            "internal_error"
+        );
     }
 }

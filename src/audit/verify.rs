@@ -14,7 +14,8 @@ use super::chain::{hmac_ok, sha256_hex, Key, GENESIS_PREV};
 pub(crate) enum Verdict {
     /// Every line holds.
     Intact,
-    /// The file ends in a line a writer never finished; every line before it holds.
+    /// A line a writer never finished (a crash mid-write): the last line of
+    /// a file, or one that the next line says it follows; every other line holds.
     Torn { file: PathBuf, line: usize },
     /// A line was edited, removed, inserted or reordered (or the key does not match).
     Broken {
@@ -55,14 +56,44 @@ impl std::fmt::Display for Verdict {
 #[derive(Default)]
 struct Session {
     started_here: bool,
+    stopped: bool,
     lines: u64,
 }
 
+/// What verification counted besides its verdict.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Counts {
+    pub lines: usize,
+    /// Sessions whose start is in the files but not their closing record:
+    /// still running, or cut off.
+    pub open_sessions: usize,
+}
+
 /// Verify `files` in order; `key` checks every line's HMAC too.
-pub(crate) fn verify(files: &[(PathBuf, Vec<u8>)], key: Option<&Key>) -> (Verdict, usize) {
+pub(crate) fn verify(files: &[(PathBuf, Vec<u8>)], key: Option<&Key>) -> (Verdict, Counts) {
+    let (verdict, lines, sessions) = walk(files, key);
+    let open_sessions = sessions
+        .values()
+        .filter(|s| s.started_here && !s.stopped)
+        .count();
+    (
+        verdict,
+        Counts {
+            lines,
+            open_sessions,
+        },
+    )
+}
+
+fn walk(
+    files: &[(PathBuf, Vec<u8>)],
+    key: Option<&Key>,
+) -> (Verdict, usize, HashMap<String, Session>) {
     let mut total = 0;
     let mut last_of_previous: Option<String> = None;
     let mut sessions: HashMap<String, Session> = HashMap::new();
+    // A torn line another writer later wrote after: reported, not fatal.
+    let mut torn: Option<(PathBuf, usize)> = None;
     for (path, bytes) in files {
         let broken = |line: usize, why: String| Verdict::Broken {
             file: path.clone(),
@@ -96,6 +127,7 @@ pub(crate) fn verify(files: &[(PathBuf, Vec<u8>)], key: Option<&Key>) -> (Verdic
                             line: n,
                         },
                         total,
+                        sessions,
                     );
                 }
                 // A torn line later written after: the next line must say so.
@@ -105,10 +137,11 @@ pub(crate) fn verify(files: &[(PathBuf, Vec<u8>)], key: Option<&Key>) -> (Verdic
                     })
                 });
                 if !next_says || i == 0 {
-                    return (broken(n, "not a record".into()), total);
+                    return (broken(n, "not a record".into()), total, sessions);
                 }
                 prev_hash = Some(sha256_hex(raw));
                 prev_torn = true;
+                torn.get_or_insert((path.clone(), n));
                 continue;
             };
             let prev = record["prev"].as_str().unwrap_or_default();
@@ -119,6 +152,7 @@ pub(crate) fn verify(files: &[(PathBuf, Vec<u8>)], key: Option<&Key>) -> (Verdic
                         return (
                             broken(n, "the first line of a file is not a genesis record".into()),
                             total,
+                            sessions,
                         );
                     }
                     if let Some(before) = &last_of_previous {
@@ -126,13 +160,18 @@ pub(crate) fn verify(files: &[(PathBuf, Vec<u8>)], key: Option<&Key>) -> (Verdic
                             return (
                                 broken(n, "the genesis record does not follow the last line of the file given before".into()),
                                 total,
+                                sessions,
                             );
                         }
                     }
                 }
                 Some(h) => {
                     if kind == "genesis" {
-                        return (broken(n, "a genesis record inside a file".into()), total);
+                        return (
+                            broken(n, "a genesis record inside a file".into()),
+                            total,
+                            sessions,
+                        );
                     }
                     if prev != h {
                         return (
@@ -145,12 +184,14 @@ pub(crate) fn verify(files: &[(PathBuf, Vec<u8>)], key: Option<&Key>) -> (Verdic
                                 ),
                             ),
                             total,
+                            sessions,
                         );
                     }
                     if prev_torn && record["after_torn"] != true {
                         return (
                             broken(n, "it follows a torn line without saying so".into()),
                             total,
+                            sessions,
                         );
                     }
                 }
@@ -164,6 +205,7 @@ pub(crate) fn verify(files: &[(PathBuf, Vec<u8>)], key: Option<&Key>) -> (Verdic
                                 .into(),
                         ),
                         total,
+                        sessions,
                     );
                 }
             }
@@ -172,6 +214,7 @@ pub(crate) fn verify(files: &[(PathBuf, Vec<u8>)], key: Option<&Key>) -> (Verdic
                 match kind {
                     "start" => s.started_here = true,
                     "stop" => {
+                        s.stopped = true;
                         let counted = record["session_lines"].as_u64().unwrap_or(u64::MAX);
                         if s.started_here && counted != s.lines {
                             return (
@@ -184,6 +227,7 @@ pub(crate) fn verify(files: &[(PathBuf, Vec<u8>)], key: Option<&Key>) -> (Verdic
                                     ),
                                 ),
                                 total,
+                                sessions,
                             );
                         }
                     }
@@ -203,11 +247,51 @@ pub(crate) fn verify(files: &[(PathBuf, Vec<u8>)], key: Option<&Key>) -> (Verdic
                     line: lines.len(),
                 },
                 total,
+                sessions,
             );
         }
         last_of_previous = prev_hash;
     }
-    (Verdict::Intact, total)
+    match torn {
+        Some((file, line)) => (Verdict::Torn { file, line }, total, sessions),
+        None => (Verdict::Intact, total, sessions),
+    }
+}
+
+/// `reachweaver-mcp audit verify FILE... [--audit-key FILE]`.
+pub(crate) fn cli(files: Vec<PathBuf>, audit_key: Option<PathBuf>) -> anyhow::Result<u8> {
+    use anyhow::Context;
+    let key = match &audit_key {
+        Some(p) => {
+            Some(Key::load(p, None).with_context(|| format!("--audit-key {}", p.display()))?)
+        }
+        None => None,
+    };
+    let mut read = Vec::new();
+    for f in files {
+        let bytes = std::fs::read(&f).with_context(|| format!("cannot read {}", f.display()))?;
+        read.push((f, bytes));
+    }
+    let (verdict, counts) = verify(&read, key.as_ref());
+    let lines = counts.lines;
+    match &verdict {
+        Verdict::Intact => println!(
+            "intact: {lines} lines in {} file(s){}",
+            read.len(),
+            if key.is_some() {
+                ", every HMAC verified"
+            } else {
+                " (chain only: no --audit-key)"
+            }
+        ),
+        other => println!("{other}"),
+    }
+    match counts.open_sessions {
+        0 => {}
+        1 => println!("note: 1 session without a closing record (still running, or cut off)"),
+        n => println!("note: {n} sessions without a closing record (still running, or cut off)"),
+    }
+    Ok(verdict.exit_code())
 }
 
 #[cfg(test)]
@@ -308,35 +392,4 @@ mod tests {
         // Unsigned lines fail under a key.
         assert_eq!(line_of(&check(&session(None), "\n", Some(&k))), 1);
     }
-}
-
-/// `reachweaver-mcp audit verify FILE... [--audit-key FILE]`.
-pub(crate) fn cli(cmd: crate::cli::AuditCommand) -> anyhow::Result<u8> {
-    use anyhow::Context;
-    let crate::cli::AuditCommand::Verify { files, audit_key } = cmd;
-    let key = match &audit_key {
-        Some(p) => {
-            Some(Key::load(p, None).with_context(|| format!("--audit-key {}", p.display()))?)
-        }
-        None => None,
-    };
-    let mut read = Vec::new();
-    for f in files {
-        let bytes = std::fs::read(&f).with_context(|| format!("cannot read {}", f.display()))?;
-        read.push((f, bytes));
-    }
-    let (verdict, lines) = verify(&read, key.as_ref());
-    match &verdict {
-        Verdict::Intact => println!(
-            "intact: {lines} lines in {} file(s){}",
-            read.len(),
-            if key.is_some() {
-                ", every HMAC verified"
-            } else {
-                " (chain only: no --audit-key)"
-            }
-        ),
-        other => println!("{other}"),
-    }
-    Ok(verdict.exit_code())
 }
