@@ -114,23 +114,7 @@ pub(crate) fn start(
             return Ok(());
         }
     };
-    let started = record::now_ms();
-    let pid = std::process::id();
-    let session_id = format!("{pid:x}.{started:x}.{:x}", started_nanos());
-    let backend_sha256 = std::fs::read(backend).ok().map(|b| sha256_hex(&b));
-    let audit = Audit {
-        file: Mutex::new(file),
-        key,
-        required: settings.required,
-        redactor: redactor.clone(),
-        session: json!({"id": session_id, "pid": pid, "started": record::utc_ms(started)}),
-        session_id,
-        client: Mutex::new(None),
-        seq: AtomicU64::new(0),
-        reported: AtomicBool::new(false),
-        catalog_sha256: CATALOG_SHA256.get().cloned(),
-        backend_sha256,
-    };
+    let audit = Audit::new(file, key, settings.required, redactor, backend);
     let mut body = Map::new();
     body.insert(
         "server".into(),
@@ -149,6 +133,50 @@ pub(crate) fn start(
         audit.report(&e);
     }
     Ok(())
+}
+
+impl Audit {
+    fn new(
+        file: AuditFile,
+        key: Option<Key>,
+        required: bool,
+        redactor: &Redactor,
+        backend: &Path,
+    ) -> Audit {
+        let started = record::now_ms();
+        let pid = std::process::id();
+        let session_id = format!("{pid:x}.{started:x}.{:x}", started_nanos());
+        Audit {
+            file: Mutex::new(file),
+            key,
+            required,
+            redactor: redactor.clone(),
+            session: json!({"id": session_id, "pid": pid, "started": record::utc_ms(started)}),
+            session_id,
+            client: Mutex::new(None),
+            seq: AtomicU64::new(0),
+            reported: AtomicBool::new(false),
+            catalog_sha256: CATALOG_SHA256.get().cloned(),
+            backend_sha256: std::fs::read(backend).ok().map(|b| sha256_hex(&b)),
+        }
+    }
+
+    /// The `call` record of a call that took `elapsed` and ended so.
+    fn record_call(
+        &self,
+        job: &Request<'_>,
+        elapsed: std::time::Duration,
+        outcome: Ended<'_>,
+    ) -> std::io::Result<()> {
+        let mut m = call_fields(self, job);
+        m.insert(
+            "duration_ms".into(),
+            json!((elapsed.as_micros() as f64) / 1000.0),
+        );
+        m.extend(record::outcome(outcome));
+        self.digests(&mut m);
+        self.write("call", m)
+    }
 }
 
 fn started_nanos() -> u32 {
@@ -328,16 +356,45 @@ impl Call {
     /// The call ended (`None`: it failed inside the server).
     pub(crate) fn end(self, job: &Request<'_>, outcome: Ended<'_>) {
         let Some(a) = AUDIT.get() else { return };
-        let mut m = call_fields(a, job);
-        m.insert(
-            "duration_ms".into(),
-            json!((self.started.elapsed().as_micros() as f64) / 1000.0),
-        );
-        m.extend(record::outcome(outcome));
-        a.digests(&mut m);
-        if let Err(e) = a.write("call", m) {
+        if let Err(e) = a.record_call(job, self.started.elapsed(), outcome) {
             a.report(&e);
         }
+    }
+}
+
+/// For the benchmark (benches/mcp_bench.rs): a session of its own writing
+/// the server's `call` records to a file, each as after a typical call.
+#[doc(hidden)]
+pub struct BenchLog {
+    audit: Audit,
+    envelope: Envelope,
+}
+
+impl BenchLog {
+    pub fn open(path: &Path, sync: bool, redactor: &Redactor) -> std::io::Result<BenchLog> {
+        let file = AuditFile::open(path, sync)?;
+        let audit = Audit::new(file, None, false, redactor, Path::new("/proc/self/exe"));
+        let mut envelope = Envelope::from_run(1, json!({"findings": ["a", "b"], "count": 2}));
+        envelope.meta.insert(
+            crate::envelope::META_SANDBOX.into(),
+            json!({"layers": ["userns", "landlock", "seccomp"], "policy_sha256": "0".repeat(64)}),
+        );
+        Ok(BenchLog { audit, envelope })
+    }
+
+    /// One `call` record: arguments redacted, outcome, digests, chained,
+    /// appended under the lock (and synced, if opened so).
+    pub fn call(&self, id: u64, arguments: &Map<String, Value>) -> std::io::Result<()> {
+        let id = json!(id);
+        let job = Request {
+            id: &id,
+            tool: "log_summary",
+            arguments,
+            meta: None,
+        };
+        let ended = Ended::Done(&self.envelope);
+        self.audit
+            .record_call(&job, std::time::Duration::from_micros(1234), ended)
     }
 }
 
