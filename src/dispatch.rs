@@ -427,6 +427,12 @@ impl<'a> Dispatcher<'a> {
             }
         };
         if !self.input.lists.has(&name) {
+            crate::audit::unknown_tool(&crate::audit::Request {
+                id: &id,
+                tool: &name,
+                arguments: &arguments,
+                meta: params.get("_meta"),
+            });
             return Action::Reply(unknown_tool(&id, &name));
         }
         Action::Call(CallJob {

@@ -52,6 +52,8 @@ struct Audit {
     client: Mutex<Option<Value>>,
     seq: AtomicU64,
     reported: AtomicBool,
+    /// The closing record is written once, whichever way the server stops.
+    stopped: AtomicBool,
     catalog_sha256: Option<String>,
     backend_sha256: Option<String>,
 }
@@ -156,6 +158,7 @@ impl Audit {
             client: Mutex::new(None),
             seq: AtomicU64::new(0),
             reported: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
             catalog_sha256: CATALOG_SHA256.get().cloned(),
             backend_sha256: std::fs::read(backend).ok().map(|b| sha256_hex(&b)),
         }
@@ -298,6 +301,9 @@ pub(crate) fn tools_list(id: &Value, meta: Option<&Value>) {
 /// The server stops: the closing record counts the session's lines.
 pub(crate) fn stop() {
     let Some(a) = AUDIT.get() else { return };
+    if a.stopped.swap(true, Ordering::Relaxed) {
+        return;
+    }
     if let Err(e) = a.write("stop", Map::new()) {
         a.report(&e);
     }
@@ -310,6 +316,15 @@ pub(crate) struct Request<'a> {
     pub arguments: &'a Map<String, Value>,
     /// The request's `_meta`.
     pub meta: Option<&'a Value>,
+}
+
+/// A `tools/call` naming no served tool, answered where it was read.
+pub(crate) fn unknown_tool(job: &Request<'_>) {
+    let Some(a) = AUDIT.get() else { return };
+    let ended = Ended::UnknownTool;
+    if let Err(e) = a.record_call(job, std::time::Duration::ZERO, ended) {
+        a.report(&e);
+    }
 }
 
 /// How a call ended.

@@ -136,7 +136,7 @@ fn walk(
                         v["after_torn"] == true && v["prev"] == sha256_hex(raw).as_str()
                     })
                 });
-                if !next_says || i == 0 {
+                if !next_says {
                     return (broken(n, "not a record".into()), total, sessions);
                 }
                 prev_hash = Some(sha256_hex(raw));
@@ -380,6 +380,20 @@ mod tests {
         // A whole line without its line feed is torn too.
         let v = check(&session(None), "", None);
         assert_eq!((v.exit_code(), line_of(&v)), (3, 5));
+    }
+
+    #[test]
+    fn a_torn_line_a_later_writer_chained_past_is_torn_and_the_rest_is_checked() {
+        let torn = "{\"type\":\"gen".to_string();
+        let mut next = rec("start", 1);
+        next.insert("after_torn".into(), json!(true));
+        let next = seal(next, &sha256_hex(torn.as_bytes()), None);
+        let v = check(&[torn.clone(), next.clone()], "\n", None);
+        assert_eq!((v.exit_code(), line_of(&v)), (3, 1));
+        // Without the mark, the torn line is just a line that is not a record.
+        let unmarked = seal(rec("start", 1), &sha256_hex(torn.as_bytes()), None);
+        let v = check(&[torn, unmarked], "\n", None);
+        assert_eq!((v.exit_code(), line_of(&v)), (1, 1));
     }
 
     #[test]

@@ -126,6 +126,13 @@ fn session(log: &Path, extra: &[String]) {
         json!({"name": "modern-client", "version": "2"});
     let r = s.request(m);
     assert_eq!(r["result"]["isError"], false, "{r}");
+    // No such tool: refused where it is read, and recorded all the same.
+    let r = s.request(modern(
+        json!(5),
+        "tools/call",
+        json!({"name": "no_such_tool", "arguments": {"x": 1}}),
+    ));
+    assert!(r.to_string().contains("no_such_tool"), "{r}");
     end(&mut s);
 }
 
@@ -136,7 +143,15 @@ fn audit_every_request_is_one_record_and_the_chain_verifies() {
     let recs = records(&d.log());
     assert_eq!(
         kinds(&recs),
-        ["genesis", "start", "tools_list", "call", "call", "stop"]
+        [
+            "genesis",
+            "start",
+            "tools_list",
+            "call",
+            "call",
+            "call",
+            "stop"
+        ]
     );
     let hex64 = |v: &Value| v.as_str().is_some_and(|s| s.len() == 64);
     assert_eq!(recs[0]["prev"], "0".repeat(64));
@@ -185,10 +200,15 @@ fn audit_every_request_is_one_record_and_the_chain_verifies() {
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     );
     assert_eq!(recs[2]["jsonrpc_id"], 2);
-    assert_eq!(recs[5]["session_lines"], 5);
+    let unknown = &recs[5];
+    assert_eq!(unknown["tool"], "no_such_tool");
+    assert_eq!(unknown["arguments"], json!({"x": 1}));
+    assert_eq!(unknown["outcome"], "refused");
+    assert_eq!(unknown["reason"], "unknown_tool");
+    assert_eq!(recs[6]["session_lines"], 6);
     let (code, out) = verify(&[&d.log()], None);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("intact: 6 lines"), "{out}");
+    assert!(out.contains("intact: 7 lines"), "{out}");
 }
 
 /// The log's lines, rewritten with `change` applied.
@@ -246,27 +266,27 @@ fn audit_a_torn_last_line_is_reported_as_torn_and_the_next_server_chains_past_it
     std::fs::write(d.log(), &bytes[..cut]).unwrap();
     let (code, out) = verify(&[&d.log()], None);
     assert_eq!(code, 3, "{out}");
-    assert!(out.contains("line 6 is torn"), "{out}");
+    assert!(out.contains("line 7 is torn"), "{out}");
     // A later server neither overwrites nor hides it.
     session(&d.log(), &[]);
     let text = std::fs::read(d.log()).unwrap();
     assert_eq!(&text[..cut], &bytes[..cut]);
     let (code, out) = verify(&[&d.log()], None);
     assert_eq!(code, 3, "{out}");
-    assert!(out.contains("line 6 is torn"), "{out}");
+    assert!(out.contains("line 7 is torn"), "{out}");
     let recs: Vec<Value> = String::from_utf8(text)
         .unwrap()
         .lines()
-        .skip(6)
+        .skip(7)
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(recs[0]["type"], "start");
     assert_eq!(recs[0]["after_torn"], true);
     // Edited after the torn line: broken, not torn.
-    rewrite(&d.log(), |l| l[8] = l[8].replace("\"first\"", "\"fir5t\""));
+    rewrite(&d.log(), |l| l[9] = l[9].replace("\"first\"", "\"fir5t\""));
     let (code, out) = verify(&[&d.log()], None);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("line 10 is broken"), "{out}");
+    assert!(out.contains("line 11 is broken"), "{out}");
 }
 
 #[test]
