@@ -539,3 +539,72 @@ fn audit_secrets_never_reach_the_log() {
     assert_eq!(calls[corpus.len()]["reason"], "unknown_argument");
     assert_eq!(verify(&[&d.log()], Some(&key)).0, 0);
 }
+
+#[test]
+fn audit_a_signal_ends_the_session_with_one_closing_record() {
+    let d = Dirs::new();
+    let mut s = serve(&d.log(), &[], &[]);
+    call(&mut s, json!(1), json!({"note": "x"}));
+    // SAFETY: a signal to the child this test started.
+    unsafe {
+        libc::kill(s.pid() as i32, libc::SIGTERM);
+    }
+    assert_eq!(s.wait_exit("SIGTERM").code(), Some(143));
+    let recs = records(&d.log());
+    assert_eq!(kinds(&recs), ["genesis", "start", "call", "stop"]);
+    assert_eq!(recs[3]["session_lines"], 3);
+    let (code, out) = verify(&[&d.log()], None);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("without a closing record"), "{out}");
+}
+
+#[test]
+fn audit_the_printed_desktop_entry_carries_the_audit_options_and_records() {
+    let d = Dirs::new();
+    let key = d.key(3);
+    let ws = Workspace::new();
+    let out = Command::new(server_bin())
+        .arg(format!("--backend={}", reference_bin().display()))
+        .arg("--home=.")
+        .args(["mcp-serve", "--audit-log=audit.log"])
+        .arg(format!("--audit-key={}", key.display()))
+        .args(["--audit-required", "--print-config", "claude-desktop"])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let entry: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let server = &entry["mcpServers"]["reachweaver"];
+    let args: Vec<String> = server["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let log = ws.path().join("audit.log");
+    assert!(
+        args.contains(&format!("--audit-log={}", log.display())),
+        "{args:?}"
+    );
+    assert!(
+        args.contains(&format!("--audit-key={}", key.display())),
+        "{args:?}"
+    );
+    assert!(args.contains(&"--audit-required".to_string()), "{args:?}");
+    // Run as printed, from elsewhere: the log lands where the entry says.
+    let mut cmd = Command::new(server["command"].as_str().unwrap());
+    cmd.args(&args).current_dir(d.log.path());
+    let mut s = Server::spawn(cmd);
+    call(&mut s, json!(1), json!({"note": "x"}));
+    end(&mut s);
+    // --audit-required: the call's start is recorded before it runs.
+    assert_eq!(
+        kinds(&records(&log)),
+        ["genesis", "start", "call_start", "call", "stop"]
+    );
+    assert_eq!(verify(&[&log], Some(&key)).0, 0);
+}
