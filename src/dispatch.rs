@@ -38,6 +38,18 @@ pub struct CallJob {
     pub meta: Option<Value>,
 }
 
+impl CallJob {
+    /// What the audit log records of this call.
+    pub(crate) fn audit_request(&self) -> crate::audit::Request<'_> {
+        crate::audit::Request {
+            id: &self.id,
+            tool: &self.tool,
+            arguments: &self.arguments,
+            meta: self.meta.as_ref(),
+        }
+    }
+}
+
 /// Legacy state lives per process: the revision the one `initialize` fixed.
 #[derive(Debug, Default)]
 pub struct Session {
@@ -427,12 +439,13 @@ impl<'a> Dispatcher<'a> {
             }
         };
         if !self.input.lists.has(&name) {
-            crate::audit::unknown_tool(&crate::audit::Request {
+            let request = crate::audit::Request {
                 id: &id,
                 tool: &name,
                 arguments: &arguments,
                 meta: params.get("_meta"),
-            });
+            };
+            crate::audit::not_run(&request, crate::audit::Ended::UnknownTool);
             return Action::Reply(unknown_tool(&id, &name));
         }
         Action::Call(CallJob {

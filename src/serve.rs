@@ -271,10 +271,11 @@ impl Shared {
                 job.tool,
                 e.code()
             ));
+            let envelope = Envelope::from_error(&e);
+            crate::audit::not_run(&job.audit_request(), crate::audit::Ended::Done(&envelope));
             let line = jsonrpc::to_line(&jsonrpc::result(
                 &job.id,
-                self.protocol
-                    .call_result(job.revision, &Envelope::from_error(&e)),
+                self.protocol.call_result(job.revision, &envelope),
             ));
             self.push_line(&mut st, line);
             return;
@@ -300,6 +301,7 @@ impl Shared {
             if !keep {
                 freed += q.bytes;
                 crate::log::line(format!("call tool={} exit=cancelled ms=0", q.job.tool));
+                crate::audit::not_run(&q.job.audit_request(), crate::audit::Ended::Cancelled);
             }
             keep
         });
@@ -464,12 +466,7 @@ fn worker(shared: &Shared) {
 /// cancelled, nothing is written). The thread that spawns the backend also
 /// waits for it (the sandbox's parent-death signal is tied to this thread).
 fn answer_call(shared: &Shared, job: &CallJob, cancel: &Cancel) -> Option<String> {
-    let request = crate::audit::Request {
-        id: &job.id,
-        tool: &job.tool,
-        arguments: &job.arguments,
-        meta: job.meta.as_ref(),
-    };
+    let request = job.audit_request();
     let audit = match crate::audit::begin_call(&request) {
         Ok(audit) => audit,
         Err(refused) => {

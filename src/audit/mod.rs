@@ -318,10 +318,10 @@ pub(crate) struct Request<'a> {
     pub meta: Option<&'a Value>,
 }
 
-/// A `tools/call` naming no served tool, answered where it was read.
-pub(crate) fn unknown_tool(job: &Request<'_>) {
+/// A `tools/call` that ended without reaching a worker: naming no served
+/// tool, cancelled while queued, or refused for want of a worker.
+pub(crate) fn not_run(job: &Request<'_>, ended: Ended<'_>) {
     let Some(a) = AUDIT.get() else { return };
-    let ended = Ended::UnknownTool;
     if let Err(e) = a.record_call(job, std::time::Duration::ZERO, ended) {
         a.report(&e);
     }

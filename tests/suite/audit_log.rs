@@ -608,3 +608,72 @@ fn audit_the_printed_desktop_entry_carries_the_audit_options_and_records() {
     );
     assert_eq!(verify(&[&log], Some(&key)).0, 0);
 }
+
+#[test]
+fn audit_a_call_cancelled_while_queued_is_recorded_as_cancelled() {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let d = Dirs::new();
+    let home = tempfile::tempdir().unwrap();
+    let ws = home.path().canonicalize().unwrap();
+    let gate = ws.join("gate");
+    let c = std::ffi::CString::new(gate.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut cmd = Command::new(server_bin());
+    cmd.arg(format!(
+        "--backend={}",
+        crate::support::fixture("gate-backend").display()
+    ))
+    .arg(format!("--home={}", ws.display()))
+    .args(["mcp-serve", "--max-concurrent-calls=1"])
+    .arg(format!("--audit-log={}", d.log().display()))
+    .current_dir(&ws);
+    let mut s = Server::spawn(cmd);
+    s.send(&modern(
+        json!(1),
+        "tools/call",
+        json!({"name": "wait_gate", "arguments": {}}),
+    ));
+    // The one worker is busy once the run holds the gate open for reading:
+    // only then does a non-blocking open for writing succeed.
+    let mut tries = 0;
+    let mut writer = loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&gate)
+        {
+            Ok(f) => break f,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && tries < 6000 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("the run never reached the gate: {e}"),
+        }
+    };
+    s.send(&modern(
+        json!(2),
+        "tools/call",
+        json!({"name": "quick", "arguments": {}}),
+    ));
+    s.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": 2}}),
+    );
+    // Lines are read in order: the cancel was handled once this is answered.
+    s.request(req(json!("p"), "ping", json!({})));
+    writer.write_all(b"open\n").unwrap();
+    drop(writer);
+    let first = s.recv_id(&json!(1));
+    assert_eq!(first["result"]["isError"], false, "{first}");
+    end(&mut s);
+    let recs = records(&d.log());
+    assert_eq!(kinds(&recs), ["genesis", "start", "call", "call", "stop"]);
+    assert_eq!(recs[2]["jsonrpc_id"], 2);
+    assert_eq!(recs[2]["tool"], "quick");
+    assert_eq!(recs[2]["outcome"], "cancelled");
+    assert_eq!(recs[3]["jsonrpc_id"], 1);
+    assert_eq!(recs[3]["outcome"], "ok");
+    assert_eq!(verify(&[&d.log()], None).0, 0);
+}
