@@ -66,13 +66,20 @@ struct Opts {
     only_calls: bool,
     /// Only the in-process redaction section (needs no backend).
     only_redaction: bool,
+    /// Only the in-process audit-line section (needs no backend).
+    only_audit: bool,
+    /// Records per log in the audit-line section.
+    audit_lines: usize,
+    /// Size of the pre-filled log in the audit-line section, in MiB.
+    audit_fill_mib: u64,
 }
 
 fn usage() -> &'static str {
     "mcp_bench --bench --noop PATH --py PATH --work DIR [--calls N] [--startups N] \
      [--throughput-calls N] [--list-iters N] [--reference PATH --workspace DIR] \
      [--compare-server [NAME=]PATH]... [--out FILE] [--only-calls]\n\
-     mcp_bench --bench --only-redaction [--out FILE]"
+     mcp_bench --bench --only-redaction [--out FILE]\n\
+     mcp_bench --bench --only-audit [--work DIR] [--audit-lines N] [--audit-fill-mib N] [--out FILE]"
 }
 
 fn parse_opts() -> Result<Option<Opts>> {
@@ -97,6 +104,9 @@ fn parse_opts() -> Result<Option<Opts>> {
         out: None,
         only_calls: false,
         only_redaction: false,
+        only_audit: false,
+        audit_lines: 3000,
+        audit_fill_mib: 100,
     };
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
@@ -120,6 +130,9 @@ fn parse_opts() -> Result<Option<Opts>> {
             "--out" => o.out = Some(PathBuf::from(val()?)),
             "--only-calls" => o.only_calls = true,
             "--only-redaction" => o.only_redaction = true,
+            "--only-audit" => o.only_audit = true,
+            "--audit-lines" => o.audit_lines = val()?.parse()?,
+            "--audit-fill-mib" => o.audit_fill_mib = val()?.parse()?,
             "--help" | "-h" => {
                 println!("{}", usage());
                 return Ok(None);
@@ -127,7 +140,7 @@ fn parse_opts() -> Result<Option<Opts>> {
             other => bail!("unknown option {other}\n{}", usage()),
         }
     }
-    if o.only_redaction {
+    if o.only_redaction || o.only_audit {
         return Ok(Some(o));
     }
     if o.noop.as_os_str().is_empty() || o.py.as_os_str().is_empty() {
@@ -1046,6 +1059,91 @@ fn redaction(rep: &mut Report) -> Result<()> {
     Ok(())
 }
 
+/// What `--audit-log` adds to a call: building, chaining and appending its
+/// `call` record (arguments redacted, the last line read back under the
+/// lock), on an empty log and on a pre-filled one, with and without
+/// `--audit-sync`. The four logs take turns, in an order shuffled from
+/// round to round, like the other comparisons.
+fn audit_line(o: &Opts, rep: &mut Report) -> Result<()> {
+    use reachweaver_mcp::audit::BenchLog;
+    let dir = o.work.join("audit");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let redactor = Redactor::new(vec![(
+        "REACHWEAVER_SMTP_PASS".to_string(),
+        "a-secret-from-the-environment".to_string(),
+    )]);
+    // A filled log: whole lines of a record's typical size.
+    let full = dir.join("filled.log");
+    {
+        let line = format!(
+            "{{\"v\":1,\"type\":\"call\",\"pad\":\"{}\"}}\n",
+            "x".repeat(600)
+        );
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&full)?);
+        let mut written = 0u64;
+        while written < o.audit_fill_mib << 20 {
+            f.write_all(line.as_bytes())?;
+            written += line.len() as u64;
+        }
+        f.flush()?;
+    }
+    let filled_mib = std::fs::metadata(&full)?.len() as f64 / (1u64 << 20) as f64;
+    std::fs::copy(&full, dir.join("filled-sync.log"))?;
+    let logs = [
+        ("empty log", "empty.log", false),
+        ("empty log, --audit-sync", "empty-sync.log", true),
+        ("filled log", "filled.log", false),
+        ("filled log, --audit-sync", "filled-sync.log", true),
+    ];
+    let opened: Vec<BenchLog> = logs
+        .iter()
+        .map(|(_, f, sync)| BenchLog::open(&dir.join(f), *sync, &redactor))
+        .collect::<std::io::Result<_>>()?;
+    let args = json!({"log": "logs/app.log", "since": "2026-01-01", "level": "error", "limit": 50});
+    let args = args.as_object().cloned().unwrap_or_default();
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(o.audit_lines); logs.len()];
+    let mut order: Vec<usize> = (0..logs.len()).collect();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for round in 0..o.audit_lines {
+        shuffle(&mut order, &mut seed);
+        for &i in &order {
+            let t = Instant::now();
+            opened[i].call(round as u64, &args)?;
+            samples[i].push(t.elapsed());
+        }
+    }
+    rep.line("\n### The audit line (in-process, per call)\n");
+    rep.line(format!(
+        "One `call` record per call; the filled log started at {filled_mib:.0} MiB. Files under {}.\n",
+        dir.display()
+    ));
+    rep.line("| log | n | median µs | p99 µs | mean µs |");
+    rep.line("| --- | ---: | ---: | ---: | ---: |");
+    for ((label, _, _), s) in logs.iter().zip(&samples) {
+        let s = stats(s);
+        rep.line(format!(
+            "| {label} | {} | {:.1} | {:.1} | {:.1} |",
+            s.n,
+            s.median * 1e3,
+            s.p99 * 1e3,
+            s.mean * 1e3
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// Fisher-Yates with a xorshift generator: a fixed, reproducible order per round.
+fn shuffle(v: &mut [usize], seed: &mut u64) {
+    for i in (1..v.len()).rev() {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        v.swap(i, (*seed % (i as u64 + 1)) as usize);
+    }
+}
+
 fn machine(rep: &mut Report) {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let cpus = thread::available_parallelism().map_or(0, |n| n.get());
@@ -1087,6 +1185,13 @@ fn main() -> Result<()> {
     rep.line("");
     machine(&mut rep);
     let started = Instant::now();
+    if o.only_audit {
+        audit_line(&o, &mut rep)?;
+        if let Some(out) = &o.out {
+            std::fs::write(out, &rep.md).with_context(|| format!("{}", out.display()))?;
+        }
+        return Ok(());
+    }
     if o.only_redaction {
         redaction(&mut rep)?;
         if let Some(out) = &o.out {
@@ -1113,6 +1218,7 @@ fn main() -> Result<()> {
         )?;
         tools_list(&ctx, &mut rep)?;
         redaction(&mut rep)?;
+        audit_line(&o, &mut rep)?;
         memory(&ctx, &mut rep)?;
         startup(&ctx, &mut rep)?;
     }

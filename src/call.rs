@@ -51,6 +51,17 @@ pub enum CallOutcome {
     UnknownTool,
 }
 
+impl CallOutcome {
+    /// How the audit log sees this end.
+    pub(crate) fn audited(&self) -> crate::audit::Ended<'_> {
+        match self {
+            CallOutcome::Done(envelope) => crate::audit::Ended::Done(envelope),
+            CallOutcome::Cancelled => crate::audit::Ended::Cancelled,
+            CallOutcome::UnknownTool => crate::audit::Ended::UnknownTool,
+        }
+    }
+}
+
 /// What the serve loop needs to run a `tools/call`: the one thing it asks
 /// of the started server, so the loop can be driven with a stand-in.
 pub(crate) trait CallRunner: Send + Sync {

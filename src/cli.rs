@@ -179,6 +179,9 @@ pub enum CliCommand {
     /// Inspect and exercise the kernel sandbox.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// Work with audit logs written by `mcp-serve --audit-log`.
+    #[command(subcommand)]
+    Audit(AuditCommand),
     /// Internal: one escape attempt, run inside the sandbox by `sandbox probe`.
     #[command(name = "__probe-attempt", hide = true)]
     ProbeAttempt {
@@ -186,6 +189,19 @@ pub enum CliCommand {
         name: String,
         /// Attempt-specific arguments.
         args: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check each file's chain (and HMACs with --audit-key); exit 0 intact, 1 broken, 3 torn last line.
+    Verify {
+        /// The log files, oldest first (a rotated file before the one that follows it).
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// The key the server signed with.
+        #[arg(long, value_name = "FILE")]
+        audit_key: Option<PathBuf>,
     },
 }
 
@@ -299,6 +315,36 @@ pub struct ServeArgs {
     /// Print the ready-to-paste configuration entry for a desktop client and exit.
     #[arg(long, value_enum, value_name = "CLIENT")]
     pub print_config: Option<ConfigClient>,
+    #[command(flatten)]
+    pub audit: AuditArgs,
+}
+
+/// The audit log (docs/AUDIT.md).
+#[derive(Debug, Args, Clone, Default)]
+pub struct AuditArgs {
+    /// Append one tamper-evident JSON line per request to FILE (start, tools/list, each call, stop).
+    #[arg(long, value_name = "FILE", help_heading = "Audit log")]
+    pub audit_log: Option<PathBuf>,
+    /// Sign every line, and each call's arguments, with HMAC-SHA-256 under the key in FILE (kept away from the log).
+    #[arg(long, value_name = "FILE", help_heading = "Audit log")]
+    pub audit_key: Option<PathBuf>,
+    /// fdatasync the log after every line.
+    #[arg(long, help_heading = "Audit log")]
+    pub audit_sync: bool,
+    /// Refuse a call (audit_failed) whose start cannot be written to the log.
+    #[arg(long, help_heading = "Audit log")]
+    pub audit_required: bool,
+}
+
+impl AuditArgs {
+    pub fn settings(&self) -> crate::audit::Settings {
+        crate::audit::Settings {
+            log: self.audit_log.clone(),
+            key: self.audit_key.clone(),
+            sync: self.audit_sync,
+            required: self.audit_required,
+        }
+    }
 }
 
 impl ServeArgs {

@@ -90,6 +90,28 @@ fn server_args_for(owner: &Owner, serve: &ServeArgs) -> Result<Vec<String>> {
     for name in &start.pass_env {
         args.push(format!("--pass-env={name}"));
     }
+    args.extend(audit_args(&serve.audit)?);
+    Ok(args)
+}
+
+/// The audit options, their files made absolute (the log need not exist yet).
+fn audit_args(audit: &crate::cli::AuditArgs) -> Result<Vec<String>> {
+    let mut args = Vec::new();
+    for (flag, path) in [
+        ("--audit-log", &audit.audit_log),
+        ("--audit-key", &audit.audit_key),
+    ] {
+        if let Some(p) = path {
+            let abs = std::path::absolute(p).with_context(|| format!("{flag} {}", p.display()))?;
+            args.push(format!("{flag}={}", abs.display()));
+        }
+    }
+    if audit.audit_sync {
+        args.push("--audit-sync".into());
+    }
+    if audit.audit_required {
+        args.push("--audit-required".into());
+    }
     Ok(args)
 }
 
@@ -164,6 +186,26 @@ mod tests {
                 format!("--allow-read={}", canon.join("lib").display()),
                 "--protect=*.sqlite".to_string(),
                 "--pass-env=LANG".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn audit_options_are_offered_with_absolute_paths() {
+        let mut serve = ServeArgs::default_values();
+        assert!(audit_args(&serve.audit).unwrap().is_empty());
+        serve.audit.audit_log = Some(PathBuf::from("/var/log/rw/audit.log"));
+        serve.audit.audit_key = Some(PathBuf::from("k/audit.key"));
+        serve.audit.audit_sync = true;
+        serve.audit.audit_required = true;
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            audit_args(&serve.audit).unwrap(),
+            vec![
+                "--audit-log=/var/log/rw/audit.log".to_string(),
+                format!("--audit-key={}", cwd.join("k/audit.key").display()),
+                "--audit-sync".to_string(),
+                "--audit-required".to_string(),
             ]
         );
     }

@@ -34,6 +34,20 @@ pub struct CallJob {
     pub tool: String,
     pub arguments: Map<String, Value>,
     pub revision: Revision,
+    /// The request's `_meta` (for the audit log: client, trace context).
+    pub meta: Option<Value>,
+}
+
+impl CallJob {
+    /// What the audit log records of this call.
+    pub(crate) fn audit_request(&self) -> crate::audit::Request<'_> {
+        crate::audit::Request {
+            id: &self.id,
+            tool: &self.tool,
+            arguments: &self.arguments,
+            meta: self.meta.as_ref(),
+        }
+    }
 }
 
 /// Legacy state lives per process: the revision the one `initialize` fixed.
@@ -372,6 +386,7 @@ impl<'a> Dispatcher<'a> {
         };
         let rev = era::negotiate(version);
         self.session.legacy = Some(rev);
+        crate::audit::client_info(params.get("clientInfo"));
         Ok(json!({
             "protocolVersion": rev.as_str(),
             "capabilities": {"tools": {"listChanged": false}},
@@ -397,6 +412,7 @@ impl<'a> Dispatcher<'a> {
             rest.insert("cacheScope".into(), json!("public"));
             self.input.stamp(rev, &mut rest);
         }
+        crate::audit::tools_list(id, params.get("_meta"));
         Action::ReplyLine(self.input.lists.response_line(id, rev, &rest))
     }
 
@@ -423,6 +439,13 @@ impl<'a> Dispatcher<'a> {
             }
         };
         if !self.input.lists.has(&name) {
+            let request = crate::audit::Request {
+                id: &id,
+                tool: &name,
+                arguments: &arguments,
+                meta: params.get("_meta"),
+            };
+            crate::audit::not_run(&request, crate::audit::Ended::UnknownTool);
             return Action::Reply(unknown_tool(&id, &name));
         }
         Action::Call(CallJob {
@@ -430,6 +453,7 @@ impl<'a> Dispatcher<'a> {
             tool: name,
             arguments,
             revision: rev,
+            meta: params.remove("_meta"),
         })
     }
 }

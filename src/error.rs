@@ -35,10 +35,13 @@ pub enum ErrorCode {
     /// `resource_exhausted`: the server itself ran out of threads, processes
     /// or open files before the command could start, so nothing ran.
     ResourceExhausted,
+    /// `audit_failed`: `--audit-required` is set and the call's start could
+    /// not be written to the audit log, so nothing ran.
+    AuditFailed,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::InvalidArgument,
         ErrorCode::UnknownArgument,
         ErrorCode::MissingArgument,
@@ -51,6 +54,7 @@ impl ErrorCode {
         ErrorCode::BackendFailed,
         ErrorCode::SandboxFailed,
         ErrorCode::ResourceExhausted,
+        ErrorCode::AuditFailed,
     ];
 
     /// The code as it appears on the wire.
@@ -68,6 +72,7 @@ impl ErrorCode {
             ErrorCode::BackendFailed => "backend_failed",
             ErrorCode::SandboxFailed => "sandbox_failed",
             ErrorCode::ResourceExhausted => "resource_exhausted",
+            ErrorCode::AuditFailed => "audit_failed",
         }
     }
 
@@ -111,6 +116,9 @@ impl ErrorCode {
             ErrorCode::ResourceExhausted => {
                 "The server ran out of threads, processes or open files before the command could start, so nothing ran; try again when fewer calls are running."
             }
+            ErrorCode::AuditFailed => {
+                "The server's audit log could not be written, and its owner requires every call to be recorded, so nothing ran; report it to the server's owner."
+            }
         }
     }
 
@@ -130,6 +138,10 @@ impl ErrorCode {
             ErrorCode::RateLimited => "Too many tool calls: {} and try again.",
             ErrorCode::SandboxFailed => {
                 "The sandbox could not be set up for this call, so nothing ran ({})."
+            }
+            ErrorCode::AuditFailed => {
+                "The call was not run: {}, and this server records every call before it runs; \
+                 report it to the server's owner."
             }
             ErrorCode::ResourceExhausted => {
                 "The server ran out of {} before the command could start, so nothing ran; try again \
@@ -161,7 +173,8 @@ impl ErrorCode {
             | ErrorCode::RateLimited
             | ErrorCode::BackendFailed
             | ErrorCode::SandboxFailed
-            | ErrorCode::ResourceExhausted => Answer::ToolResult { exit_code: 2 },
+            | ErrorCode::ResourceExhausted
+            | ErrorCode::AuditFailed => Answer::ToolResult { exit_code: 2 },
         }
     }
 }

@@ -10,6 +10,7 @@
 //! `pub(crate)` unless a public module hands them out.
 
 pub mod argv;
+pub mod audit;
 mod call;
 mod cancel;
 pub mod catalog;

@@ -271,10 +271,11 @@ impl Shared {
                 job.tool,
                 e.code()
             ));
+            let envelope = Envelope::from_error(&e);
+            crate::audit::not_run(&job.audit_request(), crate::audit::Ended::Done(&envelope));
             let line = jsonrpc::to_line(&jsonrpc::result(
                 &job.id,
-                self.protocol
-                    .call_result(job.revision, &Envelope::from_error(&e)),
+                self.protocol.call_result(job.revision, &envelope),
             ));
             self.push_line(&mut st, line);
             return;
@@ -300,6 +301,7 @@ impl Shared {
             if !keep {
                 freed += q.bytes;
                 crate::log::line(format!("call tool={} exit=cancelled ms=0", q.job.tool));
+                crate::audit::not_run(&q.job.audit_request(), crate::audit::Ended::Cancelled);
             }
             keep
         });
@@ -464,10 +466,22 @@ fn worker(shared: &Shared) {
 /// cancelled, nothing is written). The thread that spawns the backend also
 /// waits for it (the sandbox's parent-death signal is tied to this thread).
 fn answer_call(shared: &Shared, job: &CallJob, cancel: &Cancel) -> Option<String> {
+    let request = job.audit_request();
+    let audit = match crate::audit::begin_call(&request) {
+        Ok(audit) => audit,
+        Err(refused) => {
+            let result = shared.protocol.call_result(job.revision, &refused);
+            return Some(jsonrpc::to_line(&jsonrpc::result(&job.id, result)));
+        }
+    };
     // A fault inside one call must not take the server down (A19).
     let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
         shared.runner.run_call(&job.tool, &job.arguments, cancel)
     }));
+    let ended = outcome
+        .as_ref()
+        .map_or(crate::audit::Ended::Fault, CallOutcome::audited);
+    audit.end(&request, ended);
     match outcome {
         Ok(CallOutcome::Done(envelope)) => Some(jsonrpc::to_line(&jsonrpc::result(
             &job.id,
@@ -608,6 +622,7 @@ fn stdout_closed(shared: &Shared) -> ! {
     shared.stop();
     crate::log::line("stdout closed; stopping");
     shared.wait_workers_gone(Some(Instant::now() + SHUTDOWN_GRACE));
+    crate::audit::stop();
     crate::log::flush(LOG_FLUSH);
     std::process::exit(0);
 }
@@ -719,6 +734,7 @@ fn stop_on_signal(shared: &Shared, sig: libc::c_int) {
     // answers computed before are still written.
     shared.stop();
     shared.wait_workers_gone(Some(Instant::now() + SHUTDOWN_GRACE));
+    crate::audit::stop();
     // Written briefly: a client that stopped reading must not hold the exit up.
     shared.finish_writing(Some(Instant::now() + LOG_FLUSH));
     // Hold stdout so no line is cut in half, then leave.

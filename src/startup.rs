@@ -516,6 +516,7 @@ fn read_catalog(
     // text redaction as results, before the catalog's own checks cut long
     // texts (a cut first could leave part of a secret unrecognised). Keys
     // are the catalog's own, so no key makes a value secret here.
+    crate::audit::note_catalog(&finished.stdout);
     let bytes = match serde_json::from_slice::<Value>(&finished.stdout) {
         Ok(doc) => {
             let (doc, _) = redactor.redact_strings(doc);

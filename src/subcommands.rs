@@ -26,6 +26,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             // pass them fails as the server's own shortage, not the backend's.
             let fit =
                 crate::limits::fit(app.max_concurrent, &crate::limits::ProcessLimits::measure());
+            crate::audit::start(&args.audit.settings(), &app.redactor, &app.config.backend)?;
             let line = app.startup_line.clone();
             crate::serve::serve(
                 protocol,
@@ -39,9 +40,13 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
                     eprintln!("{line}");
                 },
             )?;
+            crate::audit::stop();
             Ok(0)
         }
         CliCommand::Sandbox(cmd) => crate::sandbox_cli::cli(&cli.globals, cmd),
+        CliCommand::Audit(crate::cli::AuditCommand::Verify { files, audit_key }) => {
+            crate::audit::verify::cli(files, audit_key)
+        }
         CliCommand::ProbeAttempt { name, args } => Ok(crate::sandbox::probe_attempt(&name, &args)),
         CliCommand::Tools { json, check, start } => {
             let serve = ServeArgs::for_subcommand(start, None);

@@ -1,5 +1,6 @@
 //! One module per area; the names say which part of the server they drive.
 
+mod audit_log;
 mod backend_layout;
 mod catalog_compat;
 mod catalog_paths;
