@@ -210,12 +210,18 @@ shape user-plain "$NOBODY" shared on
 shape root-nouserns 0 own off
 shape user-nouserns "$NOBODY" shared off
 
-# The AppArmor profile the server prints, given to this userspace's
-# parser (AppArmor is enabled in these kernels).
+# The AppArmor profile the server prints (its ABI picked from this
+# userspace's parser and this kernel's features), compiled, then loaded into
+# the kernel (AppArmor is enabled in these kernels) and looked for among the
+# kernel's profiles.
 mkdir -p "$OUT/apparmor"
 "$SERVER" sandbox apparmor-profile >"$OUT/apparmor/profile" 2>"$OUT/apparmor/profile.err" || true
 step "$OUT/apparmor" parse apparmor_parser --skip-kernel-load --skip-cache -Q "$OUT/apparmor/profile"
 apparmor_parser --version 2>&1 | head -n 1 >"$OUT/apparmor/parser-version" || true
+mountpoint -q /sys/kernel/security || mount -t securityfs securityfs /sys/kernel/security || true
+ls /sys/kernel/security/apparmor/features/namespaces/ >"$OUT/apparmor/features-namespaces" 2>&1 || true
+step "$OUT/apparmor" load apparmor_parser -r --skip-cache "$OUT/apparmor/profile"
+cat /sys/kernel/security/apparmor/profiles >"$OUT/apparmor/profiles" 2>&1 || true
 
 # What the cgroup layer left behind in the hierarchy.
 find "$CG" -mindepth 1 -maxdepth 3 -type d -name '*' | sed "s|^$CG/||" | sort >"$OUT/cgroups-left.txt"

@@ -89,7 +89,6 @@ SHAPES: dict[str, dict[str, Any]] = {
 # Known defects: the check expects the failure, and says so.
 KNOWN = {
     "reuse-second": "a delegated cgroup one server start has used cannot take a second one",
-    "apparmor-parse": "Debian 12's apparmor_parser 3.0.8 knows neither `abi <abi/4.0>` nor `userns,`",
 }
 
 PROBE_SHAPES = ("root-own", "user-delegated")
@@ -324,11 +323,25 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
         "exit": parse_rc,
         "message": last_line(read(ap / "parse.err")),
     }
+    load_rc = rc_of(ap, "load")
+    loaded = [ln for ln in read(ap / "profiles").splitlines() if ln.startswith("reachweaver-mcp ")]
+    k["apparmor"].update(
+        {
+            "chosen": last_line(read(ap / "profile.err")),
+            "load_exit": load_rc,
+            "load_message": last_line(read(ap / "load.err")),
+            "loaded": loaded,
+        }
+    )
     c.add(
-        f"{series}: the printed AppArmor profile fails this userspace's parser"
-        f" (expected; known defect: {KNOWN['apparmor-parse']})",
-        parse_rc not in (0, None, 127),
-        f"exit {parse_rc}: {k['apparmor']['message'][:200]}",
+        f"{series}: the printed AppArmor profile compiles with this userspace's parser",
+        parse_rc == 0,
+        f"exit {parse_rc}: {k['apparmor']['chosen'][:120]} {k['apparmor']['message'][:200]}",
+    )
+    c.add(
+        f"{series}: the profile loads into the kernel and is listed as reachweaver-mcp (unconfined)",
+        load_rc == 0 and loaded == ["reachweaver-mcp (unconfined)"],
+        f"exit {load_rc}: {k['apparmor']['load_message'][:200]}; listed {loaded}",
     )
     k["cgroups_left"] = read(out / "cgroups-left.txt").split()
     return k
