@@ -146,6 +146,51 @@ serve_empty() {
     in_context "$cg" "$uid" "$SERVER" --backend="$BACKEND" --home="$ws" mcp-serve </dev/null
 }
 
+# cgroup_state CGROUP: its child cgroups, what it hands down, its processes.
+cgroup_state() {
+    echo "entries: $(cd "$1" && find . -mindepth 1 -type d -printf '%P ')"
+    echo "subtree_control: $(cat "$1/cgroup.subtree_control")"
+    echo "procs: $(tr '\n' ' ' <"$1/cgroup.procs")"
+}
+
+# until_true MAX CMD...: poll CMD every 0.1 s, at most MAX times; prints
+# how many polls it took (MAX when it never held).
+until_true() {
+    local max=$1 n=0
+    shift
+    until "$@" || [ "$n" -ge "$max" ]; do
+        sleep 0.1
+        n=$((n + 1))
+    done
+    echo "$n"
+}
+
+# killed_start DIR CGROUP UID WS: a server started in CGROUP, killed with
+# SIGKILL once its set-up is done; waits (bounded) for its keeper to hand
+# the controllers back.
+killed_start() {
+    local dir=$1 cg=$2 uid=$3 ws=$4 leaf="$2/reachweaver-server" pid="" p pp n
+    # Its stdin held open by a pipe nobody writes to, so it keeps serving.
+    mkfifo "$dir/reuse-killed.fifo"
+    in_context "$cg" "$uid" "$SERVER" --backend="$BACKEND" --home="$ws" mcp-serve \
+        <"$dir/reuse-killed.fifo" >"$dir/reuse-killed.out" 2>"$dir/reuse-killed.err" &
+    local job=$!
+    exec 8>"$dir/reuse-killed.fifo"
+    n=$(until_true 900 grep -qw memory "$cg/cgroup.subtree_control")
+    echo "set up after $n polls" >"$dir/reuse-killed.txt"
+    # The server is the process in its leaf whose parent is not.
+    for p in $(cat "$leaf/cgroup.procs" 2>/dev/null); do
+        pp=$(awk '/^PPid:/ {print $2}' "/proc/$p/status" 2>/dev/null)
+        grep -qx "$pp" "$leaf/cgroup.procs" || pid=$p
+    done
+    echo "server pid: ${pid:-none}" >>"$dir/reuse-killed.txt"
+    [ -z "$pid" ] || kill -9 "$pid"
+    wait "$job" || echo "exit $?" >>"$dir/reuse-killed.txt"
+    exec 8>&-
+    n=$(until_true 300 test -z "$(cat "$cg/cgroup.subtree_control")")
+    echo "controllers handed back after $n polls" >>"$dir/reuse-killed.txt"
+}
+
 set_sysctl() { # set_sysctl NAME VALUE (NAME as under /proc/sys; absent ones are noted)
     if [ -e "/proc/sys/$1" ]; then
         echo "$2" >"/proc/sys/$1"
@@ -179,16 +224,24 @@ shape() {
     [ "$userns" = on ] || no_userns on
     make_workspace "$ws" "$uid"
     step "$dir" status-json in_context "$(new_cgroup "$kind")" "$uid" "$SERVER" sandbox status --json
-    step "$dir" session session "$(new_cgroup "$kind")" "$uid" "$ws"
+    local scg
+    scg=$(new_cgroup "$kind")
+    step "$dir" session session "$scg" "$uid" "$ws"
+    # Each run's cgroup is gone once its call is over (for a shared cgroup
+    # the server's own folders at the root are listed by step).
+    cgroup_state "$scg" >"$dir/session-cgroup.txt"
     if [ "$kind" = delegated ]; then
-        # Two server starts, one after the other, in one delegated cgroup.
+        # Three server starts in one delegated cgroup: the first ends
+        # cleanly, the second is killed with SIGKILL, the third must start
+        # and leave the cgroup as the first found it.
         local again
         again=$(new_cgroup delegated)
         step "$dir" reuse-first serve_empty "$again" "$uid" "$ws"
-        { echo "entries: $(cd "$again" && find . -mindepth 1 -type d | tr '\n' ' ')"
-          echo "subtree_control: $(cat "$again/cgroup.subtree_control")"
-          echo "procs: $(tr '\n' ' ' <"$again/cgroup.procs")"; } >"$dir/reuse-cgroup.txt"
-        step "$dir" reuse-second serve_empty "$again" "$uid" "$ws"
+        cgroup_state "$again" >"$dir/reuse-after-first.txt"
+        killed_start "$dir" "$again" "$uid" "$ws"
+        cgroup_state "$again" >"$dir/reuse-after-kill.txt"
+        step "$dir" reuse-third serve_empty "$again" "$uid" "$ws"
+        cgroup_state "$again" >"$dir/reuse-after-third.txt"
     fi
     case " $PROBE_SHAPES " in
         *" $name "*)

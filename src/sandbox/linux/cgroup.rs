@@ -26,6 +26,8 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::cgroup_restore as restore;
+
 /// `statfs` magic of a cgroup v2 file system.
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
@@ -99,6 +101,11 @@ pub struct ParentPlan {
     pub setup: Vec<SetupStep>,
     /// The folder was made for this server, and goes when it ends.
     pub owned: bool,
+    /// The folder is the server's own (delegated) cgroup, which the set-up
+    /// turns into an inner node: a keeper is started to undo that should
+    /// the server be killed, and the server undoes it as it exits
+    /// (`cgroup_restore.rs`).
+    pub undo: bool,
 }
 
 const MOUNT: &str = "/sys/fs/cgroup";
@@ -133,7 +140,7 @@ pub fn assess(f: &CgroupFacts, token: &str) -> Result<ParentPlan, String> {
     // leaf of its own (a cgroup with processes can't hand controllers to
     // children), then runs are its siblings.
     if f.own_writable && alone && missing.is_none() && own.trim() != "/" {
-        let server = own_dir.join("reachweaver-server");
+        let server = own_dir.join(restore::SERVER_LEAF);
         return Ok(ParentPlan {
             setup: vec![
                 SetupStep::Mkdir(server.clone()),
@@ -145,6 +152,7 @@ pub fn assess(f: &CgroupFacts, token: &str) -> Result<ParentPlan, String> {
             ],
             dir: own_dir,
             owned: false,
+            undo: true,
         });
     }
     // Root, with both controllers at the hierarchy's root: a folder there.
@@ -161,6 +169,7 @@ pub fn assess(f: &CgroupFacts, token: &str) -> Result<ParentPlan, String> {
             ],
             dir,
             owned: true,
+            undo: false,
         });
     }
     if let Some(c) = missing {
@@ -291,7 +300,11 @@ impl Parent {
                 sweep_stale(base);
             }
         }
-        apply_steps(&plan.setup)?;
+        if plan.undo {
+            set_up_undone(plan)?;
+        } else {
+            apply_steps(&plan.setup)?;
+        }
         let parent = Parent {
             dir: plan.dir.clone(),
             owned: plan.owned,
@@ -325,6 +338,36 @@ impl Parent {
             })?;
         made.procs = Some(procs.into());
         Ok(made)
+    }
+}
+
+/// The set-up of the server's own cgroup, with what undoes it: what an
+/// earlier server left is removed first, the keeper started and given a
+/// leaf of its own, and on any failure the cgroup is put back at once.
+fn set_up_undone(plan: &ParentPlan) -> Result<(), StepError> {
+    restore::remove_leftovers(&plan.dir);
+    let keeper = restore::Keeper::start(&plan.dir).map_err(|e| {
+        StepError::io(
+            Kind::CgroupCreate,
+            format_args!("cgroup: starting the keeper of {}", plan.dir.display()),
+            &e,
+        )
+    })?;
+    let leaf = plan.dir.join(restore::KEEPER_LEAF);
+    let mut steps = vec![
+        SetupStep::Mkdir(leaf.clone()),
+        SetupStep::Write(leaf.join("cgroup.procs"), keeper.pid().to_string()),
+    ];
+    steps.extend(plan.setup.iter().cloned());
+    match apply_steps(&steps) {
+        Ok(()) => {
+            restore::undo_on_exit(&plan.dir, Some(keeper));
+            Ok(())
+        }
+        Err(e) => {
+            restore::undo_now(&plan.dir, Some(keeper));
+            Err(e)
+        }
     }
 }
 
