@@ -263,6 +263,31 @@ shape user-plain "$NOBODY" shared on
 shape root-nouserns 0 own off
 shape user-nouserns "$NOBODY" shared off
 
+# Root in a container: a private cgroup namespace rooted at a cgroup that
+# holds another process, the cgroup file system mounted afresh in it. The
+# server must refuse with a recipe (it never moves a process it did not
+# start); the recipe, taken from its refusal and run as printed, must give
+# the next start its cgroups.
+in_container() { # in_container CGROUP SCRIPT
+    in_context "$1" 0 unshare --cgroup --mount --propagation private \
+        sh -c 'mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec sh -c "$1"' sh "$2"
+}
+CONT=$CG/kt-container
+mkdir -p "$CONT" "$OUT/root-container"
+sleep infinity &
+CONT_SHARER=$!
+echo "$CONT_SHARER" >"$CONT/cgroup.procs"
+: >"$OUT/root-container/times.tsv"
+step "$OUT/root-container" status-before in_container "$CONT" "exec $SERVER sandbox status --json"
+python3 -c 'import json, sys
+layers = json.load(open(sys.argv[1]))["layers"]
+detail = next(la["detail"] for la in layers if la["name"] == "cgroup")
+print(detail.split("before starting the server: ", 1)[1])' "$OUT/root-container/status-before.out" \
+    >"$OUT/root-container/recipe.txt" 2>"$OUT/root-container/recipe.err" || true
+step "$OUT/root-container" status-after in_container "$CONT" \
+    "$(cat "$OUT/root-container/recipe.txt") && exec $SERVER sandbox status --json"
+kill "$CONT_SHARER" 2>/dev/null || true
+
 # The AppArmor profile the server prints (its ABI picked from this
 # userspace's parser and this kernel's features), compiled, then loaded into
 # the kernel (AppArmor is enabled in these kernels) and looked for among the

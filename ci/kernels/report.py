@@ -51,10 +51,10 @@ LETTERS = {
 #   known:  the expectation records a known defect, not the design.
 SHAPES: dict[str, dict[str, Any]] = {
     "root-shared-bare": {
-        "what": "root, in a cgroup shared with another process; the hierarchy's root hands down no controller",
-        "starts": False,
-        "cgroup": False,
-        "refusal": "a run's processes bounded",
+        "what": "root, in a cgroup shared with another process; the hierarchy's root hands down no controller"
+        " (the server hands memory and pids down itself)",
+        "starts": True,
+        "cgroup": True,
     },
     "root-own": {"what": "root, alone in a cgroup of its own", "starts": True, "cgroup": True},
     "root-shared": {
@@ -217,6 +217,17 @@ def judge_probe(c: Checks, tag: str, d: Path) -> dict[str, Any]:
         rc == 0 and not bad and rep.get("escaped") == 0 and rep.get("broken") == 0,
         f"exit {rc}, {counts}" + (f"; {bad}" if bad else ""),
     )
+    unproven = by.get("unproven", [])
+    c.add(
+        f"{tag}: sandbox probe: at most 2 attempts prove nothing",
+        len(unproven) <= 2,
+        f"{len(unproven)}: {', '.join(unproven)}",
+    )
+    c.add(
+        f"{tag}: sandbox probe: the cgroup holds the fork bomb where it is in force",
+        "fork-bomb" not in by.get("not promised", []) or "cgroup" not in str(rep.get("layers", "")),
+        f"layers {rep.get('layers')}",
+    )
     return {
         "exit": rc,
         "layers": rep.get("layers"),
@@ -228,10 +239,39 @@ def judge_probe(c: Checks, tag: str, d: Path) -> dict[str, Any]:
             if a.get("verdict") == "unproven"
         },
         "not_promised": by.get("not promised", []),
+        "not_applicable": {
+            a["name"]: a.get("not_applicable", "") for a in rep["attempts"] if a.get("verdict") == "not applicable"
+        },
         "escaped": by.get("ESCAPED", []),
         "broken": by.get("BROKEN", []),
         "failed": by.get("FAILED", []),
     }
+
+
+def judge_container(c: Checks, series: str, d: Path) -> dict[str, Any]:
+    """Root in a private cgroup namespace rooted at a cgroup holding another
+    process: refused with a recipe, and the recipe, run as printed, gives
+    the next start its cgroups."""
+    tag = f"{series} root-container"
+    res: dict[str, Any] = {}
+    for step in ("status-before", "status-after"):
+        st = load_json(d / f"{step}.out")
+        layers = {la["name"]: la for la in (st or {}).get("layers", [])}
+        cg = layers.get("cgroup", {})
+        res[step] = {"cgroup": cg.get("available"), "detail": cg.get("detail", "")}
+    before, after = res["status-before"], res["status-after"]
+    c.add(
+        f"{tag}: refused with the container recipe",
+        before["cgroup"] is False and "before starting the server: mkdir -p /sys/fs/cgroup/init" in before["detail"],
+        before["detail"][:300],
+    )
+    res["recipe"] = read(d / "recipe.txt").strip()
+    c.add(
+        f"{tag}: after the recipe it printed, the cgroup layer is available",
+        after["cgroup"] is True and rc_of(d, "status-after") == 0,
+        f"recipe {res['recipe'][:200]}; {after['detail'][:200]}; {last_line(read(d / 'status-after.err'))[:200]}",
+    )
+    return res
 
 
 def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
@@ -348,6 +388,7 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
             )
         if name in PROBE_SHAPES:
             sh["probe"] = judge_probe(c, tag, d)
+    k["container"] = judge_container(c, series, out / "root-container")
     ap = out / "apparmor"
     parse_rc = rc_of(ap, "parse")
     k["apparmor"] = {
@@ -415,8 +456,10 @@ def table(kernels: list[dict[str, Any]]) -> None:
                     print(f"  {n} {pname} unproven: " + "; ".join(f"{a} ({w})" for a, w in pr["unproven"].items()))
                 if pr and pr.get("not_promised"):
                     print(f"  {n} {pname} not promised: {', '.join(pr['not_promised'])}")
+            if pr and pr.get("not_applicable"):
+                print(f"  {n} probe not applicable: " + "; ".join(f"{a} ({w})" for a, w in pr["not_applicable"].items()))
             if sh.get("reuse"):
-                print(f"  {n} second start in a used delegated cgroup: {sh['reuse']['second_message'][:200]}")
+                print(f"  {n} starts in one delegated cgroup: {sh['reuse']['killed']}; third: exit {sh['reuse']['third_exit']}")
         left = [f for f in k.get("cgroups_left", []) if f.startswith("reachweaver-mcp.")]
         if left:
             print(f"  left at the hierarchy's root after every server ended: {', '.join(left)}")
