@@ -538,3 +538,43 @@ mod xml {
         }
     }
 }
+
+/// A server whose HOME is /tmp finds, in its runs, the run's own /tmp at
+/// that path: the probe must not take that for the host's home (it once
+/// reported it as got through).
+#[test]
+fn a_home_at_the_runs_own_tmp_is_not_taken_for_the_hosts() {
+    let w = World::new();
+    let mut cmd = w.cmd(Who::Unprivileged, w.path());
+    cmd.args(["sandbox", "probe", "--json"]).env("HOME", "/tmp");
+    let out = output_within(cmd, Duration::from_secs(400));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "probe printed no JSON ({e}); exit {:?}\nstderr:\n{}",
+            out.status,
+            text(&out.stderr)
+        )
+    });
+    let home = report["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "stat-server-home")
+        .unwrap();
+    assert_eq!(home["verdict"], "blocked", "{home}");
+    let inside = home["inside"].as_str().unwrap();
+    assert!(
+        inside.starts_with("only the run's own file there (stat: "),
+        "{home}"
+    );
+    let control = home["control"].as_str().unwrap();
+    assert!(control.starts_with("stat: "), "{home}");
+    // The host's file, as the control saw it, is the one named as the host's.
+    let host_id = &control[control.find("device ").unwrap()..];
+    assert!(
+        inside.ends_with(&format!("the host's is {host_id})")),
+        "{home}"
+    );
+    assert_eq!(report["escaped"], 0, "{report}");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
