@@ -185,8 +185,9 @@ killed_start() {
     done
     echo "server pid: ${pid:-none}" >>"$dir/reuse-killed.txt"
     [ -z "$pid" ] || kill -9 "$pid"
-    wait "$job" || echo "exit $?" >>"$dir/reuse-killed.txt"
+    # Closed before waiting: a server never set up then ends at end of input.
     exec 8>&-
+    wait "$job" || echo "exit $?" >>"$dir/reuse-killed.txt"
     n=$(until_true 300 test -z "$(cat "$cg/cgroup.subtree_control")")
     echo "controllers handed back after $n polls" >>"$dir/reuse-killed.txt"
 }
