@@ -171,11 +171,12 @@ until_true() {
 killed_start() {
     local dir=$1 cg=$2 uid=$3 ws=$4 leaf="$2/reachweaver-server" pid="" p pp n
     # Its stdin held open by a pipe nobody writes to, so it keeps serving.
-    mkfifo "$dir/reuse-killed.fifo"
+    local fifo="/mnt/reuse-killed-$$.fifo"
+    mkfifo "$fifo"
     in_context "$cg" "$uid" "$SERVER" --backend="$BACKEND" --home="$ws" mcp-serve \
-        <"$dir/reuse-killed.fifo" >"$dir/reuse-killed.out" 2>"$dir/reuse-killed.err" &
+        <"$fifo" >"$dir/reuse-killed.out" 2>"$dir/reuse-killed.err" &
     local job=$!
-    exec 8>"$dir/reuse-killed.fifo"
+    exec 8>"$fifo"
     n=$(until_true 900 grep -qw memory "$cg/cgroup.subtree_control")
     echo "set up after $n polls" >"$dir/reuse-killed.txt"
     # The server is the process in its leaf whose parent is not.
@@ -246,7 +247,13 @@ shape() {
     fi
     case " $PROBE_SHAPES " in
         *" $name "*)
-            LIMIT=1500 step "$dir" probe in_context "$(new_cgroup "$kind")" "$uid" "$SERVER" sandbox probe --json
+            # The probe's fixture and its controls on the guest's own tmpfs:
+            # the host's 9p root does without file handles, whiteouts and
+            # fallocate's modes, so controls there prove nothing.
+            mkdir -p "/mnt/probe-tmp-$name"
+            chmod 1777 "/mnt/probe-tmp-$name"
+            LIMIT=1500 step "$dir" probe in_context "$(new_cgroup "$kind")" "$uid" \
+                env TMPDIR="/mnt/probe-tmp-$name" "$SERVER" sandbox probe --json
             ;;
     esac
     [ "$userns" = on ] || no_userns off

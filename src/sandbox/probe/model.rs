@@ -340,8 +340,9 @@ pub(super) enum Verdict {
 /// Why an attempt can't apply on this kernel, from what its control got
 /// outside the sandbox: `None` when the control says nothing of the kind.
 /// The control runs with no layer at all, so ENOSYS there is the kernel's
-/// own (a system call it lacks), and EOPNOTSUPP a file system or kernel
-/// without the operation (`user.*` xattrs on tmpfs before 6.6, for one).
+/// own (a system call it lacks), EOPNOTSUPP a file system or kernel
+/// without the operation (`user.*` xattrs on tmpfs before 6.6, for one),
+/// and ENOTTY a file system without the ioctl.
 /// Pure.
 pub(super) fn not_applicable(control: &Outcome) -> Option<&'static str> {
     match control {
@@ -350,6 +351,10 @@ pub(super) fn not_applicable(control: &Outcome) -> Option<&'static str> {
         }
         Outcome::Failed(s) if word(s) == "EOPNOTSUPP" => {
             Some("this kernel or file system can't do it (outside it got EOPNOTSUPP)")
+        }
+        // An ioctl the file system doesn't implement (ext4's own on tmpfs).
+        Outcome::Failed(s) if word(s) == "ENOTTY" => {
+            Some("this file system has no such ioctl (outside it got ENOTTY)")
         }
         _ => None,
     }
@@ -632,7 +637,12 @@ mod tests {
                 "EOPNOTSUPP after 0 MiB",
                 Some("this kernel or file system can't do it (outside it got EOPNOTSUPP)"),
             ),
+            (
+                "ENOTTY (get)",
+                Some("this file system has no such ioctl (outside it got ENOTTY)"),
+            ),
             ("EPERM", None),
+            ("ENOTTYX", None),
             ("ENOSYSTEM", None),
             ("", None),
         ] {
