@@ -247,13 +247,7 @@ shape() {
     fi
     case " $PROBE_SHAPES " in
         *" $name "*)
-            # The probe's fixture and its controls on the guest's own tmpfs:
-            # the host's 9p root does without file handles, whiteouts and
-            # fallocate's modes, so controls there prove nothing.
-            mkdir -p "/mnt/probe-tmp-$name"
-            chmod 1777 "/mnt/probe-tmp-$name"
-            LIMIT=1500 step "$dir" probe in_context "$(new_cgroup "$kind")" "$uid" \
-                env TMPDIR="/mnt/probe-tmp-$name" "$SERVER" sandbox probe --json
+            LIMIT=1500 step "$dir" probe in_context "$(new_cgroup "$kind")" "$uid" "$SERVER" sandbox probe --json
             ;;
     esac
     [ "$userns" = on ] || no_userns off
@@ -278,7 +272,7 @@ shape user-nouserns "$NOBODY" shared off
 # the next start its cgroups.
 in_container() { # in_container CGROUP SCRIPT
     in_context "$1" 0 unshare --cgroup --mount --propagation private \
-        sh -c 'mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec sh -c "$1"' sh "$2"
+        sh -c 'umount -l /sys/fs/cgroup && mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec sh -c "$1"' sh "$2"
 }
 CONT=$CG/kt-container
 mkdir -p "$CONT" "$OUT/root-container"
