@@ -181,7 +181,7 @@ killed_start() {
     echo "set up after $n polls" >"$dir/reuse-killed.txt"
     # The server is the process in its leaf whose parent is not.
     for p in $(cat "$leaf/cgroup.procs" 2>/dev/null); do
-        pp=$(awk '/^PPid:/ {print $2}' "/proc/$p/status" 2>/dev/null)
+        pp=$(awk '/^PPid:/ {print $2}' "/proc/$p/status" 2>/dev/null || true)
         grep -qx "$pp" "$leaf/cgroup.procs" || pid=$p
     done
     echo "server pid: ${pid:-none}" >>"$dir/reuse-killed.txt"
