@@ -254,6 +254,9 @@ pub enum SandboxCommand {
         /// The binary the profile is for (default: this one), e.g. a packaged copy; its canonical path is used.
         #[arg(long, value_name = "PATH")]
         exe: Option<PathBuf>,
+        /// The policy ABI to write (default: the installed apparmor_parser's; 3.0 has no userns rule).
+        #[arg(long, value_name = "ABI", value_parser = ["3.0", "4.0"])]
+        abi: Option<String>,
     },
 }
 

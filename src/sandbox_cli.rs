@@ -29,7 +29,9 @@ pub(crate) fn cli(globals: &Globals, cmd: SandboxCommand) -> anyhow::Result<u8> 
             without,
             junit,
         } => probe(json, without, junit.as_deref()),
-        SandboxCommand::ApparmorProfile { exe } => apparmor_profile(exe.as_deref()),
+        SandboxCommand::ApparmorProfile { exe, abi } => {
+            apparmor_profile(exe.as_deref(), abi.as_deref())
+        }
     }
 }
 
@@ -209,11 +211,20 @@ fn probe(json: bool, without: Option<Layer>, junit: Option<&Path>) -> anyhow::Re
     sandbox::probe(json, without, junit)
 }
 
-/// `sandbox apparmor-profile [--exe PATH]`: the profile for this binary, or
-/// for the one at `PATH`, on stdout.
+/// `sandbox apparmor-profile [--exe PATH] [--abi 3.0|4.0]`: the profile for
+/// this binary, or for the one at `PATH`, on stdout; the ABI chosen, when
+/// not given, and why, on stderr.
 #[cfg(target_os = "linux")]
-fn apparmor_profile(exe: Option<&Path>) -> anyhow::Result<u8> {
+fn apparmor_profile(exe: Option<&Path>, abi: Option<&str>) -> anyhow::Result<u8> {
     use crate::sandbox::linux::apparmor;
+    let abi = match abi {
+        Some(a) => apparmor::Abi::parse(a).with_context(|| format!("--abi {a}: 3.0 or 4.0"))?,
+        None => {
+            let (abi, why) = apparmor::detect_abi();
+            eprintln!("{why}");
+            abi
+        }
+    };
     let (exe, named) = match exe {
         Some(p) => (p.to_path_buf(), format!("--exe {}", p.display())),
         None => {
@@ -228,7 +239,7 @@ fn apparmor_profile(exe: Option<&Path>) -> anyhow::Result<u8> {
     if !canonical.is_file() {
         anyhow::bail!("{named}: {} is not a file", canonical.display());
     }
-    let text = apparmor::profile(&canonical)?;
+    let text = apparmor::profile(&canonical, abi)?;
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
     out.flush()?;
@@ -236,7 +247,7 @@ fn apparmor_profile(exe: Option<&Path>) -> anyhow::Result<u8> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn apparmor_profile(_exe: Option<&Path>) -> anyhow::Result<u8> {
+fn apparmor_profile(_exe: Option<&Path>, _abi: Option<&str>) -> anyhow::Result<u8> {
     anyhow::bail!(
         "sandbox apparmor-profile is for Linux, where AppArmor may restrict user namespaces; \
          this is {}",

@@ -146,6 +146,53 @@ serve_empty() {
     in_context "$cg" "$uid" "$SERVER" --backend="$BACKEND" --home="$ws" mcp-serve </dev/null
 }
 
+# cgroup_state CGROUP: its child cgroups, what it hands down, its processes.
+cgroup_state() {
+    echo "entries: $(cd "$1" && find . -mindepth 1 -type d -printf '%P ')"
+    echo "subtree_control: $(cat "$1/cgroup.subtree_control")"
+    echo "procs: $(tr '\n' ' ' <"$1/cgroup.procs")"
+}
+
+# until_true MAX CMD...: poll CMD every 0.1 s, at most MAX times; prints
+# how many polls it took (MAX when it never held).
+until_true() {
+    local max=$1 n=0
+    shift
+    until "$@" || [ "$n" -ge "$max" ]; do
+        sleep 0.1
+        n=$((n + 1))
+    done
+    echo "$n"
+}
+
+# killed_start DIR CGROUP UID WS: a server started in CGROUP, killed with
+# SIGKILL once its set-up is done; waits (bounded) for its keeper to hand
+# the controllers back.
+killed_start() {
+    local dir=$1 cg=$2 uid=$3 ws=$4 leaf="$2/reachweaver-server" pid="" p pp n
+    # Its stdin held open by a pipe nobody writes to, so it keeps serving.
+    local fifo="/mnt/reuse-killed-$$.fifo"
+    mkfifo "$fifo"
+    in_context "$cg" "$uid" "$SERVER" --backend="$BACKEND" --home="$ws" mcp-serve \
+        <"$fifo" >"$dir/reuse-killed.out" 2>"$dir/reuse-killed.err" &
+    local job=$!
+    exec 8>"$fifo"
+    n=$(until_true 900 grep -qw memory "$cg/cgroup.subtree_control")
+    echo "set up after $n polls" >"$dir/reuse-killed.txt"
+    # The server is the process in its leaf whose parent is not.
+    for p in $(cat "$leaf/cgroup.procs" 2>/dev/null); do
+        pp=$(awk '/^PPid:/ {print $2}' "/proc/$p/status" 2>/dev/null || true)
+        grep -qx "$pp" "$leaf/cgroup.procs" || pid=$p
+    done
+    echo "server pid: ${pid:-none}" >>"$dir/reuse-killed.txt"
+    [ -z "$pid" ] || kill -9 "$pid"
+    # Closed before waiting: a server never set up then ends at end of input.
+    exec 8>&-
+    wait "$job" || echo "exit $?" >>"$dir/reuse-killed.txt"
+    n=$(until_true 300 test -z "$(cat "$cg/cgroup.subtree_control")")
+    echo "controllers handed back after $n polls" >>"$dir/reuse-killed.txt"
+}
+
 set_sysctl() { # set_sysctl NAME VALUE (NAME as under /proc/sys; absent ones are noted)
     if [ -e "/proc/sys/$1" ]; then
         echo "$2" >"/proc/sys/$1"
@@ -179,16 +226,24 @@ shape() {
     [ "$userns" = on ] || no_userns on
     make_workspace "$ws" "$uid"
     step "$dir" status-json in_context "$(new_cgroup "$kind")" "$uid" "$SERVER" sandbox status --json
-    step "$dir" session session "$(new_cgroup "$kind")" "$uid" "$ws"
+    local scg
+    scg=$(new_cgroup "$kind")
+    step "$dir" session session "$scg" "$uid" "$ws"
+    # Each run's cgroup is gone once its call is over (for a shared cgroup
+    # the server's own folders at the root are listed by step).
+    cgroup_state "$scg" >"$dir/session-cgroup.txt"
     if [ "$kind" = delegated ]; then
-        # Two server starts, one after the other, in one delegated cgroup.
+        # Three server starts in one delegated cgroup: the first ends
+        # cleanly, the second is killed with SIGKILL, the third must start
+        # and leave the cgroup as the first found it.
         local again
         again=$(new_cgroup delegated)
         step "$dir" reuse-first serve_empty "$again" "$uid" "$ws"
-        { echo "entries: $(cd "$again" && find . -mindepth 1 -type d | tr '\n' ' ')"
-          echo "subtree_control: $(cat "$again/cgroup.subtree_control")"
-          echo "procs: $(tr '\n' ' ' <"$again/cgroup.procs")"; } >"$dir/reuse-cgroup.txt"
-        step "$dir" reuse-second serve_empty "$again" "$uid" "$ws"
+        cgroup_state "$again" >"$dir/reuse-after-first.txt"
+        killed_start "$dir" "$again" "$uid" "$ws"
+        cgroup_state "$again" >"$dir/reuse-after-kill.txt"
+        step "$dir" reuse-third serve_empty "$again" "$uid" "$ws"
+        cgroup_state "$again" >"$dir/reuse-after-third.txt"
     fi
     case " $PROBE_SHAPES " in
         *" $name "*)
@@ -210,12 +265,43 @@ shape user-plain "$NOBODY" shared on
 shape root-nouserns 0 own off
 shape user-nouserns "$NOBODY" shared off
 
-# The AppArmor profile the server prints, given to this userspace's
-# parser (AppArmor is enabled in these kernels).
+# Root in a container: a private cgroup namespace rooted at a cgroup that
+# holds another process, the cgroup file system mounted afresh in it. The
+# server must refuse with a recipe (it never moves a process it did not
+# start); the recipe, taken from its refusal and run as printed, must give
+# the next start its cgroups.
+in_container() { # in_container CGROUP SCRIPT
+    in_context "$1" 0 unshare --cgroup --mount --propagation private \
+        sh -c 'umount -l /sys/fs/cgroup && mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec sh -c "$1"' sh "$2"
+}
+CONT=$CG/kt-container
+mkdir -p "$CONT" "$OUT/root-container"
+sleep infinity &
+CONT_SHARER=$!
+echo "$CONT_SHARER" >"$CONT/cgroup.procs"
+: >"$OUT/root-container/times.tsv"
+step "$OUT/root-container" status-before in_container "$CONT" "exec $SERVER sandbox status --json"
+python3 -c 'import json, sys
+layers = json.load(open(sys.argv[1]))["layers"]
+detail = next(la["detail"] for la in layers if la["name"] == "cgroup")
+print(detail.split("before starting the server: ", 1)[1])' "$OUT/root-container/status-before.out" \
+    >"$OUT/root-container/recipe.txt" 2>"$OUT/root-container/recipe.err" || true
+step "$OUT/root-container" status-after in_container "$CONT" \
+    "$(cat "$OUT/root-container/recipe.txt") && exec $SERVER sandbox status --json"
+kill "$CONT_SHARER" 2>/dev/null || true
+
+# The AppArmor profile the server prints (its ABI picked from this
+# userspace's parser and this kernel's features), compiled, then loaded into
+# the kernel (AppArmor is enabled in these kernels) and looked for among the
+# kernel's profiles.
 mkdir -p "$OUT/apparmor"
 "$SERVER" sandbox apparmor-profile >"$OUT/apparmor/profile" 2>"$OUT/apparmor/profile.err" || true
 step "$OUT/apparmor" parse apparmor_parser --skip-kernel-load --skip-cache -Q "$OUT/apparmor/profile"
 apparmor_parser --version 2>&1 | head -n 1 >"$OUT/apparmor/parser-version" || true
+mountpoint -q /sys/kernel/security || mount -t securityfs securityfs /sys/kernel/security || true
+ls /sys/kernel/security/apparmor/features/namespaces/ >"$OUT/apparmor/features-namespaces" 2>&1 || true
+step "$OUT/apparmor" load apparmor_parser -r --skip-cache "$OUT/apparmor/profile"
+cat /sys/kernel/security/apparmor/profiles >"$OUT/apparmor/profiles" 2>&1 || true
 
 # What the cgroup layer left behind in the hierarchy.
 find "$CG" -mindepth 1 -maxdepth 3 -type d -name '*' | sed "s|^$CG/||" | sort >"$OUT/cgroups-left.txt"

@@ -51,10 +51,10 @@ LETTERS = {
 #   known:  the expectation records a known defect, not the design.
 SHAPES: dict[str, dict[str, Any]] = {
     "root-shared-bare": {
-        "what": "root, in a cgroup shared with another process; the hierarchy's root hands down no controller",
-        "starts": False,
-        "cgroup": False,
-        "refusal": "a run's processes bounded",
+        "what": "root, in a cgroup shared with another process; the hierarchy's root hands down no controller"
+        " (the server hands memory and pids down itself)",
+        "starts": True,
+        "cgroup": True,
     },
     "root-own": {"what": "root, alone in a cgroup of its own", "starts": True, "cgroup": True},
     "root-shared": {
@@ -88,8 +88,6 @@ SHAPES: dict[str, dict[str, Any]] = {
 
 # Known defects: the check expects the failure, and says so.
 KNOWN = {
-    "reuse-second": "a delegated cgroup one server start has used cannot take a second one",
-    "apparmor-parse": "Debian 12's apparmor_parser 3.0.8 knows neither `abi <abi/4.0>` nor `userns,`",
 }
 
 PROBE_SHAPES = ("root-own", "user-delegated")
@@ -123,6 +121,16 @@ def load_json(p: Path) -> Any:
         return json.loads(read(p))
     except ValueError:
         return None
+
+
+def cgroup_state(text: str) -> dict[str, str]:
+    """guest.sh's cgroup_state lines as a dict (values stripped)."""
+    out: dict[str, str] = {}
+    for ln in text.splitlines():
+        k, sep, v = ln.partition(":")
+        if sep:
+            out[k.strip()] = v.strip()
+    return out
 
 
 def last_line(text: str) -> str:
@@ -209,6 +217,17 @@ def judge_probe(c: Checks, tag: str, d: Path) -> dict[str, Any]:
         rc == 0 and not bad and rep.get("escaped") == 0 and rep.get("broken") == 0,
         f"exit {rc}, {counts}" + (f"; {bad}" if bad else ""),
     )
+    unproven = by.get("unproven", [])
+    c.add(
+        f"{tag}: sandbox probe: at most 2 attempts prove nothing",
+        len(unproven) <= 2,
+        f"{len(unproven)}: {', '.join(unproven)}",
+    )
+    c.add(
+        f"{tag}: sandbox probe: the cgroup holds the fork bomb where it is in force",
+        "fork-bomb" not in by.get("not promised", []) or "cgroup" not in str(rep.get("layers", "")),
+        f"layers {rep.get('layers')}",
+    )
     return {
         "exit": rc,
         "layers": rep.get("layers"),
@@ -220,10 +239,39 @@ def judge_probe(c: Checks, tag: str, d: Path) -> dict[str, Any]:
             if a.get("verdict") == "unproven"
         },
         "not_promised": by.get("not promised", []),
+        "not_applicable": {
+            a["name"]: a.get("not_applicable", "") for a in rep["attempts"] if a.get("verdict") == "not applicable"
+        },
         "escaped": by.get("ESCAPED", []),
         "broken": by.get("BROKEN", []),
         "failed": by.get("FAILED", []),
     }
+
+
+def judge_container(c: Checks, series: str, d: Path) -> dict[str, Any]:
+    """Root in a private cgroup namespace rooted at a cgroup holding another
+    process: refused with a recipe, and the recipe, run as printed, gives
+    the next start its cgroups."""
+    tag = f"{series} root-container"
+    res: dict[str, Any] = {}
+    for step in ("status-before", "status-after"):
+        st = load_json(d / f"{step}.out")
+        layers = {la["name"]: la for la in (st or {}).get("layers", [])}
+        cg = layers.get("cgroup", {})
+        res[step] = {"cgroup": cg.get("available"), "detail": cg.get("detail", "")}
+    before, after = res["status-before"], res["status-after"]
+    c.add(
+        f"{tag}: refused with the container recipe",
+        before["cgroup"] is False and "before starting the server: mkdir -p /sys/fs/cgroup/init" in before["detail"],
+        before["detail"][:300],
+    )
+    res["recipe"] = read(d / "recipe.txt").strip()
+    c.add(
+        f"{tag}: after the recipe it printed, the cgroup layer is available",
+        after["cgroup"] is True and rc_of(d, "status-after") == 0,
+        f"recipe {res['recipe'][:200]}; {after['detail'][:200]}; {last_line(read(d / 'status-after.err'))[:200]}",
+    )
+    return res
 
 
 def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
@@ -299,24 +347,48 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
                 sh["layers_missing"].get("cgroup", "available"),
             )
         sh["session"] = judge_session(c, tag, d, exp, st)
+        if exp["cgroup"]:
+            left = cgroup_state(read(d / "session-cgroup.txt"))
+            runs = [e for e in left.get("entries", "").split() if e.startswith("run-")]
+            c.add(f"{tag}: each run's cgroup is gone after its call", not runs, f"left: {runs}")
         if name == "user-delegated":
-            first, second = rc_of(d, "reuse-first"), rc_of(d, "reuse-second")
-            msg = last_line(read(d / "reuse-second.err"))
+            first, third = rc_of(d, "reuse-first"), rc_of(d, "reuse-third")
+            after = {k: cgroup_state(read(d / f"reuse-after-{k}.txt")) for k in ("first", "kill", "third")}
             sh["reuse"] = {
                 "first_exit": first,
-                "second_exit": second,
-                "second_message": msg,
-                "cgroup_after_first": read(d / "reuse-cgroup.txt").strip(),
+                "third_exit": third,
+                "third_message": last_line(read(d / "reuse-third.err")),
+                "killed": read(d / "reuse-killed.txt").strip(),
+                "cgroup_after": after,
             }
+            as_found = {"entries": "", "subtree_control": "", "procs": ""}
             c.add(f"{tag}: a first server start in a fresh delegated cgroup", first == 0, f"exit {first}")
             c.add(
-                f"{tag}: a second start in the same delegated cgroup fails"
-                f" (expected; known defect: {KNOWN['reuse-second']})",
-                second not in (0, None),
-                f"exit {second}: {msg[:200]}",
+                f"{tag}: after a clean exit the delegated cgroup is as found",
+                after["first"] == as_found,
+                str(after["first"]),
+            )
+            k_entries = after["kill"].get("entries", "").split()
+            c.add(
+                f"{tag}: after a SIGKILL the keeper hands the controllers back and removes the runs",
+                "server pid: none" not in sh["reuse"]["killed"]
+                and after["kill"].get("subtree_control") == ""
+                and not [e for e in k_entries if e.startswith("run-")],
+                f"{sh['reuse']['killed']}; {after['kill']}",
+            )
+            c.add(
+                f"{tag}: a third start in the same delegated cgroup works",
+                third == 0,
+                f"exit {third}: {sh['reuse']['third_message'][:200]}",
+            )
+            c.add(
+                f"{tag}: after the third start the delegated cgroup is as found",
+                after["third"] == as_found,
+                str(after["third"]),
             )
         if name in PROBE_SHAPES:
             sh["probe"] = judge_probe(c, tag, d)
+    k["container"] = judge_container(c, series, out / "root-container")
     ap = out / "apparmor"
     parse_rc = rc_of(ap, "parse")
     k["apparmor"] = {
@@ -324,11 +396,25 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
         "exit": parse_rc,
         "message": last_line(read(ap / "parse.err")),
     }
+    load_rc = rc_of(ap, "load")
+    loaded = [ln for ln in read(ap / "profiles").splitlines() if ln.startswith("reachweaver-mcp ")]
+    k["apparmor"].update(
+        {
+            "chosen": last_line(read(ap / "profile.err")),
+            "load_exit": load_rc,
+            "load_message": last_line(read(ap / "load.err")),
+            "loaded": loaded,
+        }
+    )
     c.add(
-        f"{series}: the printed AppArmor profile fails this userspace's parser"
-        f" (expected; known defect: {KNOWN['apparmor-parse']})",
-        parse_rc not in (0, None, 127),
-        f"exit {parse_rc}: {k['apparmor']['message'][:200]}",
+        f"{series}: the printed AppArmor profile compiles with this userspace's parser",
+        parse_rc == 0,
+        f"exit {parse_rc}: {k['apparmor']['chosen'][:120]} {k['apparmor']['message'][:200]}",
+    )
+    c.add(
+        f"{series}: the profile loads into the kernel and is listed among its profiles",
+        load_rc == 0 and len(loaded) == 1,
+        f"exit {load_rc}: {k['apparmor']['load_message'][:200]}; listed {loaded}",
     )
     k["cgroups_left"] = read(out / "cgroups-left.txt").split()
     return k
@@ -370,8 +456,10 @@ def table(kernels: list[dict[str, Any]]) -> None:
                     print(f"  {n} {pname} unproven: " + "; ".join(f"{a} ({w})" for a, w in pr["unproven"].items()))
                 if pr and pr.get("not_promised"):
                     print(f"  {n} {pname} not promised: {', '.join(pr['not_promised'])}")
+            if pr and pr.get("not_applicable"):
+                print(f"  {n} probe not applicable: " + "; ".join(f"{a} ({w})" for a, w in pr["not_applicable"].items()))
             if sh.get("reuse"):
-                print(f"  {n} second start in a used delegated cgroup: {sh['reuse']['second_message'][:200]}")
+                print(f"  {n} starts in one delegated cgroup: {sh['reuse']['killed']}; third: exit {sh['reuse']['third_exit']}")
         left = [f for f in k.get("cgroups_left", []) if f.startswith("reachweaver-mcp.")]
         if left:
             print(f"  left at the hierarchy's root after every server ended: {', '.join(left)}")

@@ -230,9 +230,16 @@ fn check(report: &Value, unprivileged: bool) {
             "{name}: inside got {inside:?}, expected {want:?}: {a}"
         );
         assert_eq!(a["predicted"], "blocked", "{name}: {a}");
-        if verdict == "unproven" {
+        if verdict == "not applicable" {
+            // The kernel itself lacks the x32 ABI: nothing to escape through.
+            assert_eq!(name, "x32-syscall", "{a}");
+            assert_eq!(a["control"], "ENOSYS", "{a}");
+            assert_eq!(
+                a["not_applicable"], "this kernel lacks the system call (outside it got ENOSYS)",
+                "{a}"
+            );
+        } else if verdict == "unproven" {
             match name {
-                "x32-syscall" => assert_eq!(a["control"], "ENOSYS", "{a}"),
                 // Only a process with CAP_DAC_READ_SEARCH opens by handle.
                 "open-by-handle-outside" if unprivileged => {
                     assert_eq!(a["control"], "EPERM", "{a}")
@@ -316,7 +323,7 @@ fn check_junit(report: &Value, xml: &str) {
             }
             // Proved nothing, or not promised here: not a fault (the
             // command exits 0), so skipped, with the reason.
-            "unproven" | "not promised" => {
+            "unproven" | "not promised" | "not applicable" => {
                 let s = case
                     .children
                     .iter()
@@ -326,6 +333,11 @@ fn check_junit(report: &Value, xml: &str) {
                 if a["verdict"] == "unproven" {
                     let want = format!("outside it got {}", a["control"].as_str().unwrap());
                     assert!(s.attr("message").unwrap().ends_with(&want), "{a}");
+                }
+                if a["verdict"] == "not applicable" {
+                    assert_eq!(s.attr("type"), Some("not-applicable"), "{a}");
+                    let why = a["not_applicable"].as_str().unwrap();
+                    assert!(s.attr("message").unwrap().ends_with(why), "{a}");
                 }
                 skipped += 1;
             }
@@ -525,4 +537,44 @@ mod xml {
             _ => 4,
         }
     }
+}
+
+/// A server whose HOME is /tmp finds, in its runs, the run's own /tmp at
+/// that path: the probe must not take that for the host's home (it once
+/// reported it as got through).
+#[test]
+fn a_home_at_the_runs_own_tmp_is_not_taken_for_the_hosts() {
+    let w = World::new();
+    let mut cmd = w.cmd(Who::Unprivileged, w.path());
+    cmd.args(["sandbox", "probe", "--json"]).env("HOME", "/tmp");
+    let out = output_within(cmd, Duration::from_secs(400));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "probe printed no JSON ({e}); exit {:?}\nstderr:\n{}",
+            out.status,
+            text(&out.stderr)
+        )
+    });
+    let home = report["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "stat-server-home")
+        .unwrap();
+    assert_eq!(home["verdict"], "blocked", "{home}");
+    let inside = home["inside"].as_str().unwrap();
+    assert!(
+        inside.starts_with("only the run's own file there (stat: "),
+        "{home}"
+    );
+    let control = home["control"].as_str().unwrap();
+    assert!(control.starts_with("stat: "), "{home}");
+    // The host's file, as the control saw it, is the one named as the host's.
+    let host_id = &control[control.find("device ").unwrap()..];
+    assert!(
+        inside.ends_with(&format!("the host's is {host_id})")),
+        "{home}"
+    );
+    assert_eq!(report["escaped"], 0, "{report}");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }

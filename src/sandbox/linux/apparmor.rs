@@ -226,10 +226,104 @@ impl std::error::Error for ProfileError {}
 /// escape wrong.
 const GLOB: &[char] = &['*', '?', '[', ']', '{', '}', '^'];
 
+/// The policy language a profile is written in: its `abi` line, and with
+/// it whether the `userns` rule is there. AppArmor 3.0's parser (Debian 12)
+/// has no `abi/4.0` and refuses the `userns` rule as a syntax error; its
+/// kernels (before Ubuntu's change) have no user-namespace mediation for
+/// the rule to lift either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Abi {
+    V3_0,
+    V4_0,
+}
+
+impl Abi {
+    /// As `--abi` and the `abi` line spell it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Abi::V3_0 => "3.0",
+            Abi::V4_0 => "4.0",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Abi> {
+        match s {
+            "3.0" => Some(Abi::V3_0),
+            "4.0" => Some(Abi::V4_0),
+            _ => None,
+        }
+    }
+}
+
+/// `apparmor_parser --version`'s version, major and minor, from its first
+/// line (`AppArmor parser version 3.0.8`). Pure.
+pub fn parser_version(output: &str) -> Option<(u32, u32)> {
+    let v = output
+        .lines()
+        .next()?
+        .strip_prefix("AppArmor parser version ")?;
+    let mut parts = v.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// Which `abi` to print, and why, from the installed parser's version
+/// (`None`: no parser found) and whether the kernel mediates user-namespace
+/// creation (AppArmor's `namespaces/userns_create` feature). The parser
+/// that will load the profile decides when there is one; without one, the
+/// kernel's feature says which parser the machine's AppArmor belongs with.
+/// Pure.
+pub fn choose_abi(parser: Option<(u32, u32)>, userns_create: bool) -> (Abi, String) {
+    match parser {
+        Some((major, minor)) if major >= 4 => (
+            Abi::V4_0,
+            format!("abi 4.0 with the userns rule: apparmor_parser {major}.{minor} is installed"),
+        ),
+        Some((major, minor)) => (
+            Abi::V3_0,
+            format!(
+                "abi 3.0 without the userns rule: apparmor_parser {major}.{minor} knows neither abi 4.0 nor the rule (`--abi 4.0` prints them anyway)"
+            ),
+        ),
+        None if userns_create => (
+            Abi::V4_0,
+            "abi 4.0 with the userns rule: no apparmor_parser found, and the kernel mediates user namespaces (namespaces/userns_create)"
+                .to_string(),
+        ),
+        None => (
+            Abi::V3_0,
+            "abi 3.0 without the userns rule: no apparmor_parser found, and the kernel does not mediate user namespaces (no namespaces/userns_create)"
+                .to_string(),
+        ),
+    }
+}
+
+/// Which `abi` this machine's AppArmor takes: asks the installed
+/// `apparmor_parser` (also looked for in /usr/sbin and /sbin, which an
+/// ordinary user's PATH may lack) and reads the kernel's feature file.
+pub fn detect_abi() -> (Abi, String) {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<std::path::PathBuf> = std::env::split_paths(&path).collect();
+    dirs.extend(["/usr/sbin", "/sbin"].map(std::path::PathBuf::from));
+    let parser = dirs
+        .iter()
+        .map(|d| d.join("apparmor_parser"))
+        .find(|p| p.is_file())
+        .and_then(|p| std::process::Command::new(p).arg("--version").output().ok())
+        .and_then(|o| parser_version(&String::from_utf8_lossy(&o.stdout)));
+    choose_abi(parser, Path::new(USERNS_CREATE_FEATURE).exists())
+}
+
+/// AppArmor's feature file for user-namespace mediation.
+pub const USERNS_CREATE_FEATURE: &str =
+    "/sys/kernel/security/apparmor/features/namespaces/userns_create";
+
 /// The profile for the binary at `exe`, which must be absolute and
 /// canonical (the caller resolves links): it attaches to that one path,
-/// allows user namespaces, and is otherwise unconfined.
-pub fn profile(exe: &Path) -> Result<String, ProfileError> {
+/// allows user namespaces (`abi` 4.0; 3.0 has no such rule), and is
+/// otherwise unconfined.
+pub fn profile(exe: &Path, abi: Abi) -> Result<String, ProfileError> {
     let shown = exe.display().to_string();
     // Checked on the bytes: `Path::components` folds `.`, `//` and a
     // trailing `/` away.
@@ -264,16 +358,22 @@ pub fn profile(exe: &Path) -> Result<String, ProfileError> {
          # binary named below and confines nothing else. It names the binary's path:\n\
          # print it again after moving the binary.\n\
          \n\
-         abi <abi/4.0>,\n\
+         abi <abi/{}>,\n\
          include <tunables/global>\n\
          \n\
          profile {PROFILE_NAME} {} flags=(unconfined) {{\n\
-         \x20 userns,\n\
-         \n\
+         {}\
          \x20 # Local additions, kept across updates of this file.\n\
          \x20 include if exists <local/{PROFILE_NAME}>\n\
          }}\n",
-        quoted(path)
+        abi.as_str(),
+        quoted(path),
+        match abi {
+            Abi::V4_0 => "  userns,\n\n",
+            // Nothing to lift where the parser has no such rule: those
+            // kernels don't mediate user namespaces.
+            Abi::V3_0 => "",
+        }
     ))
 }
 
@@ -452,8 +552,61 @@ mod tests {
     }
 
     #[test]
+    fn the_abi_3_profile_matches_golden() {
+        let p = profile(Path::new("/usr/local/bin/reachweaver-mcp"), Abi::V3_0).unwrap();
+        golden("apparmor-profile-abi3", &p);
+        assert!(!p.contains("userns,"), "{p}");
+        assert!(!p.contains("abi/4.0"), "{p}");
+    }
+
+    #[test]
+    fn the_parser_version_is_read_from_its_first_line() {
+        for (out, want) in [
+            (
+                "AppArmor parser version 3.0.8\nCopyright (C) 1999-2008 Novell Inc.\n",
+                Some((3, 0)),
+            ),
+            ("AppArmor parser version 4.0.1\n", Some((4, 0))),
+            ("AppArmor parser version 4.1.0~beta1\n", Some((4, 1))),
+            ("AppArmor parser version 10.2", Some((10, 2))),
+            ("AppArmor parser version 3\n", None),
+            ("AppArmor parser version \n", None),
+            ("apparmor_parser 4.0.1\n", None),
+            ("\nAppArmor parser version 4.0.1\n", None),
+            ("", None),
+        ] {
+            assert_eq!(parser_version(out), want, "{out:?}");
+        }
+    }
+
+    #[test]
+    fn the_abi_follows_the_parser_then_the_kernel() {
+        let abi = |p, k| choose_abi(p, k).0;
+        // The parser that loads it decides, whatever the kernel mediates.
+        assert_eq!(abi(Some((3, 0)), true), Abi::V3_0);
+        assert_eq!(abi(Some((3, 1)), false), Abi::V3_0);
+        assert_eq!(abi(Some((4, 0)), false), Abi::V4_0);
+        assert_eq!(abi(Some((4, 0)), true), Abi::V4_0);
+        assert_eq!(abi(Some((5, 0)), false), Abi::V4_0);
+        // No parser: the kernel's feature.
+        assert_eq!(abi(None, true), Abi::V4_0);
+        assert_eq!(abi(None, false), Abi::V3_0);
+        assert_eq!(
+            choose_abi(Some((3, 0)), true).1,
+            "abi 3.0 without the userns rule: apparmor_parser 3.0 knows neither abi 4.0 nor the \
+             rule (`--abi 4.0` prints them anyway)"
+        );
+        for a in [Abi::V3_0, Abi::V4_0] {
+            assert_eq!(Abi::parse(a.as_str()), Some(a));
+        }
+        for bad in ["3", "4", "4.1", " 4.0", "abi/4.0", ""] {
+            assert_eq!(Abi::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
     fn profile_matches_golden() {
-        let p = profile(Path::new("/usr/local/bin/reachweaver-mcp")).unwrap();
+        let p = profile(Path::new("/usr/local/bin/reachweaver-mcp"), Abi::V4_0).unwrap();
         golden("apparmor-profile", &p);
     }
 
@@ -476,7 +629,7 @@ mod tests {
             ("/opt/#,@$!=()<>'é/x", r#""/opt/#,@$!=()<>'é/x""#),
             ("/x", r#""/x""#),
         ] {
-            let p = profile(Path::new(path)).unwrap();
+            let p = profile(Path::new(path), Abi::V4_0).unwrap();
             assert_eq!(
                 header(&p),
                 format!("profile reachweaver-mcp {want} flags=(unconfined) {{"),
@@ -489,7 +642,7 @@ mod tests {
     fn glob_characters_are_refused_by_name() {
         for ch in ['*', '?', '[', ']', '{', '}', '^'] {
             let path = format!("/opt/a{ch}b/reachweaver-mcp");
-            let err = profile(Path::new(&path)).unwrap_err();
+            let err = profile(Path::new(&path), Abi::V4_0).unwrap_err();
             assert_eq!(
                 err,
                 ProfileError::Glob {
@@ -504,7 +657,7 @@ mod tests {
         }
         // The first one found is named.
         assert_eq!(
-            profile(Path::new("/opt/{a}*/x")).unwrap_err(),
+            profile(Path::new("/opt/{a}*/x"), Abi::V4_0).unwrap_err(),
             ProfileError::Glob {
                 path: "/opt/{a}*/x".into(),
                 ch: '{'
@@ -516,12 +669,14 @@ mod tests {
     fn control_characters_are_refused() {
         for ch in ['\n', '\r', '\t', '\0', '\u{1b}', '\u{7f}', '\u{85}'] {
             let path = format!("/opt/a{ch}b/x");
-            match profile(Path::new(&path)) {
+            match profile(Path::new(&path), Abi::V4_0) {
                 Err(ProfileError::Control { ch: got, .. }) => assert_eq!(got, ch),
                 other => panic!("{path:?}: {other:?}"),
             }
         }
-        let err = profile(Path::new("/opt/a\nb/x")).unwrap_err().to_string();
+        let err = profile(Path::new("/opt/a\nb/x"), Abi::V4_0)
+            .unwrap_err()
+            .to_string();
         assert!(
             !err.contains('\n'),
             "the message stays on one line: {err:?}"
@@ -542,18 +697,21 @@ mod tests {
             "/usr/bin/..",
         ] {
             assert_eq!(
-                profile(Path::new(bad)),
+                profile(Path::new(bad), Abi::V4_0),
                 Err(ProfileError::NotCanonical(bad.into())),
                 "{bad:?}"
             );
         }
         let latin1 = Path::new(OsStr::from_bytes(b"/opt/caf\xe9/x"));
-        assert!(matches!(profile(latin1), Err(ProfileError::NotUtf8(_))));
+        assert!(matches!(
+            profile(latin1, Abi::V4_0),
+            Err(ProfileError::NotUtf8(_))
+        ));
     }
 
     #[test]
     fn the_profile_allows_userns_and_is_otherwise_unconfined() {
-        let p = profile(Path::new("/usr/bin/reachweaver-mcp")).unwrap();
+        let p = profile(Path::new("/usr/bin/reachweaver-mcp"), Abi::V4_0).unwrap();
         let rules: Vec<&str> = p
             .lines()
             .map(str::trim)
@@ -567,6 +725,23 @@ mod tests {
                 "include <tunables/global>",
                 "profile reachweaver-mcp \"/usr/bin/reachweaver-mcp\" flags=(unconfined) {",
                 "userns,",
+                "include if exists <local/reachweaver-mcp>",
+                "}",
+            ]
+        );
+        let abi3 = profile(Path::new("/usr/bin/reachweaver-mcp"), Abi::V3_0).unwrap();
+        let rules3: Vec<&str> = abi3
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("# "))
+            .filter(|l| *l != "#")
+            .collect();
+        assert_eq!(
+            rules3,
+            [
+                "abi <abi/3.0>,",
+                "include <tunables/global>",
+                "profile reachweaver-mcp \"/usr/bin/reachweaver-mcp\" flags=(unconfined) {",
                 "include if exists <local/reachweaver-mcp>",
                 "}",
             ]

@@ -26,6 +26,8 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::cgroup_restore as restore;
+
 /// `statfs` magic of a cgroup v2 file system.
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
@@ -82,7 +84,26 @@ pub struct CgroupFacts {
     pub root: bool,
     /// `cgroup.subtree_control` of the hierarchy's root.
     pub root_subtree: Option<String>,
+    /// `cgroup.controllers` of the hierarchy's root: what it could hand
+    /// down.
+    pub root_controllers: Option<String>,
+    /// The hierarchy's root as mounted here is not the kernel's root
+    /// cgroup (it has a `cgroup.type`, which the real root lacks): a
+    /// private cgroup namespace, as in a container.
+    pub namespaced: bool,
+    /// The root's `cgroup.subtree_control` may be written (not a read-only
+    /// mount, not another user's).
+    pub root_writable: bool,
 }
+
+/// The commands that give runs their cgroups as root in a container: every
+/// process of the container's cgroup moved into a leaf, then both
+/// controllers handed down (a cgroup other than the kernel's root may not
+/// do that while it holds a process). The server never moves a process it
+/// did not start, so the container's owner runs them, once, before it.
+pub const CONTAINER_RECIPE: &str = "mkdir -p /sys/fs/cgroup/init && \
+     for p in $(cat /sys/fs/cgroup/cgroup.procs); do echo $p > /sys/fs/cgroup/init/cgroup.procs; done && \
+     echo '+memory +pids' > /sys/fs/cgroup/cgroup.subtree_control";
 
 /// One change to the cgroup hierarchy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +120,11 @@ pub struct ParentPlan {
     pub setup: Vec<SetupStep>,
     /// The folder was made for this server, and goes when it ends.
     pub owned: bool,
+    /// The folder is the server's own (delegated) cgroup, which the set-up
+    /// turns into an inner node: a keeper is started to undo that should
+    /// the server be killed, and the server undoes it as it exits
+    /// (`cgroup_restore.rs`).
+    pub undo: bool,
 }
 
 const MOUNT: &str = "/sys/fs/cgroup";
@@ -133,7 +159,7 @@ pub fn assess(f: &CgroupFacts, token: &str) -> Result<ParentPlan, String> {
     // leaf of its own (a cgroup with processes can't hand controllers to
     // children), then runs are its siblings.
     if f.own_writable && alone && missing.is_none() && own.trim() != "/" {
-        let server = own_dir.join("reachweaver-server");
+        let server = own_dir.join(restore::SERVER_LEAF);
         return Ok(ParentPlan {
             setup: vec![
                 SetupStep::Mkdir(server.clone()),
@@ -145,6 +171,7 @@ pub fn assess(f: &CgroupFacts, token: &str) -> Result<ParentPlan, String> {
             ],
             dir: own_dir,
             owned: false,
+            undo: true,
         });
     }
     // Root, with both controllers at the hierarchy's root: a folder there.
@@ -152,16 +179,39 @@ pub fn assess(f: &CgroupFacts, token: &str) -> Result<ParentPlan, String> {
         .root_subtree
         .as_deref()
         .is_some_and(|t| has(t, "memory") && has(t, "pids"));
-    if f.root && root_has_both {
+    // The kernel's root cgroup may hand controllers down while it holds
+    // processes, and root in the host's cgroup namespace may write it: the
+    // server hands down what is missing itself, no systemd needed.
+    let root_offers = f
+        .root_controllers
+        .as_deref()
+        .map(|c| ["memory", "pids"].into_iter().find(|x| !has(c, x)))
+        .unwrap_or(Some("memory"));
+    let hand_down =
+        f.root && !root_has_both && !f.namespaced && f.root_writable && root_offers.is_none();
+    if f.root && (root_has_both || hand_down) {
         let dir = mount.join(format!("reachweaver-mcp.{token}"));
+        let mut setup = Vec::new();
+        if hand_down {
+            setup.push(SetupStep::Write(
+                mount.join("cgroup.subtree_control"),
+                "+memory +pids".into(),
+            ));
+        }
+        setup.push(SetupStep::Mkdir(dir.clone()));
+        setup.push(SetupStep::Write(
+            dir.join("cgroup.subtree_control"),
+            "+memory +pids".into(),
+        ));
         return Ok(ParentPlan {
-            setup: vec![
-                SetupStep::Mkdir(dir.clone()),
-                SetupStep::Write(dir.join("cgroup.subtree_control"), "+memory +pids".into()),
-            ],
+            setup,
             dir,
             owned: true,
+            undo: false,
         });
+    }
+    if f.root {
+        return Err(refusal_for_root(f, own, root_offers));
     }
     if let Some(c) = missing {
         return Err(format!(
@@ -170,13 +220,44 @@ pub fn assess(f: &CgroupFacts, token: &str) -> Result<ParentPlan, String> {
     }
     if !f.own_writable {
         return Err(format!(
-            "the server's cgroup {own} is not delegated to its user (run as root, or under a systemd unit with Delegate=yes)"
+            "the server's cgroup {own} is not delegated to its user; start it in a cgroup of its own delegated to it: systemd-run --user --scope -p Delegate=yes reachweaver-mcp ... (or run it as root)"
         ));
     }
     Err(format!(
-        "the server's cgroup {own} holds other processes ({} in all); start the server in a cgroup of its own (a systemd scope or unit with Delegate=yes)",
+        "the server's cgroup {own} holds other processes ({} in all); start it in a cgroup of its own delegated to it: systemd-run --user --scope -p Delegate=yes reachweaver-mcp ...",
         f.own_procs.len()
     ))
+}
+
+/// Why root gets no cgroups here, with the commands that would give them:
+/// the hierarchy's root doesn't hand both controllers down, and the server
+/// can't make it (a controller not offered, a read-only mount, or a
+/// container's root cgroup holding processes). Pure.
+fn refusal_for_root(f: &CgroupFacts, own: &str, root_offers: Option<&str>) -> String {
+    if let Some(c) = root_offers {
+        let place = if f.namespaced {
+            "this container's cgroup"
+        } else {
+            "the hierarchy's root"
+        };
+        return format!(
+            "the {c} controller is not available at {place} (its cgroup.controllers); the {} must offer it",
+            if f.namespaced { "host" } else { "kernel" }
+        );
+    }
+    if !f.root_writable && !f.namespaced {
+        return "the cgroup file system is read-only here: mount it read-write (mount -o remount,rw /sys/fs/cgroup); the server then hands memory and pids down from the hierarchy's root itself".to_string();
+    }
+    if !f.root_writable {
+        return format!(
+            "the cgroup file system is read-only here (a container): mount it read-write (mount -o remount,rw /sys/fs/cgroup, or start the container with a writable cgroup file system, e.g. docker run --privileged), then as root: {CONTAINER_RECIPE}"
+        );
+    }
+    // Only a private cgroup namespace is left: its root holds processes.
+    format!(
+        "the server's cgroup {own} is in a container (a private cgroup namespace), whose root cgroup hands down no controller while it holds processes ({} in the server's cgroup); as root in the container, before starting the server: {CONTAINER_RECIPE}",
+        f.own_procs.len()
+    )
 }
 
 fn is_cgroup2(p: &Path) -> bool {
@@ -222,6 +303,14 @@ pub fn facts() -> CgroupFacts {
     let root_subtree = unified_at_root
         .then(|| std::fs::read_to_string(root.join("cgroup.subtree_control")).ok())
         .flatten();
+    let root_controllers = unified_at_root
+        .then(|| std::fs::read_to_string(root.join("cgroup.controllers")).ok())
+        .flatten();
+    let namespaced = unified_at_root && root.join("cgroup.type").exists();
+    let root_writable = unified_at_root
+        && std::ffi::CString::new("/sys/fs/cgroup/cgroup.subtree_control")
+            // SAFETY: access() reads a path string we own.
+            .is_ok_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0);
     CgroupFacts {
         unified_at_root,
         hybrid_controllers,
@@ -233,6 +322,9 @@ pub fn facts() -> CgroupFacts {
         // SAFETY: geteuid can't fail.
         root: unsafe { libc::geteuid() } == 0,
         root_subtree,
+        root_controllers,
+        namespaced,
+        root_writable,
     }
 }
 
@@ -291,7 +383,11 @@ impl Parent {
                 sweep_stale(base);
             }
         }
-        apply_steps(&plan.setup)?;
+        if plan.undo {
+            set_up_undone(plan)?;
+        } else {
+            apply_steps(&plan.setup)?;
+        }
         let parent = Parent {
             dir: plan.dir.clone(),
             owned: plan.owned,
@@ -325,6 +421,36 @@ impl Parent {
             })?;
         made.procs = Some(procs.into());
         Ok(made)
+    }
+}
+
+/// The set-up of the server's own cgroup, with what undoes it: what an
+/// earlier server left is removed first, the keeper started and given a
+/// leaf of its own, and on any failure the cgroup is put back at once.
+fn set_up_undone(plan: &ParentPlan) -> Result<(), StepError> {
+    restore::remove_leftovers(&plan.dir);
+    let keeper = restore::Keeper::start(&plan.dir).map_err(|e| {
+        StepError::io(
+            Kind::CgroupCreate,
+            format_args!("cgroup: starting the keeper of {}", plan.dir.display()),
+            &e,
+        )
+    })?;
+    let leaf = plan.dir.join(restore::KEEPER_LEAF);
+    let mut steps = vec![
+        SetupStep::Mkdir(leaf.clone()),
+        SetupStep::Write(leaf.join("cgroup.procs"), keeper.pid().to_string()),
+    ];
+    steps.extend(plan.setup.iter().cloned());
+    match apply_steps(&steps) {
+        Ok(()) => {
+            restore::undo_on_exit(&plan.dir, Some(keeper));
+            Ok(())
+        }
+        Err(e) => {
+            restore::undo_now(&plan.dir, Some(keeper));
+            Err(e)
+        }
     }
 }
 
@@ -542,6 +668,191 @@ mod tests {
         assert!(assess(&bare, "abc")
             .unwrap_err()
             .contains("memory controller"));
+    }
+
+    /// Root in a cgroup shared with a login session's shell, in the host's
+    /// cgroup namespace, the hierarchy's root handing down nothing yet.
+    fn root_shared_bare() -> CgroupFacts {
+        CgroupFacts {
+            root: true,
+            own_writable: true,
+            own_controllers: Some(String::new()),
+            root_subtree: Some(String::new()),
+            root_controllers: Some("cpuset cpu io memory hugetlb pids rdma misc\n".into()),
+            root_writable: true,
+            ..v2("/user.slice/user-0.slice/session-1.scope")
+        }
+    }
+
+    #[test]
+    fn root_in_the_hosts_namespace_hands_the_controllers_down_itself() {
+        let dir = PathBuf::from("/sys/fs/cgroup/reachweaver-mcp.t");
+        let plan = assess(&root_shared_bare(), "t").unwrap();
+        assert_eq!(plan.dir, dir);
+        assert!(plan.owned && !plan.undo);
+        assert_eq!(
+            plan.setup,
+            [
+                SetupStep::Write(
+                    PathBuf::from("/sys/fs/cgroup/cgroup.subtree_control"),
+                    "+memory +pids".into()
+                ),
+                SetupStep::Mkdir(dir.clone()),
+                SetupStep::Write(dir.join("cgroup.subtree_control"), "+memory +pids".into()),
+            ]
+        );
+        // Whether the root hands them down already only saves a step: the
+        // answer is the same either way.
+        let handed = CgroupFacts {
+            root_subtree: Some("memory pids".into()),
+            ..root_shared_bare()
+        };
+        assert_eq!(assess(&handed, "t").unwrap().setup.len(), 2);
+        // A controller the kernel's root does not offer can't be handed down.
+        for (offers, missing) in [("cpu memory", "pids"), ("cpu pids", "memory")] {
+            let f = CgroupFacts {
+                root_controllers: Some(offers.into()),
+                ..root_shared_bare()
+            };
+            let e = assess(&f, "t").unwrap_err();
+            assert_eq!(
+                e,
+                format!(
+                    "the {missing} controller is not available at the hierarchy's root \
+                     (its cgroup.controllers); the kernel must offer it"
+                )
+            );
+        }
+        // An ordinary user in the same cgroup is told how to get one of its own.
+        let user = CgroupFacts {
+            root: false,
+            own_controllers: Some("memory pids".into()),
+            ..root_shared_bare()
+        };
+        let e = assess(&user, "t").unwrap_err();
+        assert!(
+            e.ends_with("systemd-run --user --scope -p Delegate=yes reachweaver-mcp ..."),
+            "{e}"
+        );
+    }
+
+    /// Root in a container: a private cgroup namespace whose root cgroup is
+    /// not the kernel's and holds the container's processes.
+    fn container() -> CgroupFacts {
+        CgroupFacts {
+            namespaced: true,
+            own: Some("/".into()),
+            own_procs: vec![1, 42],
+            root_controllers: Some("memory pids".into()),
+            ..root_shared_bare()
+        }
+    }
+
+    #[test]
+    fn root_in_a_container_gets_the_recipe_and_the_recipe_works() {
+        let e = assess(&container(), "t").unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "the server's cgroup / is in a container (a private cgroup namespace), whose root \
+                 cgroup hands down no controller while it holds processes (2 in the server's \
+                 cgroup); as root in the container, before starting the server: {CONTAINER_RECIPE}"
+            )
+        );
+        assert_eq!(
+            CONTAINER_RECIPE,
+            "mkdir -p /sys/fs/cgroup/init && for p in $(cat /sys/fs/cgroup/cgroup.procs); do \
+             echo $p > /sys/fs/cgroup/init/cgroup.procs; done && \
+             echo '+memory +pids' > /sys/fs/cgroup/cgroup.subtree_control"
+        );
+        // What the recipe leaves: every process in /init, with the server
+        // among the others, and both controllers handed down by the root.
+        let after = CgroupFacts {
+            own: Some("/init".into()),
+            root_subtree: Some("memory pids".into()),
+            ..container()
+        };
+        let plan = assess(&after, "t").unwrap();
+        assert_eq!(plan.dir, PathBuf::from("/sys/fs/cgroup/reachweaver-mcp.t"));
+        // It never writes the container root's controllers itself, nor
+        // moves a process.
+        for s in &assess(&after, "t").unwrap().setup {
+            match s {
+                SetupStep::Write(p, _) => {
+                    assert!(!p.ends_with("cgroup.procs"), "{s:?}");
+                    assert_ne!(p, Path::new("/sys/fs/cgroup/cgroup.subtree_control"));
+                }
+                SetupStep::Mkdir(_) => {}
+            }
+        }
+        // Read-only cgroup file system: it says so first.
+        let ro = CgroupFacts {
+            root_writable: false,
+            ..container()
+        };
+        let e = assess(&ro, "t").unwrap_err();
+        assert!(
+            e.starts_with(
+                "the cgroup file system is read-only here (a container): mount it read-write"
+            ),
+            "{e}"
+        );
+        assert!(e.ends_with(CONTAINER_RECIPE), "{e}");
+        // And once writable, the recipe is what is left to do.
+        let rw = CgroupFacts {
+            root_writable: true,
+            ..ro
+        };
+        assert!(assess(&rw, "t").unwrap_err().ends_with(CONTAINER_RECIPE));
+        // A container whose cgroup is given no pids controller by the host.
+        let bare = CgroupFacts {
+            root_controllers: Some("cpu memory".into()),
+            ..container()
+        };
+        assert!(assess(&bare, "t")
+            .unwrap_err()
+            .starts_with("the pids controller is not available at this container's cgroup"));
+    }
+
+    #[test]
+    fn every_refusal_for_root_is_lifted_by_what_it_says() {
+        // Every combination of what root may find: a refusal names either
+        // the recipe (and the recipe's result starts), a controller the
+        // kernel or host must offer, or a read-only mount; it never sends
+        // root to systemd, whose absence is what it is about.
+        for namespaced in [false, true] {
+            for root_writable in [false, true] {
+                for subtree in ["", "memory pids"] {
+                    let f = CgroupFacts {
+                        namespaced,
+                        root_writable,
+                        root_subtree: Some(subtree.into()),
+                        ..container()
+                    };
+                    let Err(e) = assess(&f, "t") else {
+                        assert!(subtree == "memory pids" || (!namespaced && root_writable));
+                        continue;
+                    };
+                    assert!(!e.contains("systemd"), "{e}");
+                    let after = if namespaced {
+                        assert!(e.ends_with(CONTAINER_RECIPE), "{e}");
+                        CgroupFacts {
+                            own: Some("/init".into()),
+                            root_writable: true,
+                            root_subtree: Some("memory pids".into()),
+                            ..f
+                        }
+                    } else {
+                        assert!(e.contains("(mount -o remount,rw /sys/fs/cgroup)"), "{e}");
+                        CgroupFacts {
+                            root_writable: true,
+                            ..f
+                        }
+                    };
+                    assert!(assess(&after, "t").is_ok(), "{after:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -38,6 +38,7 @@
 pub mod apparmor;
 pub mod caps;
 pub mod cgroup;
+pub mod cgroup_restore;
 mod detect;
 mod init;
 mod kernel;

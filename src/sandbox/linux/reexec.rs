@@ -24,6 +24,9 @@ pub fn helper_main(arg: &str) -> anyhow::Result<u8> {
     if arg == ZYGOTE_ARG {
         return zygote::main();
     }
+    if let Some(own) = arg.strip_prefix(super::cgroup_restore::KEEPER_PREFIX) {
+        return super::cgroup_restore::keeper_main(std::path::Path::new(own));
+    }
     let text = if arg == POLICY_FROM_ENV {
         std::env::var_os(POLICY_ENV).unwrap_or_default()
     } else {

@@ -1,8 +1,8 @@
 //! The probe's report as JUnit XML, so a CI system shows one test per
 //! attempt: a failure for an attempt that got through or a sanity check
 //! that broke, an error for one that never ran, and skipped (with the
-//! reason) for one that proved nothing or is not promised here, as neither
-//! is a fault: the command exits 0 for them, and the report agrees.
+//! reason) for one that proved nothing, is not promised here, or is not
+//! applicable on this kernel, as none: the command exits 0 for them, and the report agrees.
 
 use std::fmt::Write;
 
@@ -50,6 +50,9 @@ fn outcome(verdict: Verdict) -> Option<(&'static str, &'static str, &'static str
             "proved nothing: the attempt failed outside the sandbox too",
         )),
         Verdict::Failed => Some(("error", "not-run", "the sandbox refused to start the run")),
+        Verdict::NotApplicable => {
+            Some(("skipped", "not-applicable", "not applicable on this kernel"))
+        }
     }
 }
 
@@ -126,7 +129,9 @@ pub(super) fn render(r: &Report) -> String {
             Some((element, ty, message)) => {
                 // An attempt that proved nothing is about its control run:
                 // the message quotes what it got outside the sandbox.
-                let observed = if ty == "unproven" {
+                let observed = if let Some(why) = l.not_applicable {
+                    why.to_string()
+                } else if ty == "unproven" {
                     format!("outside it got {}", l.control)
                 } else {
                     format!("inside it got {}", l.inside)
@@ -170,6 +175,7 @@ mod tests {
             expected_matches: false,
             control: "ok".into(),
             control_ok: true,
+            not_applicable: None,
             holders: vec![Stopper::Layer(crate::sandbox::Layer::Seccomp)],
             predicted: Prediction::Blocked,
         }
@@ -192,18 +198,31 @@ mod tests {
                 },
                 line("d", Verdict::Broken, "EACCES"),
                 line("e", Verdict::Failed, "sandbox: no"),
+                Line {
+                    control: "ENOSYS".into(),
+                    control_ok: false,
+                    not_applicable: Some(
+                        "this kernel lacks the system call (outside it got ENOSYS)",
+                    ),
+                    ..line("f", Verdict::NotApplicable, "ENOSYS")
+                },
             ],
             escaped: 1,
             broken: 2,
         };
         let x = render(&r);
-        assert_eq!(x.matches("<testcase ").count(), 5);
-        assert_eq!(x.matches("</testcase>").count(), 5);
+        assert_eq!(x.matches("<testcase ").count(), 6);
+        assert_eq!(x.matches("</testcase>").count(), 6);
         assert_eq!(x.matches("<failure ").count(), 2);
         assert_eq!(x.matches("<error ").count(), 1);
-        assert_eq!(x.matches("<skipped ").count(), 1);
+        assert_eq!(x.matches("<skipped ").count(), 2);
         assert!(
-            x.contains("tests=\"5\" failures=\"2\" errors=\"1\" skipped=\"1\""),
+            x.contains("tests=\"6\" failures=\"2\" errors=\"1\" skipped=\"2\""),
+            "{x}"
+        );
+        // Not applicable: skipped, with its own type and the kernel's reason.
+        assert!(
+            x.contains("<skipped type=\"not-applicable\" message=\"not applicable on this kernel: this kernel lacks the system call (outside it got ENOSYS)\">"),
             "{x}"
         );
         // Proved nothing: skipped, with what the control got outside.

@@ -160,6 +160,11 @@ pub(super) enum Truth {
     Watch(Trigger),
     /// The mount ids the attempt lists must not include the host's.
     HostMounts,
+    /// The attempt stats a host path: seeing that same file (device and
+    /// inode as the probe sees it on the host) is getting through; a file
+    /// of the run's own at the same path (its TMPDIR's tmpfs where the
+    /// host's home is under /tmp) is not.
+    HostFile(PathBuf),
     /// Once the run is over this file must hold no more disk than the
     /// run's file-size limit. The control reserves in a scratch file of its
     /// own instead (its first argument replaced).
@@ -325,6 +330,42 @@ pub(super) enum Verdict {
     /// promise here.
     #[serde(rename = "not promised")]
     NotPromised,
+    /// Outside the sandbox the kernel itself refused it (it lacks the
+    /// system call, or can't do it on this file system): there is nothing
+    /// here to escape through. The reason is [`not_applicable`]'s.
+    #[serde(rename = "not applicable")]
+    NotApplicable,
+}
+
+/// Why an attempt can't apply on this kernel, from what its control got
+/// outside the sandbox: `None` when the control says nothing of the kind.
+/// The control runs with no layer at all, so ENOSYS there is the kernel's
+/// own (a system call it lacks), EOPNOTSUPP a file system or kernel
+/// without the operation (`user.*` xattrs on tmpfs before 6.6, for one),
+/// and ENOTTY a file system without the ioctl.
+/// Pure.
+pub(super) fn not_applicable(control: &Outcome) -> Option<&'static str> {
+    match control {
+        Outcome::Failed(s) if word(s) == "ENOSYS" => {
+            Some("this kernel lacks the system call (outside it got ENOSYS)")
+        }
+        Outcome::Failed(s) if word(s) == "EOPNOTSUPP" => {
+            Some("this kernel or file system can't do it (outside it got EOPNOTSUPP)")
+        }
+        // An ioctl the file system doesn't implement (ext4's own on tmpfs).
+        Outcome::Failed(s) if word(s) == "ENOTTY" => {
+            Some("this file system has no such ioctl (outside it got ENOTTY)")
+        }
+        _ => None,
+    }
+}
+
+/// The first word of a report: the errno an attempt got, before any
+/// detail (`ENOSYS (open)`, `EOPNOTSUPP after 3 MiB`).
+fn word(s: &str) -> &str {
+    s.split(|c: char| !c.is_ascii_alphanumeric())
+        .next()
+        .unwrap_or("")
 }
 
 impl Verdict {
@@ -332,10 +373,11 @@ impl Verdict {
     pub(super) fn of(
         inside: &Outcome,
         allowed: bool,
-        control_ok: bool,
+        control: &Outcome,
         predicted: Prediction,
         switched_off: bool,
     ) -> Verdict {
+        let control_ok = matches!(control, Outcome::Ok(_));
         match (inside, allowed, control_ok) {
             (Outcome::NotRun(_), _, _) => Verdict::Failed,
             // No layer this machine gives holds it: the server does not make
@@ -349,6 +391,9 @@ impl Verdict {
             (Outcome::Failed(_), true, _) => Verdict::Broken,
             (Outcome::Ok(_), false, _) => Verdict::Escaped,
             (Outcome::Failed(_), false, true) => Verdict::Blocked,
+            (Outcome::Failed(_), false, false) if not_applicable(control).is_some() => {
+                Verdict::NotApplicable
+            }
             (Outcome::Failed(_), false, false) => Verdict::Unproven,
         }
     }
@@ -362,6 +407,7 @@ impl Verdict {
             Verdict::Allowed => "allowed",
             Verdict::Broken => "BROKEN",
             Verdict::NotPromised => "not promised",
+            Verdict::NotApplicable => "not applicable",
         }
     }
 }
@@ -383,6 +429,9 @@ pub(super) struct Line {
     pub expected_matches: bool,
     pub control: String,
     pub control_ok: bool,
+    /// Why it can't apply here, for a line that is not applicable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_applicable: Option<&'static str>,
     pub holders: Vec<Stopper>,
     /// What the holders table predicts with the layers in force.
     pub predicted: Prediction,
@@ -499,7 +548,10 @@ mod tests {
         let ok = Outcome::Ok("x".into());
         let failed = Outcome::Failed("EPERM".into());
         let not_run = Outcome::NotRun("sandbox: no".into());
-        // (inside, allowed, control_ok, predicted, switched_off) -> verdict
+        let enosys = Outcome::Failed("ENOSYS".into());
+        let unsupported = Outcome::Failed("EOPNOTSUPP (setxattr)".into());
+        let enoent = Outcome::Failed("ENOENT".into());
+        // (inside, allowed, control, predicted, switched_off) -> verdict
         let cases = [
             (&not_run, false, true, P::Blocked, false, V::Failed),
             (&not_run, true, true, P::Allowed, false, V::Failed),
@@ -515,12 +567,93 @@ mod tests {
             (&failed, false, false, P::Blocked, false, V::Unproven),
         ];
         for (inside, allowed, control_ok, predicted, off, want) in cases {
+            let control = if control_ok { &ok } else { &enoent };
             assert_eq!(
-                Verdict::of(inside, allowed, control_ok, predicted, off),
+                Verdict::of(inside, allowed, control, predicted, off),
                 want,
                 "{inside:?} allowed={allowed} control_ok={control_ok} {predicted:?} off={off}"
             );
         }
+        // The kernel refused it outside too: not applicable, unless it got
+        // through inside, which is an escape whatever the control got.
+        let by_control = [
+            (&failed, &enosys, V::NotApplicable),
+            (&enosys, &enosys, V::NotApplicable),
+            (&failed, &unsupported, V::NotApplicable),
+            (&ok, &enosys, V::Escaped),
+            (&failed, &enoent, V::Unproven),
+            (&failed, &Outcome::Failed("ENOSYSX".into()), V::Unproven),
+            (&failed, &Outcome::Ok("ENOSYS".into()), V::Blocked),
+        ];
+        for (inside, control, want) in by_control {
+            assert_eq!(
+                Verdict::of(inside, false, control, P::Blocked, false),
+                want,
+                "{inside:?} {control:?}"
+            );
+        }
+        // Not promised and a sanity check's verdicts don't look at it.
+        assert_eq!(
+            Verdict::of(&failed, false, &enosys, P::Escaped, false),
+            V::NotPromised
+        );
+        assert_eq!(
+            Verdict::of(&failed, true, &enosys, P::Allowed, false),
+            V::Broken
+        );
+    }
+
+    #[test]
+    fn a_root_servers_fork_bomb_is_held_by_its_runs_cgroup_alone() {
+        use crate::sandbox::probe::specs::FORK_BOMB_HOLDERS;
+        let sp = spec(
+            "fork-bomb",
+            Attempt::ForkBomb,
+            vec![],
+            "EAGAIN",
+            FORK_BOMB_HOLDERS,
+        );
+        // Before Linux 6.14 a root server's runs have no pid_max of their
+        // own and RLIMIT_NPROC does not bind root: only the cgroup holds.
+        let cgroup = Layers::of(&[Layer::Pidns, Layer::Rlimits, Layer::Cgroup]);
+        assert_eq!(Prediction::of(&sp, &cgroup, 0), Prediction::Blocked);
+        let without = Layers::of(&[Layer::Pidns, Layer::Rlimits]);
+        assert_eq!(Prediction::of(&sp, &without, 0), Prediction::Escaped);
+        assert_eq!(Prediction::of(&sp, &without, 1000), Prediction::Blocked);
+    }
+
+    #[test]
+    fn not_applicable_names_the_kernels_refusal() {
+        for (control, want) in [
+            (
+                "ENOSYS",
+                Some("this kernel lacks the system call (outside it got ENOSYS)"),
+            ),
+            (
+                "ENOSYS (statmount)",
+                Some("this kernel lacks the system call (outside it got ENOSYS)"),
+            ),
+            (
+                "EOPNOTSUPP after 0 MiB",
+                Some("this kernel or file system can't do it (outside it got EOPNOTSUPP)"),
+            ),
+            (
+                "ENOTTY (get)",
+                Some("this file system has no such ioctl (outside it got ENOTTY)"),
+            ),
+            ("EPERM", None),
+            ("ENOTTYX", None),
+            ("ENOSYSTEM", None),
+            ("", None),
+        ] {
+            assert_eq!(
+                not_applicable(&Outcome::Failed(control.into())),
+                want,
+                "{control}"
+            );
+        }
+        assert_eq!(not_applicable(&Outcome::Ok("ENOSYS".into())), None);
+        assert_eq!(not_applicable(&Outcome::NotRun("ENOSYS".into())), None);
     }
 
     #[test]
@@ -533,6 +666,7 @@ mod tests {
             Verdict::Allowed,
             Verdict::Broken,
             Verdict::NotPromised,
+            Verdict::NotApplicable,
         ]
         .iter()
         .map(|v| {
@@ -550,7 +684,8 @@ mod tests {
                 "FAILED  |",
                 "allowed |",
                 "BROKEN  |",
-                "not promised|"
+                "not promised|",
+                "not applicable|"
             ]
         );
         for (p, w) in [

@@ -391,7 +391,7 @@ impl Fixture {
                 A::ForkBomb,
                 vec!["600".into()],
                 "EAGAIN",
-                &[Nproc, Layer(PidMax)],
+                FORK_BOMB_HOLDERS,
             ),
             spec(
                 "memory-bomb",
@@ -784,9 +784,10 @@ impl Fixture {
                 "stat-server-home",
                 A::Stat,
                 vec![s(&server_home)],
-                "ENOENT",
+                "ENOENT|only the run's own file",
                 &[Layer(Mountns)],
-            ),
+            )
+            .truth(Truth::HostFile(server_home.clone())),
             spec(
                 "readlink-outside",
                 A::Readlink,
@@ -857,3 +858,11 @@ impl Fixture {
         ]
     }
 }
+
+/// RLIMIT_NPROC (not for root), a PID namespace's own pid_max, and pids.max
+/// in the run's own cgroup each refuse the fork past their bound.
+pub(super) const FORK_BOMB_HOLDERS: &[Stopper] = &[
+    Stopper::Nproc,
+    Stopper::Layer(crate::sandbox::Layer::PidMax),
+    Stopper::Layer(crate::sandbox::Layer::Cgroup),
+];

@@ -16,7 +16,7 @@ use super::host_checks::{
     outlive_control, outlive_inside,
 };
 use super::junit;
-use super::model::{Line, Outcome, Prediction, Report, Spec, Truth, Verdict};
+use super::model::{not_applicable, Line, Outcome, Prediction, Report, Spec, Truth, Verdict};
 use super::runner::{run_control, run_control_watched, run_inside, run_inside_watched};
 use crate::sandbox::policy::Layers;
 use crate::sandbox::SandboxMode;
@@ -111,17 +111,34 @@ pub(in crate::sandbox) fn run(
             .iter()
             .filter(|l| l.verdict == Verdict::Unproven)
             .count();
+        let not_applicable = report
+            .attempts
+            .iter()
+            .filter(|l| l.verdict == Verdict::NotApplicable)
+            .count();
         writeln!(
             out,
-            "{} attempts: {} got through, {} broken or not run, {} proved nothing (control failed), {} not promised on this machine",
+            "{} attempts: {} got through, {} broken or not run, {} proved nothing (control failed), {} not applicable on this kernel, {} not promised on this machine",
             report.attempts.len(),
             escaped,
             broken,
             unproven,
+            not_applicable,
             not_promised
         )?;
     }
     Ok(if escaped + broken > 0 { 1 } else { 0 })
+}
+
+/// A stat that saw a file at the host path got through only if it is the
+/// host's file. Pure.
+fn judge_host_file(inside: Outcome, host: &str) -> Outcome {
+    match inside {
+        Outcome::Ok(s) if !s.ends_with(&format!(", {host}")) => Outcome::Failed(format!(
+            "only the run's own file there ({s}; the host's is {host})"
+        )),
+        other => other,
+    }
 }
 
 fn render(l: &Line) -> String {
@@ -129,7 +146,9 @@ fn render(l: &Line) -> String {
     if !l.expected_matches && l.verdict == Verdict::Blocked {
         s.push_str(&format!("  (expected {})", l.expected));
     }
-    if !l.control_ok {
+    if let Some(why) = l.not_applicable {
+        s.push_str(&format!("  [not applicable on this kernel: {why}]"));
+    } else if !l.control_ok {
         s.push_str(&format!("  [proves nothing: outside it got {}]", l.control));
     }
     if l.predicted == Prediction::Escaped && l.verdict == Verdict::Blocked {
@@ -326,6 +345,16 @@ fn run_one(
             let i = run_inside_watched(sb, fx, sp, &sp.args, None, &mut fire);
             (c, i)
         }
+        Truth::HostFile(p) => {
+            fx.reset()?;
+            let host = std::fs::metadata(p)
+                .map(|m| attempts::file_id(m.dev(), m.ino()))
+                .with_context(|| format!("{} on the host", p.display()))?;
+            let c = run_control(fx, sp, &sp.args, None);
+            fx.reset()?;
+            let i = judge_host_file(run_inside(sb, fx, sp, &sp.args, None), &host);
+            (c, i)
+        }
         Truth::HostMounts => {
             let host: std::collections::BTreeSet<u64> = attempts::listmount()
                 .unwrap_or_default()
@@ -396,7 +425,11 @@ fn run_one(
         (Outcome::Failed(s), false) => sp.expect.split('|').any(|e| s.starts_with(e)),
         _ => false,
     };
-    let verdict = Verdict::of(&inside, sp.allowed, control_ok, predicted, switched_off);
+    let verdict = Verdict::of(&inside, sp.allowed, &control, predicted, switched_off);
+    let why_not_applicable = match verdict {
+        Verdict::NotApplicable => not_applicable(&control),
+        _ => None,
+    };
     Ok(Line {
         name: sp.name.clone(),
         verdict,
@@ -405,7 +438,48 @@ fn run_one(
         expected_matches,
         control: control.text().to_string(),
         control_ok,
+        not_applicable: why_not_applicable,
         holders: sp.holders.clone(),
         predicted,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stat_of_the_hosts_home_counts_only_the_hosts_own_file() {
+        let host = attempts::file_id(2049, 131_073);
+        // The run's TMPDIR tmpfs at the same path: another device.
+        let own = Outcome::Ok("stat: 60 bytes, mode 41777, device 48, inode 1".into());
+        match judge_host_file(own, &host) {
+            Outcome::Failed(s) => {
+                assert!(s.starts_with("only the run's own file"), "{s}");
+                assert!(
+                    s.ends_with("the host's is device 2049, inode 131073)"),
+                    "{s}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // The same inode number on another device is still another file.
+        let same_ino = Outcome::Ok("stat: 1 bytes, mode 40755, device 48, inode 131073".into());
+        assert!(matches!(
+            judge_host_file(same_ino, &host),
+            Outcome::Failed(_)
+        ));
+        // Nor is an inode whose number merely begins with the host's.
+        let longer = Outcome::Ok("stat: 1 bytes, mode 40755, device 2049, inode 1310731".into());
+        assert!(matches!(judge_host_file(longer, &host), Outcome::Failed(_)));
+        let other_dev = Outcome::Ok("stat: 1 bytes, mode 40755, device 12049, inode 131073".into());
+        assert!(matches!(
+            judge_host_file(other_dev, &host),
+            Outcome::Failed(_)
+        ));
+        let seen = Outcome::Ok("stat: 1 bytes, mode 40755, device 2049, inode 131073".into());
+        assert!(matches!(judge_host_file(seen, &host), Outcome::Ok(_)));
+        let hidden = Outcome::Failed("ENOENT".into());
+        assert_eq!(judge_host_file(hidden, &host).text(), "ENOENT");
+    }
 }

@@ -125,13 +125,19 @@ pub(super) fn stat(path: &str) -> Tried {
     std::fs::metadata(path)
         .map(|m| {
             format!(
-                "stat: {} bytes, mode {:o}, inode {}",
+                "stat: {} bytes, mode {:o}, {}",
                 m.len(),
                 m.mode(),
-                m.ino()
+                file_id(m.dev(), m.ino())
             )
         })
         .map_err(io)
+}
+
+/// How the stat attempt names the file it saw, so the probe can tell the
+/// host's file from the run's own at the same path.
+pub(crate) fn file_id(dev: u64, ino: u64) -> String {
+    format!("device {dev}, inode {ino}")
 }
 
 pub(super) fn readlink(path: &str) -> Tried {

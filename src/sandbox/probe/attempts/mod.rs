@@ -25,7 +25,7 @@ use std::io::Write;
 use serde_json::json;
 
 use self::errno::{arg, check};
-pub(super) use self::files::{FS_IOC_GETFLAGS, FS_IOC_GETVERSION};
+pub(super) use self::files::{file_id, FS_IOC_GETFLAGS, FS_IOC_GETVERSION};
 pub(super) use self::observation::listmount;
 use super::table::attempt_table;
 
