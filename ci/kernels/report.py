@@ -87,8 +87,7 @@ SHAPES: dict[str, dict[str, Any]] = {
 }
 
 # Known defects: the check expects the failure, and says so.
-KNOWN = {
-}
+KNOWN = {}
 
 PROBE_SHAPES = ("root-own", "user-delegated")
 
@@ -457,9 +456,11 @@ def table(kernels: list[dict[str, Any]]) -> None:
                 if pr and pr.get("not_promised"):
                     print(f"  {n} {pname} not promised: {', '.join(pr['not_promised'])}")
             if pr and pr.get("not_applicable"):
-                print(f"  {n} probe not applicable: " + "; ".join(f"{a} ({w})" for a, w in pr["not_applicable"].items()))
+                why = "; ".join(f"{a} ({w})" for a, w in pr["not_applicable"].items())
+                print(f"  {n} probe not applicable: {why}")
             if sh.get("reuse"):
-                print(f"  {n} starts in one delegated cgroup: {sh['reuse']['killed']}; third: exit {sh['reuse']['third_exit']}")
+                reuse = sh["reuse"]
+                print(f"  {n} starts in one delegated cgroup: {reuse['killed']}; third: exit {reuse['third_exit']}")
         left = [f for f in k.get("cgroups_left", []) if f.startswith("reachweaver-mcp.")]
         if left:
             print(f"  left at the hierarchy's root after every server ended: {', '.join(left)}")
