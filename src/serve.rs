@@ -227,6 +227,20 @@ impl Shared {
             && self.answers_have_room(st)
     }
 
+    /// The line being written is out (or failed): room for answers, so
+    /// workers may start calls and the reader read; a line that waited
+    /// meanwhile goes to the writer.
+    fn written(&self, len: usize, ok: bool) {
+        let mut st = lock(&self.state);
+        st.writing = false;
+        st.out_bytes -= len + 1;
+        self.work.notify_all();
+        self.changed.notify_all();
+        if ok && !st.out.is_empty() {
+            self.lines.notify_one();
+        }
+    }
+
     /// Queue a line for the writer.
     fn push_line(&self, st: &mut LoopState, line: String) {
         st.out_bytes += line.len() + 1;
@@ -625,22 +639,6 @@ fn stdout_closed(shared: &Shared) -> ! {
     crate::audit::stop();
     crate::log::flush(LOG_FLUSH);
     std::process::exit(0);
-}
-
-impl Shared {
-    /// The line being written is out (or failed): room for answers, so
-    /// workers may start calls and the reader read; a line that waited
-    /// meanwhile goes to the writer.
-    fn written(&self, len: usize, ok: bool) {
-        let mut st = lock(&self.state);
-        st.writing = false;
-        st.out_bytes -= len + 1;
-        self.work.notify_all();
-        self.changed.notify_all();
-        if ok && !st.out.is_empty() {
-            self.lines.notify_one();
-        }
-    }
 }
 
 fn write_loop(shared: &Shared) {

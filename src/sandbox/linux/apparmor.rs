@@ -711,15 +711,17 @@ mod tests {
 
     #[test]
     fn the_profile_allows_userns_and_is_otherwise_unconfined() {
+        // The profile's lines that are rules: no blank line, no comment.
+        fn rules(p: &str) -> Vec<&str> {
+            p.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("# "))
+                .filter(|l| *l != "#")
+                .collect()
+        }
         let p = profile(Path::new("/usr/bin/reachweaver-mcp"), Abi::V4_0).unwrap();
-        let rules: Vec<&str> = p
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with("# "))
-            .filter(|l| *l != "#")
-            .collect();
         assert_eq!(
-            rules,
+            rules(&p),
             [
                 "abi <abi/4.0>,",
                 "include <tunables/global>",
@@ -730,14 +732,8 @@ mod tests {
             ]
         );
         let abi3 = profile(Path::new("/usr/bin/reachweaver-mcp"), Abi::V3_0).unwrap();
-        let rules3: Vec<&str> = abi3
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with("# "))
-            .filter(|l| *l != "#")
-            .collect();
         assert_eq!(
-            rules3,
+            rules(&abi3),
             [
                 "abi <abi/3.0>,",
                 "include <tunables/global>",
