@@ -13,6 +13,10 @@ use crate::tools::Tool;
 /// list never changes while the server runs.
 pub const TTL_MS: u64 = 3_600_000;
 
+/// The `_meta` member of `tools/list` and `server/discover` results that
+/// carries the SHA-256 of the served tool set (docs/PINS.md).
+pub const META_TOOLS_SHA256: &str = "io.reachweaver/tools-sha256";
+
 /// What the serve loop does with one incoming message.
 #[derive(Debug)]
 pub enum Action {
@@ -87,6 +91,8 @@ impl ServerIdentity {
 /// the layer can be driven line by line without a backend or a process.
 pub struct ProtocolInput {
     lists: ToolLists,
+    /// The digest of the served tool set (docs/PINS.md), in `_meta`.
+    tools_sha256: Option<String>,
     pub instructions: String,
     pub identity: ServerIdentity,
 }
@@ -97,7 +103,9 @@ impl ProtocolInput {
         instructions: impl Into<String>,
         identity: ServerIdentity,
     ) -> Self {
+        let tools: Vec<&Tool> = tools.into_iter().collect();
         Self {
+            tools_sha256: crate::pins::served_sha256(tools.iter().copied()),
             lists: ToolLists::new(tools),
             instructions: instructions.into(),
             identity,
@@ -143,6 +151,19 @@ impl ProtocolInput {
     fn stamped(&self, rev: Revision, mut result: Map<String, Value>) -> Value {
         self.stamp(rev, &mut result);
         Value::Object(result)
+    }
+
+    /// Add the served tool set's digest to the result's `_meta`.
+    fn stamp_tools_sha256(&self, result: &mut Map<String, Value>) {
+        let Some(digest) = &self.tools_sha256 else {
+            return;
+        };
+        let meta = result
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(m) = meta {
+            m.insert(META_TOOLS_SHA256.into(), json!(digest));
+        }
     }
 }
 
@@ -361,7 +382,11 @@ impl<'a> Dispatcher<'a> {
         r.insert("instructions".into(), json!(self.input.instructions));
         r.insert("ttlMs".into(), json!(TTL_MS));
         r.insert("cacheScope".into(), json!("public"));
-        self.input.stamped(rev, r)
+        let mut r = self.input.stamped(rev, r);
+        if let Value::Object(m) = &mut r {
+            self.input.stamp_tools_sha256(m);
+        }
+        r
     }
 
     fn initialize(&mut self, params: &Map<String, Value>) -> Result<Value, RpcError> {
@@ -412,6 +437,7 @@ impl<'a> Dispatcher<'a> {
             rest.insert("cacheScope".into(), json!("public"));
             self.input.stamp(rev, &mut rest);
         }
+        self.input.stamp_tools_sha256(&mut rest);
         crate::audit::tools_list(id, params.get("_meta"));
         Action::ReplyLine(self.input.lists.response_line(id, rev, &rest))
     }
@@ -493,6 +519,36 @@ pub(crate) mod tests {
             title: "Test server".into(),
             description: "A server for tests.".into(),
         }
+    }
+
+    /// The SHA-256 of the canonical array of `input()`'s two tools, written
+    /// out by hand in served order (by name), each with every wire member.
+    fn served_digest() -> String {
+        let catalog = {
+            let mut v = catalog::tests::sample();
+            v["commands"].as_array_mut().unwrap().push(json!({
+                "name": "version", "summary": "Print the version.", "tags": ["read_only"],
+                "formats": ["text", "json"],
+                "flags": [{"name": "--format", "type": "choice", "choices": ["text", "json"], "output_format": true}]
+            }));
+            catalog::parse(v.to_string().as_bytes()).unwrap()
+        };
+        let (set, _) = tools::build(&catalog, false);
+        let objects: Vec<String> = set
+            .iter()
+            .map(|t| {
+                let mut o = tool_json(t, Revision::SERVED[0]);
+                o["annotations"] = json!({
+                    "destructiveHint": false, "idempotentHint": true, "openWorldHint": false,
+                    "readOnlyHint": true, "title": t.title});
+                crate::canonical::to_string(&o).unwrap()
+            })
+            .collect();
+        assert_eq!(
+            set.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["campaign_check", "version"]
+        );
+        crate::audit::chain::sha256_hex(format!("[{}]", objects.join(",")).as_bytes())
     }
 
     /// Two tools: `campaign_check` (arguments) and `version` (none).
@@ -781,15 +837,15 @@ pub(crate) mod tests {
             (
                 "2024-11-05",
                 &["name", "description", "inputSchema"],
-                &["tools"],
+                &["tools", "_meta"],
             ),
             (
                 "2025-03-26",
                 &["name", "description", "inputSchema", "annotations"],
-                &["tools"],
+                &["tools", "_meta"],
             ),
-            ("2025-06-18", structured, &["tools"]),
-            ("2025-11-25", structured, &["tools"]),
+            ("2025-06-18", structured, &["tools", "_meta"]),
+            ("2025-11-25", structured, &["tools", "_meta"]),
             (
                 "2026-07-28",
                 structured,
@@ -807,6 +863,7 @@ pub(crate) mod tests {
             };
             let res = &r["result"];
             assert_eq!(keys(res), result_keys, "{rev}");
+            assert_eq!(res["_meta"][META_TOOLS_SHA256], served_digest(), "{rev}");
             let names: Vec<&str> = res["tools"]
                 .as_array()
                 .unwrap()
@@ -833,7 +890,8 @@ pub(crate) mod tests {
         assert_eq!(
             res["_meta"],
             json!({META_SERVER_INFO: {"name": "test-server", "version": "9.8.7",
-                "title": "Test server", "description": "A server for tests."}})
+                "title": "Test server", "description": "A server for tests."},
+                META_TOOLS_SHA256: served_digest()})
         );
         assert_eq!(res["tools"][0]["annotations"]["readOnlyHint"], true);
         assert_eq!(res["tools"][0]["outputSchema"], output_schema());
@@ -874,7 +932,8 @@ pub(crate) mod tests {
                 "cacheScope": "public",
                 "resultType": "complete",
                 "_meta": {META_SERVER_INFO: {"name": "test-server", "version": "9.8.7",
-                    "title": "Test server", "description": "A server for tests."}},
+                    "title": "Test server", "description": "A server for tests."},
+                    META_TOOLS_SHA256: served_digest()},
             })
         );
         // Discover fixes no legacy state.
@@ -905,7 +964,7 @@ pub(crate) mod tests {
         assert!(m["result"]["tools"][0].get("title").is_some());
         assert_eq!(m["result"]["resultType"], "complete");
         let l = ask(&mut d, &req(json!(2), "tools/list", json!({})));
-        assert_eq!(keys(&l["result"]), ["tools"]);
+        assert_eq!(keys(&l["result"]), ["tools", "_meta"]);
         assert!(l["result"]["tools"][0].get("annotations").is_none());
         // `initialize` is legacy even with an envelope, and still refused the second time.
         let again = ask(

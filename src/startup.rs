@@ -145,6 +145,11 @@ pub struct App {
     /// How many of those are hidden as another name of a protected or fixed file.
     pub(crate) masked_links: usize,
     pub(crate) mask_note: Option<String>,
+    /// The backend's file as hashed at start, re-identified before each
+    /// call (`None`: it could not be read); `--pin` sets what it must be.
+    pub(crate) watch: Option<crate::pins::Watch>,
+    /// The SHA-256 of the canonical (RFC 8785) `describe` document.
+    pub(crate) describe_sha256: String,
     /// The start-up line (stderr): what is served, how it is confined,
     /// what was granted, and every note and warning.
     pub startup_line: String,
@@ -204,7 +209,7 @@ impl App {
         );
         let redactor = Redactor::from_env(&serve.start.pass_env);
         warn_unredactable_env(&redactor);
-        let catalog = read_catalog(
+        let (catalog, describe_sha256) = read_catalog(
             &detected,
             &backend_str,
             &owner.globals_argv()?,
@@ -303,6 +308,7 @@ impl App {
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
         let first = std::sync::Arc::new(first);
+        let watch = crate::pins::Watch::start(&config.backend).ok();
         Ok(App {
             tools: tool_set,
             instructions: INSTRUCTIONS.to_string(),
@@ -324,6 +330,8 @@ impl App {
                     .then(|| Duration::from_secs(serve.limits.call_timeout)),
             },
             mask_note,
+            watch,
+            describe_sha256,
             startup_line: line,
         })
     }
@@ -442,7 +450,7 @@ fn read_catalog(
     owner_globals: &[String],
     cwd: &std::path::Path,
     redactor: &Redactor,
-) -> Result<catalog::Catalog, StartError> {
+) -> Result<(catalog::Catalog, String), StartError> {
     let argv = Invocation::describe(backend, owner_globals);
     let what = format!("`{backend} describe --format=json`");
     let bounds = RunBounds {
@@ -517,6 +525,7 @@ fn read_catalog(
     // texts (a cut first could leave part of a secret unrecognised). Keys
     // are the catalog's own, so no key makes a value secret here.
     crate::audit::note_catalog(&finished.stdout);
+    let describe_sha256 = describe_digest(&finished.stdout);
     let bytes = match serde_json::from_slice::<Value>(&finished.stdout) {
         Ok(doc) => {
             let (doc, _) = redactor.redact_strings(doc);
@@ -525,7 +534,19 @@ fn read_catalog(
         Err(_) => finished.stdout,
     };
     // Kept typed: `tools --check` reads every finding off the error.
-    Ok(catalog::parse(&bytes)?)
+    Ok((catalog::parse(&bytes)?, describe_sha256))
+}
+
+/// The digest of the `describe` document's canonical form, so that only a
+/// change of content changes it (the bytes if it has no canonical form).
+fn describe_digest(stdout: &[u8]) -> String {
+    let canonical = serde_json::from_slice::<Value>(stdout)
+        .ok()
+        .and_then(|doc| crate::canonical::to_string(&doc).ok());
+    match canonical {
+        Some(text) => crate::audit::chain::sha256_hex(text.as_bytes()),
+        None => crate::audit::chain::sha256_hex(stdout),
+    }
 }
 
 /// What to try when `describe` failed: the run is sandboxed, so a backend

@@ -39,7 +39,7 @@ pub(crate) fn now_ms() -> u128 {
 
 /// Error codes for which the server refused the call before anything ran
 /// because of what was asked (`refused`); the others are `tool_error`.
-const REFUSALS: [&str; 7] = [
+const REFUSALS: [&str; 8] = [
     "invalid_argument",
     "unknown_argument",
     "missing_argument",
@@ -47,6 +47,7 @@ const REFUSALS: [&str; 7] = [
     "path_not_found",
     "path_protected",
     "audit_failed",
+    "backend_changed",
 ];
 
 /// The outcome members of a call record: `outcome`, with `error_code` or
