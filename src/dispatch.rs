@@ -103,13 +103,19 @@ impl ProtocolInput {
         instructions: impl Into<String>,
         identity: ServerIdentity,
     ) -> Self {
-        let tools: Vec<&Tool> = tools.into_iter().collect();
         Self {
-            tools_sha256: crate::pins::served_sha256(tools.iter().copied()),
+            tools_sha256: None,
             lists: ToolLists::new(tools),
             instructions: instructions.into(),
             identity,
         }
+    }
+
+    /// Carry `digest`, the SHA-256 of the served tool set, in the `_meta`
+    /// of `tools/list` and `server/discover` (`None`: carry none).
+    pub fn with_tools_sha256(mut self, digest: Option<String>) -> Self {
+        self.tools_sha256 = digest;
+        self
     }
 
     /// The `tools/call` result for an envelope, shaped for the revision.
@@ -521,34 +527,10 @@ pub(crate) mod tests {
         }
     }
 
-    /// The SHA-256 of the canonical array of `input()`'s two tools, written
-    /// out by hand in served order (by name), each with every wire member.
+    /// The digest `input()` is given to carry (pins/wire.rs computes it
+    /// for a real server).
     fn served_digest() -> String {
-        let catalog = {
-            let mut v = catalog::tests::sample();
-            v["commands"].as_array_mut().unwrap().push(json!({
-                "name": "version", "summary": "Print the version.", "tags": ["read_only"],
-                "formats": ["text", "json"],
-                "flags": [{"name": "--format", "type": "choice", "choices": ["text", "json"], "output_format": true}]
-            }));
-            catalog::parse(v.to_string().as_bytes()).unwrap()
-        };
-        let (set, _) = tools::build(&catalog, false);
-        let objects: Vec<String> = set
-            .iter()
-            .map(|t| {
-                let mut o = tool_json(t, Revision::SERVED[0]);
-                o["annotations"] = json!({
-                    "destructiveHint": false, "idempotentHint": true, "openWorldHint": false,
-                    "readOnlyHint": true, "title": t.title});
-                crate::canonical::to_string(&o).unwrap()
-            })
-            .collect();
-        assert_eq!(
-            set.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
-            ["campaign_check", "version"]
-        );
-        crate::audit::chain::sha256_hex(format!("[{}]", objects.join(",")).as_bytes())
+        "5e".repeat(32)
     }
 
     /// Two tools: `campaign_check` (arguments) and `version` (none).
@@ -562,6 +544,7 @@ pub(crate) mod tests {
         let c = catalog::parse(v.to_string().as_bytes()).unwrap();
         let (set, _) = tools::build(&c, false);
         ProtocolInput::new(set.iter(), "Use the tools.", identity())
+            .with_tools_sha256(Some(served_digest()))
     }
 
     pub(crate) fn req(id: Value, method: &str, params: Value) -> Value {

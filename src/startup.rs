@@ -340,6 +340,32 @@ impl App {
     /// this server's identity.
     pub fn protocol_input(&self) -> ProtocolInput {
         ProtocolInput::new(self.tools.iter(), self.instructions.clone(), identity())
+            .with_tools_sha256(crate::pins::served_sha256(self.tools.iter()))
+    }
+
+    /// What the pins need of this server (docs/PINS.md).
+    pub(crate) fn offered(&self) -> crate::pins::Offered<'_> {
+        crate::pins::Offered {
+            backend: &self.config.backend,
+            backend_sha256: self.watch.as_ref().map(crate::pins::Watch::start_sha256),
+            version: &self.program.version,
+            describe_sha256: &self.describe_sha256,
+            tools: &self.tools,
+        }
+    }
+
+    /// `--pin`: compare with the pins (or write them), and from then on
+    /// expect the pinned backend before each call.
+    pub(crate) fn pin(
+        &mut self,
+        settings: &crate::pins::Settings,
+    ) -> Result<(), crate::pins::PinError> {
+        if let Some(expect) = crate::pins::at_start(&self.offered(), settings)? {
+            if let Some(w) = self.watch.as_mut() {
+                w.pin(&expect.sha256, expect.refuse);
+            }
+        }
+        Ok(())
     }
 
     /// What was offered and withheld, and every catalog finding.

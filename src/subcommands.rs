@@ -21,7 +21,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
                 return crate::client_config::print(&cli.globals, &args);
             }
             let mut app = App::start_quiet(&cli.globals, &args)?;
-            crate::pins::at_start(&mut app, &args.pins.settings())?;
+            app.pin(&args.pins.settings())?;
             let protocol = app.protocol_input();
             // As many calls as the process limits hold; a call that would
             // pass them fails as the server's own shortage, not the backend's.
@@ -119,10 +119,10 @@ fn pins_subcommand(
     }
     let app = App::start(globals, serve)?;
     if update {
-        print_stdout(&crate::pins::update(&app, pin)?)?;
+        print_stdout(&crate::pins::update(&app.offered(), pin)?)?;
         return Ok(0);
     }
-    let (code, text) = crate::pins::check(&app, pin)?;
+    let (code, text) = crate::pins::check(&app.offered(), pin)?;
     print_stdout(&text)?;
     Ok(code)
 }

@@ -16,7 +16,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
 
-use crate::startup::{App, SERVER_NAME, SERVER_VERSION};
+use crate::tools::ToolSet;
+
+const SERVER_NAME: &str = env!("CARGO_PKG_NAME");
+const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub(crate) use watch::Watch;
 
@@ -103,12 +106,30 @@ pub struct Settings {
     pub mode: PinMode,
 }
 
-/// The pins of what `app` offers now, as the file holds them.
-fn snapshot(app: &App) -> Result<Value, PinError> {
-    let watch = app
-        .watch
-        .as_ref()
-        .ok_or_else(|| PinError::Backend(app.config.backend.clone(), unreadable()))?;
+/// What a started server offers, as the pins need it.
+pub(crate) struct Offered<'a> {
+    pub backend: &'a Path,
+    /// The backend file's digest at start (`None`: it could not be read).
+    pub backend_sha256: Option<String>,
+    /// The version the backend reports.
+    pub version: &'a str,
+    pub describe_sha256: &'a str,
+    pub tools: &'a ToolSet,
+}
+
+/// What the backend watch must expect from now on: the pinned digest, and
+/// whether a call to a backend without it is refused.
+pub(crate) struct Expect {
+    pub sha256: String,
+    pub refuse: bool,
+}
+
+/// The pins of what is offered now, as the file holds them.
+fn snapshot(app: &Offered<'_>) -> Result<Value, PinError> {
+    let backend_sha256 = app
+        .backend_sha256
+        .clone()
+        .ok_or_else(|| PinError::Backend(app.backend.to_path_buf(), unreadable()))?;
     let objects = wire::tool_objects(app.tools.iter()).map_err(PinError::Wire)?;
     let tools_sha256 = wire::tools_sha256(&objects);
     let mut tools = Map::new();
@@ -120,9 +141,9 @@ fn snapshot(app: &App) -> Result<Value, PinError> {
         "format": FORMAT,
         "server": {"name": SERVER_NAME, "version": SERVER_VERSION},
         "backend": {
-            "path": app.config.backend.display().to_string(),
-            "sha256": watch.start_sha256(),
-            "version": app.program.version,
+            "path": app.backend.display().to_string(),
+            "sha256": backend_sha256,
+            "version": app.version,
         },
         "describe_sha256": app.describe_sha256,
         "tools_sha256": tools_sha256,
@@ -197,11 +218,11 @@ fn text(pins: &Value) -> String {
 }
 
 /// `mcp-serve --pin`: write the pins on first start, else compare; a
-/// change refuses the start (or, in warn mode, is logged). On success the
-/// app's backend watch expects the pinned backend from then on.
-pub(crate) fn at_start(app: &mut App, settings: &Settings) -> Result<(), PinError> {
+/// change refuses the start (or, in warn mode, is logged). On success,
+/// what the backend watch must expect from then on (`None`: no `--pin`).
+pub(crate) fn at_start(app: &Offered<'_>, settings: &Settings) -> Result<Option<Expect>, PinError> {
     let Some(path) = &settings.file else {
-        return Ok(());
+        return Ok(None);
     };
     let now = snapshot(app)?;
     let pinned = match file::load(path)? {
@@ -213,7 +234,7 @@ pub(crate) fn at_start(app: &mut App, settings: &Settings) -> Result<(), PinErro
                 if app.tools.len() == 1 { "" } else { "s" },
                 path.display()
             );
-            return pin_watch(app, &now, settings.mode);
+            return pin_watch(&now, settings.mode);
         }
         // Another server wrote it in the meantime: its pins count.
         None => file::load(path)?.ok_or_else(|| PinError::NoFile(path.clone()))?,
@@ -230,7 +251,7 @@ pub(crate) fn at_start(app: &mut App, settings: &Settings) -> Result<(), PinErro
             "{SERVER_NAME}: pins: unchanged ({}){server}",
             path.display()
         );
-        return pin_watch(app, &pinned, settings.mode);
+        return pin_watch(&pinned, settings.mode);
     }
     if settings.mode == PinMode::Refuse {
         return Err(PinError::Changed {
@@ -247,24 +268,24 @@ pub(crate) fn at_start(app: &mut App, settings: &Settings) -> Result<(), PinErro
         if c.lines.len() == 1 { "" } else { "s" },
         path.display()
     );
-    pin_watch(app, &pinned, settings.mode)
+    pin_watch(&pinned, settings.mode)
 }
 
-fn pin_watch(app: &mut App, pins: &Value, mode: PinMode) -> Result<(), PinError> {
-    let sha = pins
+fn pin_watch(pins: &Value, mode: PinMode) -> Result<Option<Expect>, PinError> {
+    let sha256 = pins
         .pointer("/backend/sha256")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    if let Some(w) = app.watch.as_mut() {
-        w.pin(&sha, mode == PinMode::Refuse);
-    }
-    Ok(())
+    Ok(Some(Expect {
+        sha256,
+        refuse: mode == PinMode::Refuse,
+    }))
 }
 
 /// `tools --pin FILE --check`: 0 unchanged, 1 changed (each change on
 /// stdout); an error (no file, unreadable) is exit code 2 from `main`.
-pub(crate) fn check(app: &App, path: &Path) -> Result<(u8, String), PinError> {
+pub(crate) fn check(app: &Offered<'_>, path: &Path) -> Result<(u8, String), PinError> {
     let now = snapshot(app)?;
     let pinned = file::load(path)?.ok_or_else(|| PinError::NoFile(path.to_path_buf()))?;
     let c = compare(&pinned, &now);
@@ -283,7 +304,7 @@ pub(crate) fn check(app: &App, path: &Path) -> Result<(u8, String), PinError> {
 
 /// `tools --pin FILE --update`: write the pins of what is offered now,
 /// and say what changed.
-pub(crate) fn update(app: &App, path: &Path) -> Result<String, PinError> {
+pub(crate) fn update(app: &Offered<'_>, path: &Path) -> Result<String, PinError> {
     let now = snapshot(app)?;
     let before = file::load(path).ok().flatten();
     file::replace(path, &text(&now))?;
