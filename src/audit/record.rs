@@ -136,6 +136,8 @@ mod tests {
         assert_eq!(of(ErrorCode::PathProtected)["outcome"], "refused");
         assert_eq!(of(ErrorCode::PathProtected)["reason"], "path_protected");
         assert_eq!(of(ErrorCode::AuditFailed)["reason"], "audit_failed");
+        assert_eq!(of(ErrorCode::BackendChanged)["outcome"], "refused");
+        assert_eq!(of(ErrorCode::BackendChanged)["reason"], "backend_changed");
         assert_eq!(of(ErrorCode::Timeout)["outcome"], "tool_error");
         assert_eq!(of(ErrorCode::Timeout)["error_code"], "timeout");
         let ok = Envelope::from_run(1, json!({"findings": []}));

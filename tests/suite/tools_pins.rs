@@ -325,6 +325,14 @@ fn warn_mode_serves_and_logs_the_change() {
 #[test]
 fn tools_check_gives_an_exit_code_and_update_rewrites_the_pins() {
     let s = Setup::new();
+    let pin = format!("--pin={}", s.pins().display());
+    let bare = s.command(&["tools", pin.as_str()]).output().unwrap();
+    assert_eq!(bare.status.code(), Some(2), "{}", stderr(&bare));
+    assert!(
+        stderr(&bare).contains("--pin FILE goes with --check (compare) or --update"),
+        "{}",
+        stderr(&bare)
+    );
     let none = s.tools_pin("--check");
     assert_eq!(none.status.code(), Some(2), "{}", stderr(&none));
     assert!(
