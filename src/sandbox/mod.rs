@@ -201,6 +201,10 @@ pub enum SandboxError {
     /// ran out (a fork or clone refused for processes, memory or
     /// descriptors): what failed and the error number.
     Exhausted(String, i32),
+    /// The machine ran out while start-up checked or tried the layers:
+    /// what was being done and the error number. Nothing is concluded of
+    /// the kernel from it, and no layer is given up for it.
+    ShortAtStart(String, i32),
     /// Spawning or piping failed on the server's side, before the backend
     /// could be executed (out of descriptors or processes, among others).
     Io(std::io::Error),
@@ -215,6 +219,12 @@ impl std::fmt::Display for SandboxError {
             SandboxError::Unavailable(m) => write!(f, "sandbox unavailable: {m}"),
             SandboxError::LayerFailed(m) => write!(f, "sandbox layer failed: {m}"),
             SandboxError::Exhausted(m, _) => write!(f, "could not start the sandboxed run: {m}"),
+            SandboxError::ShortAtStart(m, errno) => write!(
+                f,
+                "the machine ran out of {} while {m}; no layer was given up for it: \
+                 start again once there are some to spare",
+                shortage(*errno).unwrap_or("resources")
+            ),
             SandboxError::Io(e) | SandboxError::Exec(e) => {
                 write!(f, "could not start the sandboxed run: {e}")
             }
@@ -243,7 +253,9 @@ impl SandboxError {
     pub(crate) fn exhausted(&self) -> Option<&'static str> {
         match self {
             SandboxError::Io(e) => shortage(e.raw_os_error()?),
-            SandboxError::Exhausted(_, errno) => shortage(*errno),
+            SandboxError::Exhausted(_, errno) | SandboxError::ShortAtStart(_, errno) => {
+                shortage(*errno)
+            }
             _ => None,
         }
     }

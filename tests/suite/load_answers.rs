@@ -726,3 +726,42 @@ fn a_silent_sandbox_fails_the_call_within_its_timeout_and_the_next_is_served() {
     );
     assert_eq!(now.len(), 1, "{now:?}");
 }
+
+/// A start-up on a machine out of processes: the kernel checks can't fork,
+/// which says nothing of the kernel, so the server refuses to start in
+/// every mode, naming the shortage, instead of serving with the layers the
+/// checks seemed to find missing.
+fn a_shortage_at_start_gives_up_no_layer(mode: &str) {
+    let w = World::new();
+    // One process of this user at most: the server itself, so its first
+    // fork fails whatever else this user runs.
+    let mut cmd = limited_server(&w, &["--nproc=1"], &[&format!("--sandbox={mode}")]);
+    cmd.stdin(Stdio::null());
+    let out = crate::support::sandbox::output_within(cmd, Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "the machine ran out of processes or threads while checking which layers this \
+             kernel offers (unshare: fork: Resource temporarily unavailable (os error 11)); \
+             no layer was given up for it"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("serving "), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn i9_out_of_processes_at_start_refuses_to_serve_in_require_mode() {
+    a_shortage_at_start_gives_up_no_layer("require");
+}
+
+#[test]
+fn i9_out_of_processes_at_start_gives_up_no_layer_in_best_effort_mode() {
+    a_shortage_at_start_gives_up_no_layer("best-effort");
+}

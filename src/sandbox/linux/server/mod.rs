@@ -140,6 +140,37 @@ fn zygote_config(
     })
 }
 
+/// Why a trial run failed: the machine ran out (nothing to conclude of the
+/// layers), or it failed.
+enum Trial {
+    Short(SandboxError),
+    Failed(String),
+}
+
+impl Trial {
+    fn of(e: SandboxError) -> Trial {
+        match (&e, e.exhausted()) {
+            (SandboxError::Io(io), Some(_)) => Trial::Short(SandboxError::ShortAtStart(
+                format!("starting a trial run ({io})"),
+                io.raw_os_error().unwrap_or(libc::EAGAIN),
+            )),
+            (SandboxError::Exhausted(m, errno), Some(_)) => Trial::Short(
+                SandboxError::ShortAtStart(format!("starting a trial run ({m})"), *errno),
+            ),
+            _ => Trial::Failed(e.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for Trial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Trial::Short(e) => e.fmt(f),
+            Trial::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
 /// How long a run's start may stay silent: well under the call's own
 /// timeout, so a call the sandbox can't start is answered within it.
 fn silence_for(call_timeout: Option<Duration>) -> Duration {
@@ -152,6 +183,15 @@ fn silence_for(call_timeout: Option<Duration>) -> Duration {
 impl State {
     pub fn detect(opts: &SandboxOptions) -> Result<State, SandboxError> {
         let detected = Detected::probe();
+        // A probe that could not fork, or ran out inside, says nothing of
+        // the kernel: serving with the layers it seemed to lack would be a
+        // weaker sandbox chosen by a passing shortage, in any mode.
+        if let Some(e) = detected.shortage() {
+            return Err(SandboxError::ShortAtStart(
+                format!("checking which layers this kernel offers ({e})"),
+                e.errno.unwrap_or(libc::EAGAIN),
+            ));
+        }
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let path_env = std::env::var("PATH").ok();
         let runtime = policy::runtime_paths(
@@ -194,7 +234,10 @@ impl State {
         };
         // What status calls available has been applied: one run of a
         // program that does nothing, with every layer in force.
-        state.trial = state.trial_run(opts);
+        state.trial = match state.trial_run(opts) {
+            Err(Trial::Short(e)) => return Err(e),
+            r => r.map_err(|e| e.to_string()),
+        };
         if let Err(failure) = &state.trial {
             if opts.mode == SandboxMode::Require {
                 return Err(SandboxError::Unavailable(format!(
@@ -218,7 +261,7 @@ impl State {
     }
 
     /// One run of `true` with the layers in force: `Err` says why it failed.
-    fn trial_run(&self, opts: &SandboxOptions) -> Result<(), String> {
+    fn trial_run(&self, opts: &SandboxOptions) -> Result<(), Trial> {
         let Some(program) = true_program() else {
             // Nothing harmless to run: the first real run is the trial.
             return Ok(());
@@ -227,14 +270,18 @@ impl State {
         let cwd = opts.root.clone();
         let mut child = self
             .spawn(opts, RunKind::ReadOnly, &argv, &cwd, None)
-            .map_err(|e| e.to_string())?;
+            .map_err(Trial::of)?;
         child.stdout = None;
         child.stderr = None;
-        let status = child.wait().map_err(|e| e.to_string())?;
+        let status = child
+            .wait()
+            .map_err(|e| Trial::Failed(format!("waiting for the trial program: {e}")))?;
         if status.success() {
             Ok(())
         } else {
-            Err(format!("the trial program ended with {status}"))
+            Err(Trial::Failed(format!(
+                "the trial program ended with {status}"
+            )))
         }
     }
 
@@ -255,7 +302,13 @@ impl State {
                     self.trial = Ok(());
                     return;
                 }
-                Err(_) => {
+                // Whether the layer is to blame can't be told on a machine
+                // that ran out; none is given up for it.
+                Err(Trial::Short(_)) => {
+                    (self.layers, self.without) = before;
+                    return;
+                }
+                Err(Trial::Failed(_)) => {
                     (self.layers, self.without) = before;
                 }
             }
@@ -630,6 +683,43 @@ impl crate::sandbox::Platform for State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn io(errno: i32) -> SandboxError {
+        SandboxError::Io(std::io::Error::from_raw_os_error(errno))
+    }
+
+    #[test]
+    fn a_trial_that_ran_out_is_a_shortage_and_any_other_failure_is_the_layers() {
+        for errno in [libc::EAGAIN, libc::ENOMEM, libc::EMFILE, libc::ENFILE] {
+            let Trial::Short(e) = Trial::of(io(errno)) else {
+                panic!("errno {errno} read as a layer's failure");
+            };
+            assert!(
+                matches!(e, SandboxError::ShortAtStart(_, n) if n == errno),
+                "{e}"
+            );
+            assert!(e.to_string().contains("while starting a trial run"), "{e}");
+        }
+        let Trial::Short(e) = Trial::of(SandboxError::Exhausted("fork".into(), libc::EAGAIN))
+        else {
+            panic!("a fork refused inside the run read as a layer's failure");
+        };
+        assert_eq!(
+            e.to_string(),
+            "the machine ran out of processes or threads while starting a trial run (fork); \
+             no layer was given up for it: start again once there are some to spare"
+        );
+        for not_short in [
+            io(libc::EPERM),
+            io(libc::ENOENT),
+            SandboxError::Exhausted("fork".into(), libc::EPERM),
+            SandboxError::LayerFailed("landlock: EINVAL".into()),
+            SandboxError::Exec(std::io::Error::from_raw_os_error(libc::ENOMEM)),
+        ] {
+            let said = not_short.to_string();
+            assert!(matches!(Trial::of(not_short), Trial::Failed(m) if m == said));
+        }
+    }
 
     #[test]
     fn a_runs_start_may_stay_silent_half_the_call_timeout_and_at_most_20_s() {
