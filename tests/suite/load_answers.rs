@@ -68,13 +68,18 @@ fn backend(world: &World) -> std::path::PathBuf {
 /// The server on the load backend under `prlimit` options, as `LOAD_UID`
 /// when the tests run as root (as the current user otherwise).
 fn limited_server(world: &World, limits: &[&str], serve: &[&str]) -> Command {
+    limited_server_as(LOAD_UID, world, limits, serve)
+}
+
+/// [`limited_server`] as `uid` when the tests run as root.
+fn limited_server_as(uid: u32, world: &World, limits: &[&str], serve: &[&str]) -> Command {
     let home = world.folder("home");
     let mut c = Command::new("prlimit");
     c.args(limits);
     if is_root() {
         c.arg("setpriv")
-            .arg(format!("--reuid={LOAD_UID}"))
-            .arg(format!("--regid={LOAD_UID}"))
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
             .arg("--clear-groups");
     }
     c.arg(&world.exe)
@@ -731,11 +736,12 @@ fn a_silent_sandbox_fails_the_call_within_its_timeout_and_the_next_is_served() {
 /// which says nothing of the kernel, so the server refuses to start in
 /// every mode, naming the shortage, instead of serving with the layers the
 /// checks seemed to find missing.
-fn a_shortage_at_start_gives_up_no_layer(mode: &str) {
+fn a_shortage_at_start_gives_up_no_layer(uid: u32, mode: &str) {
     let w = World::new();
     // One process of this user at most: the server itself, so its first
-    // fork fails whatever else this user runs.
-    let mut cmd = limited_server(&w, &["--nproc=1"], &[&format!("--sandbox={mode}")]);
+    // fork fails. The user is the test's own: with another process of it
+    // running, the server could not even be executed.
+    let mut cmd = limited_server_as(uid, &w, &["--nproc=1"], &[&format!("--sandbox={mode}")]);
     cmd.stdin(Stdio::null());
     let out = crate::support::sandbox::output_within(cmd, Duration::from_secs(120));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -758,10 +764,102 @@ fn a_shortage_at_start_gives_up_no_layer(mode: &str) {
 
 #[test]
 fn i9_out_of_processes_at_start_refuses_to_serve_in_require_mode() {
-    a_shortage_at_start_gives_up_no_layer("require");
+    a_shortage_at_start_gives_up_no_layer(47_313, "require");
 }
 
 #[test]
 fn i9_out_of_processes_at_start_gives_up_no_layer_in_best_effort_mode() {
-    a_shortage_at_start_gives_up_no_layer("best-effort");
+    a_shortage_at_start_gives_up_no_layer(47_314, "best-effort");
+}
+
+/// A user id of its own for the process-limit test, so lowering its limit
+/// touches no other test's server.
+const SHORT_UID: u32 = 47_312;
+
+/// `prlimit --pid=PID ARG` as the process's own user: lowering a limit, or
+/// raising it back up to the hard one, needs no privilege for one's own
+/// processes (root may lack CAP_SYS_RESOURCE, as in a container).
+fn prlimit_as_owner(pid: u32, arg: &str) {
+    let mut c = if is_root() {
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={SHORT_UID}"))
+            .arg(format!("--regid={SHORT_UID}"))
+            .arg("--clear-groups")
+            .arg("prlimit");
+        c
+    } else {
+        Command::new("prlimit")
+    };
+    let out = c.arg(format!("--pid={pid}")).arg(arg).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A running server that can't fork is short of processes itself: the call
+/// is `resource_exhausted`, never `backend_failed`, and once processes are
+/// free again calls run. The fork is made to happen on the call's path by
+/// saving a masked file, which replaces the sandbox's zygote before the
+/// next call.
+#[test]
+fn i9_processes_running_out_are_the_servers_shortage_not_the_backends() {
+    let w = World::new();
+    let home = w.folder("home");
+    std::fs::write(home.join(".env"), "TOKEN=1\n").unwrap();
+    let mut cmd = if is_root() {
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={SHORT_UID}"))
+            .arg(format!("--regid={SHORT_UID}"))
+            .arg("--clear-groups")
+            .arg(&w.exe);
+        c
+    } else {
+        Command::new(&w.exe)
+    };
+    cmd.arg(format!("--backend={}", backend(&w).display()))
+        .arg(format!("--home={}", home.display()))
+        .arg("mcp-serve")
+        .current_dir(&home);
+    let mut s = Server::spawn(cmd);
+    let nap = |id: &str| call(Era::Modern, json!(id), "nap", json!({"seconds": 0}));
+    let ok = s.request(nap("before"));
+    assert_eq!(ok["result"]["isError"], false, "{ok}");
+    let pid = s.pid();
+    let soft = std::fs::read_to_string(format!("/proc/{pid}/limits"))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("Max processes"))
+        .and_then(|l| l.split_whitespace().nth(2).map(str::to_string))
+        .unwrap();
+    // One process of this user at most, the server itself: any fork fails.
+    prlimit_as_owner(pid, "--nproc=1:");
+    // An editor's save: the masked file's name now points at a new file.
+    let tmp = home.join(".env.save");
+    std::fs::write(&tmp, "TOKEN=2\n").unwrap();
+    std::fs::rename(&tmp, home.join(".env")).unwrap();
+    let short = s.request(nap("short"));
+    prlimit_as_owner(pid, &format!("--nproc={soft}:"));
+    let res = &short["result"];
+    assert_eq!(res["isError"], true, "{short}");
+    assert_eq!(
+        res["structuredContent"]["output"]["error"]["code"],
+        "resource_exhausted",
+        "{short}\n{}",
+        s.stderr_text()
+    );
+    assert!(
+        res["structuredContent"]["output"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("The server ran out of processes or threads"),
+        "{short}"
+    );
+    let again = s.request(nap("after"));
+    assert_eq!(again["result"]["isError"], false, "{again}");
+    let (status, _) = s.finish();
+    let stderr = s.stderr_after_exit();
+    assert!(status.success(), "{stderr}");
+    assert!(!stderr.contains("backend_failed"), "{stderr}");
 }
