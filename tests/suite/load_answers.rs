@@ -21,6 +21,8 @@ use crate::support::{fixture, install_executable, server_bin};
 
 /// A user id no other process uses, so a process limit counts this
 /// server's tasks alone (`RLIMIT_NPROC` counts every task of the user).
+/// The tests' users: 47_311 here, 47_331 to 47_333 below for the process
+/// shortages; sandbox_shapes.rs has 47_312 to 47_314, 47_321 and 47_322.
 const LOAD_UID: u32 = 47_311;
 /// The legacy revision the legacy runs negotiate.
 const LEGACY: &str = "2025-06-18";
@@ -764,17 +766,17 @@ fn a_shortage_at_start_gives_up_no_layer(uid: u32, mode: &str) {
 
 #[test]
 fn i9_out_of_processes_at_start_refuses_to_serve_in_require_mode() {
-    a_shortage_at_start_gives_up_no_layer(47_313, "require");
+    a_shortage_at_start_gives_up_no_layer(47_332, "require");
 }
 
 #[test]
 fn i9_out_of_processes_at_start_gives_up_no_layer_in_best_effort_mode() {
-    a_shortage_at_start_gives_up_no_layer(47_314, "best-effort");
+    a_shortage_at_start_gives_up_no_layer(47_333, "best-effort");
 }
 
 /// A user id of its own for the process-limit test, so lowering its limit
 /// touches no other test's server.
-const SHORT_UID: u32 = 47_312;
+const SHORT_UID: u32 = 47_331;
 
 /// `prlimit --pid=PID ARG` as the process's own user: lowering a limit, or
 /// raising it back up to the hard one, needs no privilege for one's own
