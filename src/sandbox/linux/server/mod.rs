@@ -204,6 +204,13 @@ impl State {
         let cgroups = if layers.has(Layer::Cgroup) {
             match set_up_cgroups() {
                 Ok(parent) => Some(parent),
+                // Out of descriptors or memory says nothing of the cgroup.
+                Err(e) if e.is_shortage() => {
+                    return Err(SandboxError::ShortAtStart(
+                        format!("setting up the runs' cgroups ({e})"),
+                        e.errno.unwrap_or(libc::ENOMEM),
+                    ))
+                }
                 // Found but not usable: fail closed where every available
                 // layer is required, else run without and say so.
                 Err(e) if opts.mode == SandboxMode::Require => {
@@ -533,13 +540,14 @@ impl State {
     }
 }
 
-fn set_up_cgroups() -> Result<cgroup::Parent, String> {
+fn set_up_cgroups() -> Result<cgroup::Parent, cgroup::StepError> {
     let token = format!(
         "{}.{:x}",
         std::process::id(),
         crate::sandbox::tmpdir::random_u64()
     );
-    let plan = cgroup::assess(&cgroup::facts(), &token)?;
+    let plan = cgroup::assess(&cgroup::facts(), &token)
+        .map_err(|e| cgroup::StepError::plain(super::step_error::LayerStep::CgroupCreate, e))?;
     cgroup::Parent::set_up(&plan, cgroup::CgroupLimits::default())
 }
 
