@@ -457,18 +457,57 @@ fn i7_a_low_descriptor_limit_lowers_the_concurrency_for_legacy_calls() {
     a_low_descriptor_limit_lowers_the_concurrency(Era::Legacy);
 }
 
-/// Set this process's soft descriptor limit (the hard one is left).
-fn set_soft_nofile(pid: u32, soft: &str) {
-    let out = Command::new("prlimit")
-        .arg(format!("--pid={pid}"))
-        .arg(format!("--nofile={soft}:"))
-        .output()
-        .unwrap();
+/// A process's soft limit as `/proc/PID/limits` gives it, by the row's name
+/// (`Max open files`, `Max processes`).
+fn soft_limit(pid: u32, row: &str) -> String {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits.lines().find(|l| l.starts_with(row)).unwrap();
+    line[row.len()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// `prlimit --pid=PID ARG`, as `owner` when one is given: lowering a limit,
+/// or raising it back up to the hard one, needs no privilege for one's own
+/// processes, and root may lack CAP_SYS_RESOURCE (as in a container).
+fn set_limit(pid: u32, arg: &str, owner: Option<u32>) {
+    let mut c = match owner {
+        Some(uid) => {
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={uid}"))
+                .arg(format!("--regid={uid}"))
+                .arg("--clear-groups")
+                .arg("prlimit");
+            c
+        }
+        None => Command::new("prlimit"),
+    };
+    let out = c.arg(format!("--pid={pid}")).arg(arg).output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The call's answer is the server's own shortage of `what`.
+fn assert_server_short_of(answer: &Value, what: &str, stderr: &str) {
+    let res = &answer["result"];
+    assert_eq!(res["isError"], true, "{answer}");
+    let error = &res["structuredContent"]["output"]["error"];
+    assert_eq!(error["code"], "resource_exhausted", "{answer}\n{stderr}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("The server ran out of {what}")),
+        "{answer}"
+    );
+}
+
+/// A tiny call of the load backend, in the modern era.
+fn nap(id: &str) -> Value {
+    call(Era::Modern, json!(id), "nap", json!({"seconds": 0}))
 }
 
 /// Descriptors running out in a running server are its own shortage:
@@ -484,23 +523,10 @@ fn i9_descriptors_running_out_are_the_servers_shortage_not_the_backends() {
         .arg("mcp-serve")
         .current_dir(&home);
     let mut s = Server::spawn(cmd);
-    let ok = s.request(call(
-        Era::Modern,
-        json!("before"),
-        "nap",
-        json!({"seconds": 0}),
-    ));
+    let ok = s.request(nap("before"));
     assert_eq!(ok["result"]["isError"], false, "{ok}");
     let pid = s.pid();
-    let soft = status_field(pid, "Pid").map(|_| {
-        std::fs::read_to_string(format!("/proc/{pid}/limits"))
-            .unwrap()
-            .lines()
-            .find(|l| l.starts_with("Max open files"))
-            .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
-            .unwrap()
-    });
-    let soft = soft.unwrap();
+    let soft = soft_limit(pid, "Max open files");
     // The first call is over, descriptors closed, once its log line is out
     // (written after the answer).
     s.stderr_when("the first call's log line", |t| {
@@ -510,35 +536,11 @@ fn i9_descriptors_running_out_are_the_servers_shortage_not_the_backends() {
     // free number, so the limit is that number (a count would leave the
     // gaps below the highest descriptor free).
     let lowest_free = crate::support::faults::lowest_free_fd(pid);
-    set_soft_nofile(pid, &lowest_free.to_string());
-    let short = s.request(call(
-        Era::Modern,
-        json!("short"),
-        "nap",
-        json!({"seconds": 0}),
-    ));
-    set_soft_nofile(pid, &soft);
-    let res = &short["result"];
-    assert_eq!(res["isError"], true, "{short}");
-    assert_eq!(
-        res["structuredContent"]["output"]["error"]["code"],
-        "resource_exhausted",
-        "{short}\n{}",
-        s.stderr_text()
-    );
-    assert!(
-        res["structuredContent"]["output"]["error"]["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("The server ran out of open files"),
-        "{short}"
-    );
-    let again = s.request(call(
-        Era::Modern,
-        json!("after"),
-        "nap",
-        json!({"seconds": 0}),
-    ));
+    set_limit(pid, &format!("--nofile={lowest_free}:"), None);
+    let short = s.request(nap("short"));
+    set_limit(pid, &format!("--nofile={soft}:"), None);
+    assert_server_short_of(&short, "open files", &s.stderr_text());
+    let again = s.request(nap("after"));
     assert_eq!(again["result"]["isError"], false, "{again}");
 }
 
@@ -778,28 +780,6 @@ fn i9_out_of_processes_at_start_gives_up_no_layer_in_best_effort_mode() {
 /// touches no other test's server.
 const SHORT_UID: u32 = 47_331;
 
-/// `prlimit --pid=PID ARG` as the process's own user: lowering a limit, or
-/// raising it back up to the hard one, needs no privilege for one's own
-/// processes (root may lack CAP_SYS_RESOURCE, as in a container).
-fn prlimit_as_owner(pid: u32, arg: &str) {
-    let mut c = if is_root() {
-        let mut c = Command::new("setpriv");
-        c.arg(format!("--reuid={SHORT_UID}"))
-            .arg(format!("--regid={SHORT_UID}"))
-            .arg("--clear-groups")
-            .arg("prlimit");
-        c
-    } else {
-        Command::new("prlimit")
-    };
-    let out = c.arg(format!("--pid={pid}")).arg(arg).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A running server that can't fork is short of processes itself: the call
 /// is `resource_exhausted`, never `backend_failed`, and once processes are
 /// free again calls run. The fork is made to happen on the call's path by
@@ -825,39 +805,20 @@ fn i9_processes_running_out_are_the_servers_shortage_not_the_backends() {
         .arg("mcp-serve")
         .current_dir(&home);
     let mut s = Server::spawn(cmd);
-    let nap = |id: &str| call(Era::Modern, json!(id), "nap", json!({"seconds": 0}));
     let ok = s.request(nap("before"));
     assert_eq!(ok["result"]["isError"], false, "{ok}");
     let pid = s.pid();
-    let soft = std::fs::read_to_string(format!("/proc/{pid}/limits"))
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("Max processes"))
-        .and_then(|l| l.split_whitespace().nth(2).map(str::to_string))
-        .unwrap();
+    let soft = soft_limit(pid, "Max processes");
+    let owner = is_root().then_some(SHORT_UID);
     // One process of this user at most, the server itself: any fork fails.
-    prlimit_as_owner(pid, "--nproc=1:");
+    set_limit(pid, "--nproc=1:", owner);
     // An editor's save: the masked file's name now points at a new file.
     let tmp = home.join(".env.save");
     std::fs::write(&tmp, "TOKEN=2\n").unwrap();
     std::fs::rename(&tmp, home.join(".env")).unwrap();
     let short = s.request(nap("short"));
-    prlimit_as_owner(pid, &format!("--nproc={soft}:"));
-    let res = &short["result"];
-    assert_eq!(res["isError"], true, "{short}");
-    assert_eq!(
-        res["structuredContent"]["output"]["error"]["code"],
-        "resource_exhausted",
-        "{short}\n{}",
-        s.stderr_text()
-    );
-    assert!(
-        res["structuredContent"]["output"]["error"]["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("The server ran out of processes or threads"),
-        "{short}"
-    );
+    set_limit(pid, &format!("--nproc={soft}:"), owner);
+    assert_server_short_of(&short, "processes or threads", &s.stderr_text());
     let again = s.request(nap("after"));
     assert_eq!(again["result"]["isError"], false, "{again}");
     let (status, _) = s.finish();
