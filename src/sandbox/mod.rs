@@ -64,6 +64,16 @@ use std::time::Duration;
 pub(crate) trait Platform: Sized {
     /// Probe the kernel and set up what every run shares.
     fn detect(opts: &SandboxOptions) -> Result<Self, SandboxError>;
+    /// [`Platform::detect`], leaving its trial run to [`Platform::tried`]
+    /// where the platform can: the caller's first run stands for it.
+    fn detect_untried(opts: &SandboxOptions) -> Result<Self, SandboxError> {
+        Self::detect(opts)
+    }
+    /// After `detect_untried`: whether the first run started (`ran`);
+    /// `Ok(true)` when the layers in force changed for it not starting.
+    fn tried(&mut self, _opts: &SandboxOptions, _ran: bool) -> Result<bool, SandboxError> {
+        Ok(false)
+    }
     /// The layers in force, for the start-up line.
     fn layers_line(&self) -> String;
     /// What holds each promise here for a sandbox with these grants, for
@@ -392,14 +402,38 @@ impl Sandbox {
     /// server (a trial run and a few short-lived forks). Other grants for
     /// the same backend come from [`Sandbox::regrant`].
     pub fn detect(opts: &SandboxOptions) -> Result<Sandbox, SandboxError> {
+        Self::detect_with(opts, <Current as Platform>::detect)
+    }
+
+    /// [`Sandbox::detect`] without the trial run, which start-up saves: its
+    /// first run (the catalog read) stands for it, and [`Sandbox::tried`]
+    /// must be told how that run went before anything else runs.
+    pub fn detect_untried(opts: &SandboxOptions) -> Result<Sandbox, SandboxError> {
+        Self::detect_with(opts, <Current as Platform>::detect_untried)
+    }
+
+    fn detect_with(
+        opts: &SandboxOptions,
+        detect: fn(&SandboxOptions) -> Result<Current, SandboxError>,
+    ) -> Result<Sandbox, SandboxError> {
         sweep_stale_tmpdirs();
         let mut opts = opts.clone();
         opts.masks = Vec::new();
         opts.pins = policy::pin_fixed_paths(&opts).map_err(SandboxError::Unavailable)?;
         Ok(Sandbox {
-            state: Detection(std::sync::Arc::new(<Current as Platform>::detect(&opts)?)),
+            state: Detection(std::sync::Arc::new(detect(&opts)?)),
             opts,
         })
+    }
+
+    /// After [`Sandbox::detect_untried`]: `ran` says whether its first run
+    /// started (every layer applied). When it did not, the trial run tells
+    /// whether the sandbox is to blame: in `require` mode that refuses, in
+    /// `best-effort` layers may be given up, and then `Ok(true)` says the
+    /// run is worth one more try.
+    pub fn tried(&mut self, ran: bool) -> Result<bool, SandboxError> {
+        let opts = self.opts.clone();
+        Platform::tried(&mut *self.state, &opts, ran)
     }
 
     /// Bound the wait for each run's start by the call timeout (`None`: no

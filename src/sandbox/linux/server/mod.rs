@@ -182,6 +182,16 @@ fn silence_for(call_timeout: Option<Duration>) -> Duration {
 
 impl State {
     pub fn detect(opts: &SandboxOptions) -> Result<State, SandboxError> {
+        let mut state = State::detect_untried(opts)?;
+        state.try_layers(opts)?;
+        Ok(state)
+    }
+
+    /// [`State::detect`] without its trial run: the caller's first run
+    /// stands for it, since a run that starts has had every layer applied
+    /// (a layer that fails fails the run). [`State::tried`] says how that
+    /// run went.
+    pub fn detect_untried(opts: &SandboxOptions) -> Result<State, SandboxError> {
         let detected = Detected::probe();
         // A probe that could not fork, or ran out inside, says nothing of
         // the kernel: serving with the layers it seemed to lack would be a
@@ -226,7 +236,7 @@ impl State {
         } else {
             None
         };
-        let mut state = State {
+        let state = State {
             silence_ms: AtomicU64::new(STATUS_TIMEOUT.as_millis() as u64),
             layers,
             detected,
@@ -239,23 +249,49 @@ impl State {
             trial: Ok(()),
             given_up: Vec::new(),
         };
-        // What status calls available has been applied: one run of a
-        // program that does nothing, with every layer in force.
-        state.trial = match state.trial_run(opts) {
+        state.check_promises(opts)?;
+        Ok(state)
+    }
+
+    /// After [`State::detect_untried`]: `ran` says whether the first run
+    /// started. If it did, the layers are proven; if not, the trial run
+    /// says whether they are to blame, with its consequences (refused in
+    /// `require` mode, layers given up in `best-effort`). `Ok(true)` when
+    /// the layers in force changed, so the run may be tried again.
+    pub fn tried(&mut self, opts: &SandboxOptions, ran: bool) -> Result<bool, SandboxError> {
+        if ran {
+            self.trial = Ok(());
+            return Ok(false);
+        }
+        self.try_layers(opts)
+    }
+
+    /// What status calls available has been applied: one run of a program
+    /// that does nothing, with every layer in force. `Ok(true)` when layers
+    /// were given up for its failure.
+    fn try_layers(&mut self, opts: &SandboxOptions) -> Result<bool, SandboxError> {
+        self.trial = match self.trial_run(opts) {
             Err(Trial::Short(e)) => return Err(e),
             r => r.map_err(|e| e.to_string()),
         };
-        if let Err(failure) = &state.trial {
+        let mut changed = false;
+        if let Err(failure) = &self.trial {
             if opts.mode == SandboxMode::Require {
                 return Err(SandboxError::Unavailable(format!(
                     "a trial run with every layer this kernel offers failed: {failure} \
                      (use --sandbox best-effort to run with the layers that apply)"
                 )));
             }
-            state.give_up_failing_layers(opts);
+            changed = self.give_up_failing_layers(opts);
         }
+        self.check_promises(opts)?;
+        Ok(changed)
+    }
+
+    /// In `require` mode, what every run is promised must be held here.
+    fn check_promises(&self, opts: &SandboxOptions) -> Result<(), SandboxError> {
         if opts.mode == SandboxMode::Require {
-            let unheld = promises::unheld_always(&state.promises(opts));
+            let unheld = promises::unheld_always(&self.promises(opts));
             if !unheld.is_empty() {
                 return Err(SandboxError::Unavailable(format!(
                     "this machine cannot hold what every run is promised: {} \
@@ -264,7 +300,7 @@ impl State {
                 )));
             }
         }
-        Ok(state)
+        Ok(())
     }
 
     /// One run of `true` with the layers in force: `Err` says why it failed.
@@ -293,8 +329,9 @@ impl State {
     }
 
     /// In best-effort mode: switch off, one at a time, each layer whose
-    /// absence lets the trial run pass, and remember what was given up.
-    fn give_up_failing_layers(&mut self, opts: &SandboxOptions) {
+    /// absence lets the trial run pass, and remember what was given up;
+    /// whether one was.
+    fn give_up_failing_layers(&mut self, opts: &SandboxOptions) -> bool {
         let mut order: Vec<(u8, Layer)> = Layer::ALL
             .iter()
             .filter_map(|&l| Some((give_up_rank(l)?, l)))
@@ -307,19 +344,20 @@ impl State {
                 Ok(()) => {
                     self.given_up.push(layer);
                     self.trial = Ok(());
-                    return;
+                    return true;
                 }
                 // Whether the layer is to blame can't be told on a machine
                 // that ran out; none is given up for it.
                 Err(Trial::Short(_)) => {
                     (self.layers, self.without) = before;
-                    return;
+                    return false;
                 }
                 Err(Trial::Failed(_)) => {
                     (self.layers, self.without) = before;
                 }
             }
         }
+        false
     }
 
     /// What each promise is held by here, for a sandbox with these grants:
@@ -642,6 +680,14 @@ fn tempfile_root() -> std::io::Result<TrialRoot> {
 impl crate::sandbox::Platform for State {
     fn detect(opts: &SandboxOptions) -> Result<State, SandboxError> {
         State::detect(opts)
+    }
+
+    fn detect_untried(opts: &SandboxOptions) -> Result<State, SandboxError> {
+        State::detect_untried(opts)
+    }
+
+    fn tried(&mut self, opts: &SandboxOptions, ran: bool) -> Result<bool, SandboxError> {
+        State::tried(self, opts, ran)
     }
 
     fn layers_line(&self) -> String {
