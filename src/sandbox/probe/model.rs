@@ -1,19 +1,24 @@
 //! What the probe reasons about: the layers that hold an attempt, how an
 //! attempt's truth is established, one run's outcome, and the verdict a
 //! report line carries. Pure data: nothing here runs anything.
+//!
+//! One model for Linux and macOS: a spec holds its platform's `Attempt`
+//! (the variant of that platform's attempt table, never the word), and the
+//! few truths and controls only one platform has are marked so. macOS
+//! judges and reports its lines itself (`macos/probe_report.rs`); the
+//! holders, predictions and verdicts are Linux's.
 
 use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::attempts::Attempt;
-pub(super) use super::listeners::Which;
+pub(in crate::sandbox) use super::listeners::Which;
 use crate::sandbox::policy::Layers;
 use crate::sandbox::{Layer, RunKind};
 
 /// A layer, a part of one, or a mechanism that stops an attempt.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Stopper {
+pub(in crate::sandbox) enum Stopper {
     /// A whole layer, in force when the run applies it.
     Layer(Layer),
     /// Landlock's pathname unix-socket right (ABI 9).
@@ -46,7 +51,7 @@ pub(super) enum Stopper {
 impl Stopper {
     /// The layer this holder is (part of); `None` for what the server does
     /// whatever the layers.
-    pub(super) fn layer(self) -> Option<Layer> {
+    pub(in crate::sandbox) fn layer(self) -> Option<Layer> {
         Some(match self {
             Stopper::Layer(l) => l,
             Stopper::LandlockUnix => Layer::Landlock,
@@ -60,7 +65,7 @@ impl Stopper {
     }
 
     /// As the JSON report spells it: a whole layer by its name.
-    pub(super) fn name(self) -> &'static str {
+    pub(in crate::sandbox) fn name(self) -> &'static str {
         match self {
             Stopper::Layer(l) => l.name(),
             Stopper::LandlockUnix => "landlock_unix",
@@ -76,7 +81,7 @@ impl Stopper {
     }
 
     /// Whether it holds in a run with these layers, run by this uid.
-    pub(super) fn active(self, l: &Layers, uid: u32) -> bool {
+    pub(in crate::sandbox) fn active(self, l: &Layers, uid: u32) -> bool {
         // A layer, or a part of one, holds only with that layer on.
         if self.layer().is_some_and(|layer| !l.has(layer)) {
             return false;
@@ -119,15 +124,20 @@ impl std::fmt::Debug for Stopper {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Control {
+pub(in crate::sandbox) enum Control {
     /// A plain child of the probe.
     Host,
     /// A child in a bare user+net+mount namespace with every capability.
     Userns,
+    /// A plain child that works only in a session this machine may not
+    /// have (a GUI login, a launchd user domain), said here: where it fails,
+    /// the line is "not applicable here", not a control that failed.
+    #[cfg(target_os = "macos")]
+    Session(&'static str),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Truth {
+pub(in crate::sandbox) enum Truth {
     /// Only the attempt's own report.
     Report,
     Listener(Which),
@@ -169,11 +179,17 @@ pub(super) enum Truth {
     /// run's file-size limit. The control reserves in a scratch file of its
     /// own instead (its first argument replaced).
     Reserved(PathBuf),
+    /// This path must not exist once the run is over.
+    #[cfg(target_os = "macos")]
+    Absent(PathBuf),
+    /// launchd must not know a job by this label once the run is over.
+    #[cfg(target_os = "macos")]
+    LaunchdJob(String),
 }
 
 /// What the probe does on the host while a watching attempt runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Trigger {
+pub(in crate::sandbox) enum Trigger {
     /// Create and remove this file.
     Create(PathBuf),
     /// Open this file for reading.
@@ -181,7 +197,7 @@ pub(super) enum Trigger {
 }
 
 impl Trigger {
-    pub(super) fn fire(&self) {
+    pub(in crate::sandbox) fn fire(&self) {
         match self {
             Trigger::Create(p) => {
                 let _ = std::fs::write(p, b"probe");
@@ -194,31 +210,37 @@ impl Trigger {
     }
 }
 
-pub(super) struct Spec {
-    pub(super) name: String,
-    pub(super) attempt: Attempt,
-    pub(super) args: Vec<String>,
-    pub(super) control: Control,
+/// One attempt of a platform's suite. `A` is the platform's `Attempt`.
+pub(in crate::sandbox) struct Spec<A> {
+    pub(in crate::sandbox) name: String,
+    /// What the attempt tries, in words (the macOS report shows it).
+    #[cfg(target_os = "macos")]
+    pub(in crate::sandbox) what: &'static str,
+    pub(in crate::sandbox) attempt: A,
+    pub(in crate::sandbox) args: Vec<String>,
+    pub(in crate::sandbox) control: Control,
     /// What the inside run must report (a prefix); for allowed attempts,
     /// "ok".
-    pub(super) expect: String,
-    pub(super) holders: Vec<Stopper>,
-    pub(super) truth: Truth,
+    pub(in crate::sandbox) expect: String,
+    pub(in crate::sandbox) holders: Vec<Stopper>,
+    pub(in crate::sandbox) truth: Truth,
     /// A sanity check that must work inside (else the probe proves nothing).
-    pub(super) allowed: bool,
+    pub(in crate::sandbox) allowed: bool,
     /// The run kind the attempt runs under.
-    pub(super) kind: RunKind,
+    pub(in crate::sandbox) kind: RunKind,
 }
 
-pub(super) fn spec(
+pub(in crate::sandbox) fn spec<A>(
     name: impl Into<String>,
-    attempt: Attempt,
+    attempt: A,
     args: Vec<String>,
     expect: &str,
     holders: &[Stopper],
-) -> Spec {
+) -> Spec<A> {
     Spec {
         name: name.into(),
+        #[cfg(target_os = "macos")]
+        what: "",
         attempt,
         args,
         control: Control::Host,
@@ -230,29 +252,41 @@ pub(super) fn spec(
     }
 }
 
-impl Spec {
-    pub(super) fn truth(mut self, t: Truth) -> Spec {
+impl<A> Spec<A> {
+    pub(in crate::sandbox) fn truth(mut self, t: Truth) -> Spec<A> {
         self.truth = t;
         self
     }
-    pub(super) fn in_userns(mut self) -> Spec {
+    pub(in crate::sandbox) fn in_userns(mut self) -> Spec<A> {
         self.control = Control::Userns;
         self
     }
-    pub(super) fn draft(mut self) -> Spec {
+    pub(in crate::sandbox) fn draft(mut self) -> Spec<A> {
         self.kind = RunKind::Draft;
         self
     }
-    pub(super) fn allowed(mut self) -> Spec {
+    pub(in crate::sandbox) fn allowed(mut self) -> Spec<A> {
         self.allowed = true;
         self.expect = "ok".into();
+        self
+    }
+    #[cfg(target_os = "macos")]
+    pub(in crate::sandbox) fn what(mut self, what: &'static str) -> Spec<A> {
+        self.what = what;
+        self
+    }
+    /// The control needs a session this machine may lack (see
+    /// [`Control::Session`]).
+    #[cfg(target_os = "macos")]
+    pub(in crate::sandbox) fn needs_session(mut self, why: &'static str) -> Spec<A> {
+        self.control = Control::Session(why);
         self
     }
 }
 
 /// What one run of an attempt produced.
 #[derive(Debug, Clone)]
-pub(super) enum Outcome {
+pub(in crate::sandbox) enum Outcome {
     Ok(String),
     Failed(String),
     /// The sandbox itself refused to start the run: nothing was tried.
@@ -260,7 +294,7 @@ pub(super) enum Outcome {
 }
 
 impl Outcome {
-    pub(super) fn text(&self) -> &str {
+    pub(in crate::sandbox) fn text(&self) -> &str {
         match self {
             Outcome::Ok(s) | Outcome::Failed(s) | Outcome::NotRun(s) => s,
         }
@@ -270,7 +304,7 @@ impl Outcome {
 /// What the holders table predicts for an attempt with the layers in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(super) enum Prediction {
+pub(in crate::sandbox) enum Prediction {
     /// A sanity check: it must work inside.
     Allowed,
     /// A holder is in force.
@@ -280,7 +314,7 @@ pub(super) enum Prediction {
 }
 
 impl Prediction {
-    pub(super) fn of(sp: &Spec, layers: &Layers, uid: u32) -> Prediction {
+    pub(in crate::sandbox) fn of<A>(sp: &Spec<A>, layers: &Layers, uid: u32) -> Prediction {
         if sp.allowed {
             Prediction::Allowed
         } else if sp.holders.iter().any(|h| h.active(layers, uid)) {
@@ -290,7 +324,7 @@ impl Prediction {
         }
     }
 
-    pub(super) fn as_str(self) -> &'static str {
+    pub(in crate::sandbox) fn as_str(self) -> &'static str {
         match self {
             Prediction::Allowed => "allowed",
             Prediction::Blocked => "blocked",
@@ -307,7 +341,7 @@ impl std::fmt::Display for Prediction {
 
 /// What a report line says about one attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub(super) enum Verdict {
+pub(in crate::sandbox) enum Verdict {
     /// Stopped inside, and the control shows it works outside.
     #[serde(rename = "blocked")]
     Blocked,
@@ -344,7 +378,7 @@ pub(super) enum Verdict {
 /// without the operation (`user.*` xattrs on tmpfs before 6.6, for one),
 /// and ENOTTY a file system without the ioctl.
 /// Pure.
-pub(super) fn not_applicable(control: &Outcome) -> Option<&'static str> {
+pub(in crate::sandbox) fn not_applicable(control: &Outcome) -> Option<&'static str> {
     match control {
         Outcome::Failed(s) if word(s) == "ENOSYS" => {
             Some("this kernel lacks the system call (outside it got ENOSYS)")
@@ -370,7 +404,7 @@ fn word(s: &str) -> &str {
 
 impl Verdict {
     /// The verdict on an attempt from its two runs. Pure.
-    pub(super) fn of(
+    pub(in crate::sandbox) fn of(
         inside: &Outcome,
         allowed: bool,
         control: &Outcome,
@@ -398,7 +432,7 @@ impl Verdict {
         }
     }
 
-    pub(super) fn as_str(self) -> &'static str {
+    pub(in crate::sandbox) fn as_str(self) -> &'static str {
         match self {
             Verdict::Blocked => "blocked",
             Verdict::Escaped => "ESCAPED",
@@ -420,7 +454,7 @@ impl std::fmt::Display for Verdict {
 
 /// One line of the report.
 #[derive(Debug, Clone, Serialize)]
-pub(super) struct Line {
+pub(in crate::sandbox) struct Line {
     pub name: String,
     pub verdict: Verdict,
     /// What the inside run got: the errno, the signal, or the observation.
@@ -438,7 +472,7 @@ pub(super) struct Line {
 }
 
 #[derive(Debug, Serialize)]
-pub(super) struct Report {
+pub(in crate::sandbox) struct Report {
     pub layers: String,
     pub without: Option<&'static str>,
     pub uid: u32,
@@ -604,7 +638,9 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn a_root_servers_fork_bomb_is_held_by_its_runs_cgroup_alone() {
+        use crate::sandbox::probe::attempts::Attempt;
         use crate::sandbox::probe::specs::FORK_BOMB_HOLDERS;
         let sp = spec(
             "fork-bomb",
