@@ -51,7 +51,7 @@ pub(in crate::sandbox) enum Stopper {
 impl Stopper {
     /// The layer this holder is (part of); `None` for what the server does
     /// whatever the layers.
-    pub(in crate::sandbox) fn layer(self) -> Option<Layer> {
+    pub(super) fn layer(self) -> Option<Layer> {
         Some(match self {
             Stopper::Layer(l) => l,
             Stopper::LandlockUnix => Layer::Landlock,
@@ -65,7 +65,7 @@ impl Stopper {
     }
 
     /// As the JSON report spells it: a whole layer by its name.
-    pub(in crate::sandbox) fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Stopper::Layer(l) => l.name(),
             Stopper::LandlockUnix => "landlock_unix",
@@ -81,7 +81,7 @@ impl Stopper {
     }
 
     /// Whether it holds in a run with these layers, run by this uid.
-    pub(in crate::sandbox) fn active(self, l: &Layers, uid: u32) -> bool {
+    pub(super) fn active(self, l: &Layers, uid: u32) -> bool {
         // A layer, or a part of one, holds only with that layer on.
         if self.layer().is_some_and(|layer| !l.has(layer)) {
             return false;
@@ -197,7 +197,7 @@ pub(in crate::sandbox) enum Trigger {
 }
 
 impl Trigger {
-    pub(in crate::sandbox) fn fire(&self) {
+    pub(super) fn fire(&self) {
         match self {
             Trigger::Create(p) => {
                 let _ = std::fs::write(p, b"probe");
@@ -304,7 +304,7 @@ impl Outcome {
 /// What the holders table predicts for an attempt with the layers in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(in crate::sandbox) enum Prediction {
+pub(super) enum Prediction {
     /// A sanity check: it must work inside.
     Allowed,
     /// A holder is in force.
@@ -314,7 +314,7 @@ pub(in crate::sandbox) enum Prediction {
 }
 
 impl Prediction {
-    pub(in crate::sandbox) fn of<A>(sp: &Spec<A>, layers: &Layers, uid: u32) -> Prediction {
+    pub(super) fn of<A>(sp: &Spec<A>, layers: &Layers, uid: u32) -> Prediction {
         if sp.allowed {
             Prediction::Allowed
         } else if sp.holders.iter().any(|h| h.active(layers, uid)) {
@@ -324,7 +324,7 @@ impl Prediction {
         }
     }
 
-    pub(in crate::sandbox) fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Prediction::Allowed => "allowed",
             Prediction::Blocked => "blocked",
@@ -341,7 +341,7 @@ impl std::fmt::Display for Prediction {
 
 /// What a report line says about one attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub(in crate::sandbox) enum Verdict {
+pub(super) enum Verdict {
     /// Stopped inside, and the control shows it works outside.
     #[serde(rename = "blocked")]
     Blocked,
@@ -378,7 +378,7 @@ pub(in crate::sandbox) enum Verdict {
 /// without the operation (`user.*` xattrs on tmpfs before 6.6, for one),
 /// and ENOTTY a file system without the ioctl.
 /// Pure.
-pub(in crate::sandbox) fn not_applicable(control: &Outcome) -> Option<&'static str> {
+pub(super) fn not_applicable(control: &Outcome) -> Option<&'static str> {
     match control {
         Outcome::Failed(s) if word(s) == "ENOSYS" => {
             Some("this kernel lacks the system call (outside it got ENOSYS)")
@@ -404,7 +404,7 @@ fn word(s: &str) -> &str {
 
 impl Verdict {
     /// The verdict on an attempt from its two runs. Pure.
-    pub(in crate::sandbox) fn of(
+    pub(super) fn of(
         inside: &Outcome,
         allowed: bool,
         control: &Outcome,
@@ -432,7 +432,7 @@ impl Verdict {
         }
     }
 
-    pub(in crate::sandbox) fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Verdict::Blocked => "blocked",
             Verdict::Escaped => "ESCAPED",
@@ -454,7 +454,7 @@ impl std::fmt::Display for Verdict {
 
 /// One line of the report.
 #[derive(Debug, Clone, Serialize)]
-pub(in crate::sandbox) struct Line {
+pub(super) struct Line {
     pub name: String,
     pub verdict: Verdict,
     /// What the inside run got: the errno, the signal, or the observation.
@@ -472,7 +472,7 @@ pub(in crate::sandbox) struct Line {
 }
 
 #[derive(Debug, Serialize)]
-pub(in crate::sandbox) struct Report {
+pub(super) struct Report {
     pub layers: String,
     pub without: Option<&'static str>,
     pub uid: u32,

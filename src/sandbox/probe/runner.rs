@@ -30,10 +30,7 @@ const NOT_STARTED: &str = "sandbox";
 #[cfg(target_os = "macos")]
 const NOT_STARTED: &str = "could not start";
 
-pub(in crate::sandbox) fn parse_report(
-    stdout: &[u8],
-    status: Option<std::process::ExitStatus>,
-) -> Outcome {
+pub(super) fn parse_report(stdout: &[u8], status: Option<std::process::ExitStatus>) -> Outcome {
     use std::os::unix::process::ExitStatusExt;
     if let Some(sig) = status.and_then(|s| s.signal()) {
         return Outcome::Failed(signal_name(sig));
@@ -59,7 +56,7 @@ pub(in crate::sandbox) fn parse_report(
     }
 }
 
-pub(in crate::sandbox) fn signal_name(sig: i32) -> String {
+pub(super) fn signal_name(sig: i32) -> String {
     match sig {
         libc::SIGSYS => "SIGSYS".into(),
         libc::SIGKILL => "SIGKILL".into(),
@@ -71,7 +68,7 @@ pub(in crate::sandbox) fn signal_name(sig: i32) -> String {
 }
 
 /// Read a pipe to its end (up to `cap` bytes kept) on a thread.
-pub(in crate::sandbox) fn reader<R: Read + Send + 'static>(
+pub(super) fn reader<R: Read + Send + 'static>(
     r: Option<R>,
     cap: usize,
 ) -> std::thread::JoinHandle<Vec<u8>> {
@@ -92,7 +89,7 @@ pub(in crate::sandbox) fn reader<R: Read + Send + 'static>(
     })
 }
 
-pub(in crate::sandbox) const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Run one attempt as a plain child of the probe (the positive control).
 pub(in crate::sandbox) fn run_control<A: Display, P: Place>(
