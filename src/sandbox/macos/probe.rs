@@ -11,17 +11,18 @@
 //! everything can't pass for a tight one.
 //!
 //! The machinery is the Linux probe's (`sandbox/probe/`): the same specs,
-//! runner and report line; what is macOS's own is the attempts, the
-//! fixture, the suite, how a truth is checked here, and the report
-//! (`probe_report.rs`).
+//! runner and report line; what is macOS's own is the attempts
+//! (`probe/attempts.rs`), the fixture and the suite (here), how a truth is
+//! checked (`probe_truth.rs`), and the report (`probe_report.rs`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::probe_report::{self, ControlResult, Line, LAYERS as LINE};
-use crate::sandbox::probe::listeners::Listeners;
-use crate::sandbox::probe::model::{self, spec, Control, Outcome, Truth, Which};
+use super::probe_truth::{clean_after_control, got_through, Truth};
+use crate::sandbox::probe::listeners::{Listeners, Which};
+use crate::sandbox::probe::model::{self, spec, Outcome};
 use crate::sandbox::probe::runner::{run_control, run_inside, Place};
 use crate::sandbox::SandboxMode;
 use crate::sandbox::{LayerStatus, Sandbox, SandboxOptions, StatusReport};
@@ -29,10 +30,10 @@ use crate::sandbox::{LayerStatus, Sandbox, SandboxOptions, StatusReport};
 mod attempts;
 
 pub use self::attempts::attempt;
-use self::attempts::{launchd_job_exists, remove_launchd_job, Attempt};
+use self::attempts::Attempt;
 
 /// A spec of the macOS suite.
-type Spec = model::Spec<Attempt>;
+type Spec = model::Spec<Attempt, Truth>;
 
 fn os_version() -> String {
     Command::new("/usr/bin/sw_vers")
@@ -172,7 +173,7 @@ const USER_DOMAIN: &str = "needs a launchd per-user domain of a login session, w
 #[rustfmt::skip]
 fn specs(fx: &Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
     use Attempt as A;
-    use Truth::{Absent, ExecBits, LaunchdJob, Listener};
+    use Truth::{Absent, LaunchdJob, Listener, NoExecBit};
     let s = |p: &Path| Fixture::s(p);
     let (pid, db, secret) = (server_pid.to_string(), s(&fx.db), s(&fx.secret));
     let marker = format!("reachweaver-probe-{:016x}", crate::sandbox::random_u64());
@@ -242,7 +243,7 @@ fn specs(fx: &Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
             "write beside the database in a draft run")
             .truth(Absent(beside_db)).draft(),
         mac("draft-exec-bit", A::ChmodX, &[&db], "leave an execute bit on the database in a draft run")
-            .truth(ExecBits(fx.db.clone())).draft(),
+            .truth(NoExecBit(fx.db.clone())).draft(),
         // Ask Launch Services to bring the already running Finder up hidden
         // and in the background: the same request `open` makes for any
         // app, with nothing shown when the control succeeds outside.
@@ -270,14 +271,6 @@ fn specs(fx: &Fixture, server_pid: u32, home: &Path) -> Vec<Spec> {
 /// A secret-named variable in the server's environment that no run may see.
 const SECRET_ENV: &str = "REACHWEAVER_PROBE_API_TOKEN";
 
-/// Why a spec's control may not work here, if it needs a session.
-fn session(sp: &Spec) -> Option<&'static str> {
-    match sp.control {
-        Control::Session(why) => Some(why),
-        _ => None,
-    }
-}
-
 /// A folder made for the probe when it was missing, removed (if still
 /// empty) when the probe ends; one that existed is left as it was.
 struct MadeDir(Option<PathBuf>);
@@ -302,90 +295,13 @@ impl Drop for MadeDir {
     }
 }
 
-/// What a positive control made, removed before the same attempt runs
-/// inside: a file the control wrote where the run must not write would
-/// otherwise count as the run's escape. A leftover that can't be removed
-/// stops the probe, as every later line would be wrong.
-fn clean_after_control(fx: &Fixture, sp: &Spec) -> anyhow::Result<()> {
-    let mut made = vec![fx.outside.join("hardlink"), fx.outside.join("probe.sh")];
-    match &sp.truth {
-        Truth::Absent(p) => made.push(p.clone()),
-        // The job is removed by asking; one that stays is a leftover.
-        Truth::LaunchdJob(label) if !remove_launchd_job(label) => anyhow::bail!(
-            "the positive control of {} left launchd job {label} behind",
-            sp.name
-        ),
-        Truth::ExecBits(path) => {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-        }
-        _ => {}
-    }
-    for p in made {
-        match std::fs::remove_file(&p) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => anyhow::bail!(
-                "the positive control of {} left {} behind: {e}",
-                sp.name,
-                p.display()
-            ),
-        }
-    }
-    Ok(())
-}
-
-/// Whether the inside run got through, by the spec's truth, checked after
-/// the run (and a draft's sweep); `detail` gets what the check saw. What
-/// the run left is removed. A truth this platform can't check stops the
-/// probe rather than pass unchecked.
-fn got_through(
-    fx: &Fixture,
-    sp: &Spec,
-    reported_ok: bool,
-    listener_before: usize,
-    detail: &mut String,
-) -> anyhow::Result<bool> {
-    Ok(match &sp.truth {
-        Truth::Report => reported_ok,
-        Truth::Listener(w) => reported_ok || fx.net.counters.get(*w) > listener_before,
-        Truth::Absent(p) => {
-            let there = p.exists();
-            if there {
-                let _ = std::fs::remove_file(p);
-            }
-            reported_ok || there
-        }
-        Truth::LaunchdJob(label) => {
-            let there = launchd_job_exists(label);
-            if there {
-                remove_launchd_job(label);
-            }
-            reported_ok || there
-        }
-        Truth::ExecBits(path) => {
-            use std::os::unix::fs::PermissionsExt;
-            // A draft may try to set the bit, none may be left on the host.
-            let mode = std::fs::metadata(path).map(|m| m.permissions().mode());
-            let shown = match &mode {
-                Ok(m) => format!("{:o}", m & 0o7777),
-                Err(e) => e.to_string(),
-            };
-            *detail = format!("{detail}; afterwards the mode is {shown}");
-            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-            mode.as_ref().map_or(true, |m| m & 0o111 != 0)
-        }
-        other => anyhow::bail!("{}: macOS can't check {other:?}", sp.name),
-    })
-}
-
 fn run_one(sb: &Sandbox, fx: &Fixture, sp: &Spec) -> anyhow::Result<Line> {
     let control = if sp.allowed {
         ControlResult::None
     } else {
         let c = run_control(fx, sp, &sp.args, None);
-        clean_after_control(fx, sp)?;
-        ControlResult::of(false, matches!(c, Outcome::Ok(_)), session(sp))
+        clean_after_control(&fx.outside, sp)?;
+        ControlResult::of(sp, matches!(c, Outcome::Ok(_)))
     };
     let before = match &sp.truth {
         Truth::Listener(w) => fx.net.counters.get(*w),
@@ -395,22 +311,9 @@ fn run_one(sb: &Sandbox, fx: &Fixture, sp: &Spec) -> anyhow::Result<Line> {
     // The listeners count on threads of their own.
     std::thread::sleep(std::time::Duration::from_millis(50));
     let mut detail = inside.text().trim().to_string();
-    let through = got_through(
-        fx,
-        sp,
-        matches!(inside, Outcome::Ok(_)),
-        before,
-        &mut detail,
-    )?;
-    Ok(Line::judged(
-        &sp.name,
-        sp.what,
-        sp.allowed,
-        through,
-        control,
-        session(sp),
-        detail,
-    ))
+    let reported_ok = matches!(inside, Outcome::Ok(_));
+    let through = got_through(&fx.net.counters, sp, reported_ok, before, &mut detail);
+    Ok(Line::judged(sp, through, control, detail))
 }
 
 pub fn run(json: bool) -> anyhow::Result<u8> {
@@ -500,7 +403,7 @@ mod tests {
             if let Truth::Absent(path) = &sp.truth {
                 std::fs::write(path, b"control").unwrap();
                 std::fs::write(fx.outside.join("hardlink"), b"x").unwrap();
-                clean_after_control(&fx, sp).unwrap();
+                clean_after_control(&fx.outside, sp).unwrap();
                 assert!(!path.exists(), "{}: {}", sp.name, path.display());
                 assert!(!fx.outside.join("hardlink").exists());
                 checked.push(sp.name.as_str());
@@ -527,7 +430,7 @@ mod tests {
         let specs = specs(&fx, std::process::id(), &home);
         let bound: Vec<&str> = specs
             .iter()
-            .filter(|s| session(s).is_some())
+            .filter(|s| s.session().is_some())
             .map(|s| s.name.as_str())
             .collect();
         assert_eq!(
@@ -555,7 +458,7 @@ mod tests {
             "draft-exec-bit",
         ] {
             let sp = named(&specs, name);
-            assert_eq!(session(sp), None, "{name}");
+            assert_eq!(sp.session(), None, "{name}");
             assert!(!sp.allowed, "{name}");
         }
         let drafts: Vec<&str> = specs
@@ -573,29 +476,14 @@ mod tests {
         );
     }
 
-    /// Every spec says what it tries, and its truth is one this platform
-    /// checks (else the probe stops at it).
     #[test]
-    fn every_spec_says_what_it_tries_and_has_a_truth_macos_checks() {
+    fn every_spec_says_what_it_tries() {
         let fx = Fixture::new().unwrap();
         let home = fx.outside.join("home");
         let specs = specs(&fx, std::process::id(), &home);
         assert_eq!(specs.len(), 34);
         for sp in &specs {
             assert!(!sp.what.is_empty(), "{}", sp.name);
-            assert!(
-                matches!(
-                    sp.truth,
-                    Truth::Report
-                        | Truth::Listener(_)
-                        | Truth::Absent(_)
-                        | Truth::LaunchdJob(_)
-                        | Truth::ExecBits(_)
-                ),
-                "{}: {:?}",
-                sp.name,
-                sp.truth
-            );
         }
     }
 

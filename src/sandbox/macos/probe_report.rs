@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::sandbox::probe::model::Spec;
+
 /// The layers line: macOS has one layer, the generated profile.
 pub(crate) const LAYERS: &str = "sandbox-exec (deny-by-default profile, no network)";
 
@@ -28,10 +30,10 @@ pub(crate) enum ControlResult {
 }
 
 impl ControlResult {
-    /// `session` is why the control may not work here (a GUI login, a
-    /// launchd user domain), for attempts that need one.
-    pub(crate) fn of(allowed: bool, worked: bool, session: Option<&str>) -> ControlResult {
-        match (allowed, worked, session) {
+    /// What a spec's control got: `worked` says whether it did what it
+    /// tried outside. An allowed operation needs no control.
+    pub(crate) fn of<A, T>(sp: &Spec<A, T>, worked: bool) -> ControlResult {
+        match (sp.allowed, worked, sp.session()) {
             (true, _, _) => ControlResult::None,
             (false, true, _) => ControlResult::Ok,
             (false, false, Some(_)) => ControlResult::NotApplicable,
@@ -97,26 +99,23 @@ pub(crate) struct Line {
 }
 
 impl Line {
-    /// A judged line. `session` is the spec's (why its control may not
-    /// work here); a line that is not applicable here starts with it.
-    pub(crate) fn judged(
-        name: &str,
-        what: &'static str,
-        allowed: bool,
+    /// A spec's judged line. A line that is not applicable here starts
+    /// with why (the session its control needs).
+    pub(crate) fn judged<A, T>(
+        sp: &Spec<A, T>,
         got_through: bool,
         control: ControlResult,
-        session: Option<&str>,
         detail: String,
     ) -> Line {
-        let result = Finding::of(allowed, got_through, control);
+        let result = Finding::of(sp.allowed, got_through, control);
         let detail = if result == Finding::NotApplicableHere {
-            format!("{} ({detail})", session.unwrap_or("not applicable"))
+            format!("{} ({detail})", sp.session().unwrap_or("not applicable"))
         } else {
             detail
         };
         Line {
-            name: name.to_string(),
-            what,
+            name: sp.name.clone(),
+            what: sp.what,
             result,
             control,
             detail,
@@ -199,6 +198,7 @@ pub(crate) fn exit_code(lines: &[Line]) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::probe::model::spec;
 
     #[test]
     fn a_held_attempt_without_its_session_is_not_applicable_and_an_escape_still_an_escape() {
@@ -224,83 +224,83 @@ mod tests {
         }
     }
 
+    /// A spec of a stand-in suite (the attempt is its word).
+    fn sp(name: &str, what: &'static str) -> Spec<&'static str, ()> {
+        spec(name, "attempt", vec![], "", &[]).what(what)
+    }
+
     #[test]
     fn a_control_is_judged_by_whether_it_worked_and_needed_a_session() {
         use ControlResult as C;
-        // (allowed, worked, session) -> control
+        let escape = sp("e", "an escape");
+        let bound = sp("b", "a lookup").needs_session("gui");
+        let allowed = sp("a", "a read").allowed();
+        let allowed_bound = sp("ab", "a lookup").needs_session("gui").allowed();
+        // (spec, worked) -> control
         let cases = [
-            (true, false, None, C::None),
-            (true, true, Some("gui"), C::None),
-            (false, true, None, C::Ok),
-            (false, true, Some("gui"), C::Ok),
-            (false, false, Some("gui"), C::NotApplicable),
-            (false, false, None, C::Failed),
+            (&allowed, false, C::None),
+            (&allowed_bound, true, C::None),
+            (&escape, true, C::Ok),
+            (&bound, true, C::Ok),
+            (&bound, false, C::NotApplicable),
+            (&escape, false, C::Failed),
         ];
-        for (allowed, worked, session, want) in cases {
+        for (spec, worked, want) in cases {
             assert_eq!(
-                ControlResult::of(allowed, worked, session),
+                ControlResult::of(spec, worked),
                 want,
-                "allowed={allowed} worked={worked} {session:?}"
+                "{} {worked}",
+                spec.name
             );
         }
     }
 
     /// One line of each kind, as the probe judges them.
     fn fixed_lines() -> Vec<Line> {
+        let gui = "needs a GUI login session";
+        let line = |spec: Spec<&'static str, ()>, worked: bool, through: bool, detail: &str| {
+            let control = ControlResult::of(&spec, worked);
+            Line::judged(&spec, through, control, detail.to_string())
+        };
         vec![
-            Line::judged(
-                "net-tcp",
-                "TCP connect to 127.0.0.1",
-                false,
-                false,
-                ControlResult::of(false, true, None),
-                None,
-                "connect tcp: Operation not permitted (os error 1)".into(),
-            ),
-            Line::judged(
-                "read-outside",
-                "read a file outside the grants",
-                false,
-                true,
-                ControlResult::of(false, true, None),
-                None,
-                "read /x/secret.txt: succeeded".into(),
-            ),
-            Line::judged(
-                "pasteboard",
-                "look up the pasteboard (what was copied)",
-                false,
-                false,
-                ControlResult::of(false, false, Some("needs a GUI login session")),
-                Some("needs a GUI login session"),
-                "look up com.apple.pasteboard.1: bootstrap_look_up: 1100".into(),
-            ),
-            Line::judged(
-                "procinfo",
-                "read the server's executable path (proc_pidpath)",
-                false,
-                false,
-                ControlResult::of(false, false, None),
-                None,
-                "proc_pidpath of pid 7: Operation not permitted (os error 1)".into(),
-            ),
-            Line::judged(
-                "allowed-read-root",
-                "read a file in the root",
-                true,
-                true,
-                ControlResult::of(true, false, None),
-                None,
-                "read /x/root/allowed.txt: succeeded".into(),
-            ),
-            Line::judged(
-                "allowed-sysctl",
-                "read hw.ncpu",
+            line(
+                sp("net-tcp", "TCP connect to 127.0.0.1"),
                 true,
                 false,
-                ControlResult::of(true, false, None),
-                None,
-                "sysctl hw.ncpu: Operation not permitted (os error 1)".into(),
+                "connect tcp: Operation not permitted (os error 1)",
+            ),
+            line(
+                sp("read-outside", "read a file outside the grants"),
+                true,
+                true,
+                "read /x/secret.txt: succeeded",
+            ),
+            line(
+                sp("pasteboard", "look up the pasteboard (what was copied)").needs_session(gui),
+                false,
+                false,
+                "look up com.apple.pasteboard.1: bootstrap_look_up: 1100",
+            ),
+            line(
+                sp(
+                    "procinfo",
+                    "read the server's executable path (proc_pidpath)",
+                ),
+                false,
+                false,
+                "proc_pidpath of pid 7: Operation not permitted (os error 1)",
+            ),
+            line(
+                sp("allowed-read-root", "read a file in the root").allowed(),
+                false,
+                true,
+                "read /x/root/allowed.txt: succeeded",
+            ),
+            line(
+                sp("allowed-sysctl", "read hw.ncpu").allowed(),
+                false,
+                false,
+                "sysctl hw.ncpu: Operation not permitted (os error 1)",
             ),
         ]
     }

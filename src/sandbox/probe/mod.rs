@@ -18,11 +18,11 @@
 //! `sandbox/LAYERS.md` is tested, not just written.
 //!
 //! One machinery for Linux and macOS: what the probe reasons about
-//! (specs, truths, outcomes; on Linux also holders and verdicts) is in
+//! (specs, controls, outcomes; Linux's truths, holders and verdicts) is in
 //! `model.rs`, starting one attempt and reading its report line in
 //! `runner.rs`, the loopback listeners in `listeners.rs`, and the table
 //! that names a platform's attempts in `table.rs`. What differs is each
-//! platform's attempts, its fixture and its suite: macOS's are in
+//! platform's attempts, fixture, suite and truths: macOS's are in
 //! `sandbox/macos/probe*`. On Linux, `suite.rs` runs the suite and writes
 //! the report, the suite is in `specs.rs`, the host's side of it (folders,
 //! fingerprints, terminal) in `fixture.rs`, and what the probe checks from
@@ -52,7 +52,7 @@ mod suite;
 
 /// A spec of the Linux suite.
 #[cfg(target_os = "linux")]
-type Spec = model::Spec<attempts::Attempt>;
+type Spec = model::Spec<attempts::Attempt, model::Truth>;
 
 #[cfg(target_os = "linux")]
 pub(crate) use self::host_checks::serve_one_call;

@@ -3,10 +3,11 @@
 //! report line carries. Pure data: nothing here runs anything.
 //!
 //! One model for Linux and macOS: a spec holds its platform's `Attempt`
-//! (the variant of that platform's attempt table, never the word), and the
-//! few truths and controls only one platform has are marked so. macOS
-//! judges and reports its lines itself (`macos/probe_report.rs`); the
-//! holders, predictions and verdicts are Linux's.
+//! (the variant of that platform's attempt table, never the word) and its
+//! platform's truth (Linux's is [`Truth`], macOS's in
+//! `macos/probe_truth.rs`). macOS judges and reports its lines itself
+//! (`macos/probe_report.rs`); the holders, predictions and verdicts are
+//! Linux's.
 
 use std::path::PathBuf;
 
@@ -132,13 +133,15 @@ pub(in crate::sandbox) enum Control {
     /// A plain child that works only in a session this machine may not
     /// have (a GUI login, a launchd user domain), said here: where it fails,
     /// the line is "not applicable here", not a control that failed.
-    #[cfg(target_os = "macos")]
+    #[cfg(any(test, target_os = "macos"))]
     Session(&'static str),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How the truth of a Linux attempt is established.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(in crate::sandbox) enum Truth {
     /// Only the attempt's own report.
+    #[default]
     Report,
     Listener(Which),
     /// The fixture files must be unchanged.
@@ -179,12 +182,6 @@ pub(in crate::sandbox) enum Truth {
     /// run's file-size limit. The control reserves in a scratch file of its
     /// own instead (its first argument replaced).
     Reserved(PathBuf),
-    /// This path must not exist once the run is over.
-    #[cfg(target_os = "macos")]
-    Absent(PathBuf),
-    /// launchd must not know a job by this label once the run is over.
-    #[cfg(target_os = "macos")]
-    LaunchdJob(String),
 }
 
 /// What the probe does on the host while a watching attempt runs.
@@ -210,11 +207,12 @@ impl Trigger {
     }
 }
 
-/// One attempt of a platform's suite. `A` is the platform's `Attempt`.
-pub(in crate::sandbox) struct Spec<A> {
+/// One attempt of a platform's suite. `A` is the platform's `Attempt`,
+/// `T` how the platform establishes whether the run got through.
+pub(in crate::sandbox) struct Spec<A, T> {
     pub(in crate::sandbox) name: String,
     /// What the attempt tries, in words (the macOS report shows it).
-    #[cfg(target_os = "macos")]
+    #[cfg(any(test, target_os = "macos"))]
     pub(in crate::sandbox) what: &'static str,
     pub(in crate::sandbox) attempt: A,
     pub(in crate::sandbox) args: Vec<String>,
@@ -223,64 +221,72 @@ pub(in crate::sandbox) struct Spec<A> {
     /// "ok".
     pub(in crate::sandbox) expect: String,
     pub(in crate::sandbox) holders: Vec<Stopper>,
-    pub(in crate::sandbox) truth: Truth,
+    pub(in crate::sandbox) truth: T,
     /// A sanity check that must work inside (else the probe proves nothing).
     pub(in crate::sandbox) allowed: bool,
     /// The run kind the attempt runs under.
     pub(in crate::sandbox) kind: RunKind,
 }
 
-pub(in crate::sandbox) fn spec<A>(
+pub(in crate::sandbox) fn spec<A, T: Default>(
     name: impl Into<String>,
     attempt: A,
     args: Vec<String>,
     expect: &str,
     holders: &[Stopper],
-) -> Spec<A> {
+) -> Spec<A, T> {
     Spec {
         name: name.into(),
-        #[cfg(target_os = "macos")]
+        #[cfg(any(test, target_os = "macos"))]
         what: "",
         attempt,
         args,
         control: Control::Host,
         expect: expect.to_string(),
         holders: holders.to_vec(),
-        truth: Truth::Report,
+        truth: T::default(),
         allowed: false,
         kind: RunKind::ReadOnly,
     }
 }
 
-impl<A> Spec<A> {
-    pub(in crate::sandbox) fn truth(mut self, t: Truth) -> Spec<A> {
+impl<A, T> Spec<A, T> {
+    pub(in crate::sandbox) fn truth(mut self, t: T) -> Spec<A, T> {
         self.truth = t;
         self
     }
-    pub(in crate::sandbox) fn in_userns(mut self) -> Spec<A> {
+    pub(in crate::sandbox) fn in_userns(mut self) -> Spec<A, T> {
         self.control = Control::Userns;
         self
     }
-    pub(in crate::sandbox) fn draft(mut self) -> Spec<A> {
+    pub(in crate::sandbox) fn draft(mut self) -> Spec<A, T> {
         self.kind = RunKind::Draft;
         self
     }
-    pub(in crate::sandbox) fn allowed(mut self) -> Spec<A> {
+    pub(in crate::sandbox) fn allowed(mut self) -> Spec<A, T> {
         self.allowed = true;
         self.expect = "ok".into();
         self
     }
-    #[cfg(target_os = "macos")]
-    pub(in crate::sandbox) fn what(mut self, what: &'static str) -> Spec<A> {
+    #[cfg(any(test, target_os = "macos"))]
+    pub(in crate::sandbox) fn what(mut self, what: &'static str) -> Spec<A, T> {
         self.what = what;
         self
     }
     /// The control needs a session this machine may lack (see
     /// [`Control::Session`]).
-    #[cfg(target_os = "macos")]
-    pub(in crate::sandbox) fn needs_session(mut self, why: &'static str) -> Spec<A> {
+    #[cfg(any(test, target_os = "macos"))]
+    pub(in crate::sandbox) fn needs_session(mut self, why: &'static str) -> Spec<A, T> {
         self.control = Control::Session(why);
         self
+    }
+    /// Why the control may not work here, if it needs a session.
+    #[cfg(any(test, target_os = "macos"))]
+    pub(in crate::sandbox) fn session(&self) -> Option<&'static str> {
+        match self.control {
+            Control::Session(why) => Some(why),
+            _ => None,
+        }
     }
 }
 
@@ -314,7 +320,7 @@ pub(super) enum Prediction {
 }
 
 impl Prediction {
-    pub(super) fn of<A>(sp: &Spec<A>, layers: &Layers, uid: u32) -> Prediction {
+    pub(super) fn of<A, T>(sp: &Spec<A, T>, layers: &Layers, uid: u32) -> Prediction {
         if sp.allowed {
             Prediction::Allowed
         } else if sp.holders.iter().any(|h| h.active(layers, uid)) {
@@ -642,7 +648,7 @@ mod tests {
     fn a_root_servers_fork_bomb_is_held_by_its_runs_cgroup_alone() {
         use crate::sandbox::probe::attempts::Attempt;
         use crate::sandbox::probe::specs::FORK_BOMB_HOLDERS;
-        let sp = spec(
+        let sp: crate::sandbox::probe::Spec = spec(
             "fork-bomb",
             Attempt::ForkBomb,
             vec![],

@@ -92,9 +92,9 @@ pub(super) fn reader<R: Read + Send + 'static>(
 pub(super) const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Run one attempt as a plain child of the probe (the positive control).
-pub(in crate::sandbox) fn run_control<A: Display, P: Place>(
+pub(in crate::sandbox) fn run_control<A: Display, T, P: Place>(
     fx: &P,
-    sp: &Spec<A>,
+    sp: &Spec<A, T>,
     args: &[String],
     stdin: Option<OwnedFd>,
 ) -> Outcome {
@@ -102,9 +102,9 @@ pub(in crate::sandbox) fn run_control<A: Display, P: Place>(
 }
 
 /// Like `run_control`, calling `watch` while the attempt runs.
-pub(in crate::sandbox) fn run_control_watched<A: Display, P: Place>(
+pub(in crate::sandbox) fn run_control_watched<A: Display, T, P: Place>(
     fx: &P,
-    sp: &Spec<A>,
+    sp: &Spec<A, T>,
     args: &[String],
     stdin: Option<OwnedFd>,
     watch: &mut dyn FnMut(),
@@ -146,10 +146,10 @@ pub(in crate::sandbox) fn run_control_watched<A: Display, P: Place>(
 }
 
 /// Run one attempt inside the sandbox.
-pub(in crate::sandbox) fn run_inside<A: Display, P: Place>(
+pub(in crate::sandbox) fn run_inside<A: Display, T, P: Place>(
     sb: &Sandbox,
     fx: &P,
-    sp: &Spec<A>,
+    sp: &Spec<A, T>,
     args: &[String],
     stdin: Option<OwnedFd>,
 ) -> Outcome {
@@ -157,10 +157,10 @@ pub(in crate::sandbox) fn run_inside<A: Display, P: Place>(
 }
 
 /// Like `run_inside`, calling `watch` while the attempt runs.
-pub(in crate::sandbox) fn run_inside_watched<A: Display, P: Place>(
+pub(in crate::sandbox) fn run_inside_watched<A: Display, T, P: Place>(
     sb: &Sandbox,
     fx: &P,
-    sp: &Spec<A>,
+    sp: &Spec<A, T>,
     args: &[String],
     stdin: Option<OwnedFd>,
     watch: &mut dyn FnMut(),

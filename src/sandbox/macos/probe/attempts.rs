@@ -110,36 +110,6 @@ fn iokit_property(name: &str) -> std::io::Result<()> {
     }
 }
 
-/// Whether launchd knows a job by this label (`launchctl list LABEL`).
-pub(super) fn launchd_job_exists(label: &str) -> bool {
-    Command::new("/bin/launchctl")
-        .args(["list", label])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Remove a job the probe's control submitted; whether it is gone. launchd
-/// may take a moment to drop it, so the answer is awaited for up to two
-/// seconds.
-pub(super) fn remove_launchd_job(label: &str) -> bool {
-    for _ in 0..20 {
-        let _ = Command::new("/bin/launchctl")
-            .args(["remove", label])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        if !launchd_job_exists(label) {
-            return true;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    false
-}
-
 /// `sysctl kern.procargs2` for a pid: its argv and environment.
 fn procargs(pid: i32) -> std::io::Result<usize> {
     let mut mib = [libc::CTL_KERN, libc::KERN_PROCARGS2, pid];
