@@ -64,6 +64,7 @@ struct Opts {
     out: Option<PathBuf>,
     /// Only the interleaved per-call section.
     only_calls: bool,
+    only_startup: bool,
     /// Only the in-process redaction section (needs no backend).
     only_redaction: bool,
     /// Only the in-process audit-line section (needs no backend).
@@ -80,7 +81,7 @@ struct Opts {
 fn usage() -> &'static str {
     "mcp_bench --bench --noop PATH --py PATH --work DIR [--calls N] [--startups N] \
      [--throughput-calls N] [--list-iters N] [--reference PATH --workspace DIR] \
-     [--compare-server [NAME=]PATH]... [--out FILE] [--only-calls] [--with-pins]\n\
+     [--compare-server [NAME=]PATH]... [--out FILE] [--only-calls | --only-startup] [--with-pins]\n\
      mcp_bench --bench --only-redaction [--out FILE]\n\
      mcp_bench --bench --only-audit [--work DIR] [--audit-lines N] [--audit-fill-mib N] [--out FILE]"
 }
@@ -106,6 +107,7 @@ fn parse_opts() -> Result<Option<Opts>> {
         work: std::env::temp_dir().join("rwmcp-bench"),
         out: None,
         only_calls: false,
+        only_startup: false,
         only_redaction: false,
         only_audit: false,
         audit_lines: 3000,
@@ -133,6 +135,7 @@ fn parse_opts() -> Result<Option<Opts>> {
             "--work" => o.work = PathBuf::from(val()?),
             "--out" => o.out = Some(PathBuf::from(val()?)),
             "--only-calls" => o.only_calls = true,
+            "--only-startup" => o.only_startup = true,
             "--only-redaction" => o.only_redaction = true,
             "--only-audit" => o.only_audit = true,
             "--with-pins" => o.with_pins = true,
@@ -1266,12 +1269,16 @@ fn main() -> Result<()> {
         }
         return Ok(());
     }
-    per_call(&ctx, &o.noop, "tiny C backend", &mut rep)?;
-    per_call(&ctx, &o.py, "Python backend", &mut rep)?;
-    if o.with_pins {
-        pins_check(&o, &mut rep)?;
+    if o.only_startup {
+        startup(&ctx, &mut rep)?;
+    } else {
+        per_call(&ctx, &o.noop, "tiny C backend", &mut rep)?;
+        per_call(&ctx, &o.py, "Python backend", &mut rep)?;
+        if o.with_pins {
+            pins_check(&o, &mut rep)?;
+        }
     }
-    if !o.only_calls {
+    if !o.only_calls && !o.only_startup {
         throughput(
             &ctx,
             &o.noop,

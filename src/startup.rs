@@ -202,20 +202,39 @@ impl App {
         let _ = std::thread::Builder::new()
             .name("patterns".into())
             .spawn(crate::protect::warm_defaults);
-        let detected = Sandbox::detect(&options)?;
+        let mut detected = Sandbox::detect_untried(&options)?;
         // A call the sandbox can't start is answered within its timeout.
         detected.bound_waits(
             (serve.limits.call_timeout > 0).then(|| Duration::from_secs(serve.limits.call_timeout)),
         );
         let redactor = Redactor::from_env(&serve.start.pass_env);
         warn_unredactable_env(&redactor);
-        let (catalog, describe_sha256) = read_catalog(
-            &detected,
-            &backend_str,
-            &owner.globals_argv()?,
-            &options.root,
-            &redactor,
-        )?;
+        let globals_argv = owner.globals_argv()?;
+        let read = |sandbox: &Sandbox| {
+            read_catalog(
+                sandbox,
+                &backend_str,
+                &globals_argv,
+                &options.root,
+                &redactor,
+            )
+        };
+        // The catalog read is the sandbox's trial run: a run that started
+        // had every layer applied. One that could not start is tried again
+        // only if the trial run gave layers up (best-effort mode).
+        let (catalog, describe_sha256) = match read(&detected) {
+            Err(not_run @ StartError::DescribeNotRun { .. }) => {
+                if detected.tried(false)? {
+                    read(&detected)?
+                } else {
+                    return Err(not_run);
+                }
+            }
+            other => {
+                detected.tried(true)?;
+                other?
+            }
+        };
 
         let inputs = files::Inputs {
             globals: globals.clone(),

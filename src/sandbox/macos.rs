@@ -11,7 +11,8 @@
 //! function of that and the run's policy. So this module is compiled
 //! everywhere and its golden tests, which describe real macOS layouts as
 //! data, run in every CI job; only `spawn` and `probe` (the parts that start
-//! processes) are macOS-only.
+//! processes) are macOS-only, and the probe's report (`probe_report`) and
+//! truth checks (`probe_truth`) are tested everywhere too.
 //!
 //! The parts, by job: `paths` (the spellings the sandbox matches),
 //! `discover` (the exec chain, found at start) with `layouts` (the Homebrew
@@ -26,6 +27,10 @@ mod layouts;
 mod paths;
 #[cfg(target_os = "macos")]
 pub mod probe;
+#[cfg(any(test, target_os = "macos"))]
+mod probe_report;
+#[cfg(any(test, target_os = "macos"))]
+mod probe_truth;
 mod profile;
 #[cfg(target_os = "macos")]
 pub mod spawn;

@@ -64,6 +64,16 @@ use std::time::Duration;
 pub(crate) trait Platform: Sized {
     /// Probe the kernel and set up what every run shares.
     fn detect(opts: &SandboxOptions) -> Result<Self, SandboxError>;
+    /// [`Platform::detect`], leaving its trial run to [`Platform::tried`]
+    /// where the platform can: the caller's first run stands for it.
+    fn detect_untried(opts: &SandboxOptions) -> Result<Self, SandboxError> {
+        Self::detect(opts)
+    }
+    /// After `detect_untried`: whether the first run started (`ran`);
+    /// `Ok(true)` when the layers in force changed for it not starting.
+    fn tried(&mut self, _opts: &SandboxOptions, _ran: bool) -> Result<bool, SandboxError> {
+        Ok(false)
+    }
     /// The layers in force, for the start-up line.
     fn layers_line(&self) -> String;
     /// What holds each promise here for a sandbox with these grants, for
@@ -201,6 +211,10 @@ pub enum SandboxError {
     /// ran out (a fork or clone refused for processes, memory or
     /// descriptors): what failed and the error number.
     Exhausted(String, i32),
+    /// The machine ran out while start-up checked or tried the layers:
+    /// what was being done and the error number. Nothing is concluded of
+    /// the kernel from it, and no layer is given up for it.
+    ShortAtStart(String, i32),
     /// Spawning or piping failed on the server's side, before the backend
     /// could be executed (out of descriptors or processes, among others).
     Io(std::io::Error),
@@ -215,6 +229,12 @@ impl std::fmt::Display for SandboxError {
             SandboxError::Unavailable(m) => write!(f, "sandbox unavailable: {m}"),
             SandboxError::LayerFailed(m) => write!(f, "sandbox layer failed: {m}"),
             SandboxError::Exhausted(m, _) => write!(f, "could not start the sandboxed run: {m}"),
+            SandboxError::ShortAtStart(m, errno) => write!(
+                f,
+                "the machine ran out of {} while {m}; no layer was given up for it: \
+                 start again once there are some to spare",
+                shortage(*errno).unwrap_or("resources")
+            ),
             SandboxError::Io(e) | SandboxError::Exec(e) => {
                 write!(f, "could not start the sandboxed run: {e}")
             }
@@ -243,7 +263,9 @@ impl SandboxError {
     pub(crate) fn exhausted(&self) -> Option<&'static str> {
         match self {
             SandboxError::Io(e) => shortage(e.raw_os_error()?),
-            SandboxError::Exhausted(_, errno) => shortage(*errno),
+            SandboxError::Exhausted(_, errno) | SandboxError::ShortAtStart(_, errno) => {
+                shortage(*errno)
+            }
             _ => None,
         }
     }
@@ -380,14 +402,38 @@ impl Sandbox {
     /// server (a trial run and a few short-lived forks). Other grants for
     /// the same backend come from [`Sandbox::regrant`].
     pub fn detect(opts: &SandboxOptions) -> Result<Sandbox, SandboxError> {
+        Self::detect_with(opts, <Current as Platform>::detect)
+    }
+
+    /// [`Sandbox::detect`] without the trial run, which start-up saves: its
+    /// first run (the catalog read) stands for it, and [`Sandbox::tried`]
+    /// must be told how that run went before anything else runs.
+    pub fn detect_untried(opts: &SandboxOptions) -> Result<Sandbox, SandboxError> {
+        Self::detect_with(opts, <Current as Platform>::detect_untried)
+    }
+
+    fn detect_with(
+        opts: &SandboxOptions,
+        detect: fn(&SandboxOptions) -> Result<Current, SandboxError>,
+    ) -> Result<Sandbox, SandboxError> {
         sweep_stale_tmpdirs();
         let mut opts = opts.clone();
         opts.masks = Vec::new();
         opts.pins = policy::pin_fixed_paths(&opts).map_err(SandboxError::Unavailable)?;
         Ok(Sandbox {
-            state: Detection(std::sync::Arc::new(<Current as Platform>::detect(&opts)?)),
+            state: Detection(std::sync::Arc::new(detect(&opts)?)),
             opts,
         })
+    }
+
+    /// After [`Sandbox::detect_untried`]: `ran` says whether its first run
+    /// started (every layer applied). When it did not, the trial run tells
+    /// whether the sandbox is to blame: in `require` mode that refuses, in
+    /// `best-effort` layers may be given up, and then `Ok(true)` says the
+    /// run is worth one more try.
+    pub fn tried(&mut self, ran: bool) -> Result<bool, SandboxError> {
+        let opts = self.opts.clone();
+        Platform::tried(&mut *self.state, &opts, ran)
     }
 
     /// Bound the wait for each run's start by the call timeout (`None`: no

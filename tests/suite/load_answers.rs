@@ -21,6 +21,8 @@ use crate::support::{fixture, install_executable, server_bin};
 
 /// A user id no other process uses, so a process limit counts this
 /// server's tasks alone (`RLIMIT_NPROC` counts every task of the user).
+/// The tests' users: 47_311 here, 47_331 to 47_333 below for the process
+/// shortages; sandbox_shapes.rs has 47_312 to 47_314, 47_321 and 47_322.
 const LOAD_UID: u32 = 47_311;
 /// The legacy revision the legacy runs negotiate.
 const LEGACY: &str = "2025-06-18";
@@ -68,13 +70,18 @@ fn backend(world: &World) -> std::path::PathBuf {
 /// The server on the load backend under `prlimit` options, as `LOAD_UID`
 /// when the tests run as root (as the current user otherwise).
 fn limited_server(world: &World, limits: &[&str], serve: &[&str]) -> Command {
+    limited_server_as(LOAD_UID, world, limits, serve)
+}
+
+/// [`limited_server`] as `uid` when the tests run as root.
+fn limited_server_as(uid: u32, world: &World, limits: &[&str], serve: &[&str]) -> Command {
     let home = world.folder("home");
     let mut c = Command::new("prlimit");
     c.args(limits);
     if is_root() {
         c.arg("setpriv")
-            .arg(format!("--reuid={LOAD_UID}"))
-            .arg(format!("--regid={LOAD_UID}"))
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
             .arg("--clear-groups");
     }
     c.arg(&world.exe)
@@ -450,18 +457,57 @@ fn i7_a_low_descriptor_limit_lowers_the_concurrency_for_legacy_calls() {
     a_low_descriptor_limit_lowers_the_concurrency(Era::Legacy);
 }
 
-/// Set this process's soft descriptor limit (the hard one is left).
-fn set_soft_nofile(pid: u32, soft: &str) {
-    let out = Command::new("prlimit")
-        .arg(format!("--pid={pid}"))
-        .arg(format!("--nofile={soft}:"))
-        .output()
-        .unwrap();
+/// A process's soft limit as `/proc/PID/limits` gives it, by the row's name
+/// (`Max open files`, `Max processes`).
+fn soft_limit(pid: u32, row: &str) -> String {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits.lines().find(|l| l.starts_with(row)).unwrap();
+    line[row.len()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// `prlimit --pid=PID ARG`, as `owner` when one is given: lowering a limit,
+/// or raising it back up to the hard one, needs no privilege for one's own
+/// processes, and root may lack CAP_SYS_RESOURCE (as in a container).
+fn set_limit(pid: u32, arg: &str, owner: Option<u32>) {
+    let mut c = match owner {
+        Some(uid) => {
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={uid}"))
+                .arg(format!("--regid={uid}"))
+                .arg("--clear-groups")
+                .arg("prlimit");
+            c
+        }
+        None => Command::new("prlimit"),
+    };
+    let out = c.arg(format!("--pid={pid}")).arg(arg).output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The call's answer is the server's own shortage of `what`.
+fn assert_server_short_of(answer: &Value, what: &str, stderr: &str) {
+    let res = &answer["result"];
+    assert_eq!(res["isError"], true, "{answer}");
+    let error = &res["structuredContent"]["output"]["error"];
+    assert_eq!(error["code"], "resource_exhausted", "{answer}\n{stderr}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("The server ran out of {what}")),
+        "{answer}"
+    );
+}
+
+/// A tiny call of the load backend, in the modern era.
+fn nap(id: &str) -> Value {
+    call(Era::Modern, json!(id), "nap", json!({"seconds": 0}))
 }
 
 /// Descriptors running out in a running server are its own shortage:
@@ -477,23 +523,10 @@ fn i9_descriptors_running_out_are_the_servers_shortage_not_the_backends() {
         .arg("mcp-serve")
         .current_dir(&home);
     let mut s = Server::spawn(cmd);
-    let ok = s.request(call(
-        Era::Modern,
-        json!("before"),
-        "nap",
-        json!({"seconds": 0}),
-    ));
+    let ok = s.request(nap("before"));
     assert_eq!(ok["result"]["isError"], false, "{ok}");
     let pid = s.pid();
-    let soft = status_field(pid, "Pid").map(|_| {
-        std::fs::read_to_string(format!("/proc/{pid}/limits"))
-            .unwrap()
-            .lines()
-            .find(|l| l.starts_with("Max open files"))
-            .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
-            .unwrap()
-    });
-    let soft = soft.unwrap();
+    let soft = soft_limit(pid, "Max open files");
     // The first call is over, descriptors closed, once its log line is out
     // (written after the answer).
     s.stderr_when("the first call's log line", |t| {
@@ -503,35 +536,11 @@ fn i9_descriptors_running_out_are_the_servers_shortage_not_the_backends() {
     // free number, so the limit is that number (a count would leave the
     // gaps below the highest descriptor free).
     let lowest_free = crate::support::faults::lowest_free_fd(pid);
-    set_soft_nofile(pid, &lowest_free.to_string());
-    let short = s.request(call(
-        Era::Modern,
-        json!("short"),
-        "nap",
-        json!({"seconds": 0}),
-    ));
-    set_soft_nofile(pid, &soft);
-    let res = &short["result"];
-    assert_eq!(res["isError"], true, "{short}");
-    assert_eq!(
-        res["structuredContent"]["output"]["error"]["code"],
-        "resource_exhausted",
-        "{short}\n{}",
-        s.stderr_text()
-    );
-    assert!(
-        res["structuredContent"]["output"]["error"]["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("The server ran out of open files"),
-        "{short}"
-    );
-    let again = s.request(call(
-        Era::Modern,
-        json!("after"),
-        "nap",
-        json!({"seconds": 0}),
-    ));
+    set_limit(pid, &format!("--nofile={lowest_free}:"), None);
+    let short = s.request(nap("short"));
+    set_limit(pid, &format!("--nofile={soft}:"), None);
+    assert_server_short_of(&short, "open files", &s.stderr_text());
+    let again = s.request(nap("after"));
     assert_eq!(again["result"]["isError"], false, "{again}");
 }
 
@@ -725,4 +734,95 @@ fn a_silent_sandbox_fails_the_call_within_its_timeout_and_the_next_is_served() {
         "the silent zygote is still there: {now:?}"
     );
     assert_eq!(now.len(), 1, "{now:?}");
+}
+
+/// A start-up on a machine out of processes: the kernel checks can't fork,
+/// which says nothing of the kernel, so the server refuses to start in
+/// every mode, naming the shortage, instead of serving with the layers the
+/// checks seemed to find missing.
+fn a_shortage_at_start_gives_up_no_layer(uid: u32, mode: &str) {
+    let w = World::new();
+    // One process of this user at most: the server itself, so its first
+    // fork fails. The user is the test's own: with another process of it
+    // running, the server could not even be executed.
+    let mut cmd = limited_server_as(uid, &w, &["--nproc=1"], &[&format!("--sandbox={mode}")]);
+    cmd.stdin(Stdio::null());
+    let out = crate::support::sandbox::output_within(cmd, Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "the machine ran out of processes or threads while checking which layers this \
+             kernel offers (unshare: fork: Resource temporarily unavailable (os error 11)); \
+             no layer was given up for it"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("serving "), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn i9_out_of_processes_at_start_refuses_to_serve_in_require_mode() {
+    a_shortage_at_start_gives_up_no_layer(47_332, "require");
+}
+
+#[test]
+fn i9_out_of_processes_at_start_gives_up_no_layer_in_best_effort_mode() {
+    a_shortage_at_start_gives_up_no_layer(47_333, "best-effort");
+}
+
+/// A user id of its own for the process-limit test, so lowering its limit
+/// touches no other test's server.
+const SHORT_UID: u32 = 47_331;
+
+/// A running server that can't fork is short of processes itself: the call
+/// is `resource_exhausted`, never `backend_failed`, and once processes are
+/// free again calls run. The fork is made to happen on the call's path by
+/// saving a masked file, which replaces the sandbox's zygote before the
+/// next call.
+#[test]
+fn i9_processes_running_out_are_the_servers_shortage_not_the_backends() {
+    let w = World::new();
+    let home = w.folder("home");
+    std::fs::write(home.join(".env"), "TOKEN=1\n").unwrap();
+    let mut cmd = if is_root() {
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={SHORT_UID}"))
+            .arg(format!("--regid={SHORT_UID}"))
+            .arg("--clear-groups")
+            .arg(&w.exe);
+        c
+    } else {
+        Command::new(&w.exe)
+    };
+    cmd.arg(format!("--backend={}", backend(&w).display()))
+        .arg(format!("--home={}", home.display()))
+        .arg("mcp-serve")
+        .current_dir(&home);
+    let mut s = Server::spawn(cmd);
+    let ok = s.request(nap("before"));
+    assert_eq!(ok["result"]["isError"], false, "{ok}");
+    let pid = s.pid();
+    let soft = soft_limit(pid, "Max processes");
+    let owner = is_root().then_some(SHORT_UID);
+    // One process of this user at most, the server itself: any fork fails.
+    set_limit(pid, "--nproc=1:", owner);
+    // An editor's save: the masked file's name now points at a new file.
+    let tmp = home.join(".env.save");
+    std::fs::write(&tmp, "TOKEN=2\n").unwrap();
+    std::fs::rename(&tmp, home.join(".env")).unwrap();
+    let short = s.request(nap("short"));
+    set_limit(pid, &format!("--nproc={soft}:"), owner);
+    assert_server_short_of(&short, "processes or threads", &s.stderr_text());
+    let again = s.request(nap("after"));
+    assert_eq!(again["result"]["isError"], false, "{again}");
+    let (status, _) = s.finish();
+    let stderr = s.stderr_after_exit();
+    assert!(status.success(), "{stderr}");
+    assert!(!stderr.contains("backend_failed"), "{stderr}");
 }

@@ -377,7 +377,7 @@ pub struct Parent {
 
 impl Parent {
     /// Carry out the plan. Fails (and the sandbox with it) if any step does.
-    pub fn set_up(plan: &ParentPlan, limits: CgroupLimits) -> Result<Parent, String> {
+    pub fn set_up(plan: &ParentPlan, limits: CgroupLimits) -> Result<Parent, StepError> {
         if plan.owned {
             if let Some(base) = plan.dir.parent() {
                 sweep_stale(base);

@@ -3,6 +3,7 @@
 //! named in the start-up line.
 
 use super::kernel::{errno, kernel_at_least, Pending};
+use super::step_error::{LayerStep, StepError};
 use super::{cgroup, landlock, mounts, seccomp};
 use crate::sandbox::policy::Layers;
 use crate::sandbox::SandboxMode;
@@ -20,7 +21,7 @@ pub struct Detected {
     /// What a probe found of each layer the kernel is asked about (the
     /// namespaces, `pid_max`, the minimal root, the cgroup, seccomp): why
     /// not, when it is not there. See [`Detected::probed`].
-    probed: Vec<(Layer, Result<(), String>)>,
+    probed: Vec<(Layer, Result<(), StepError>)>,
     /// The server holds CAP_SETPCAP (root): a run without a user namespace
     /// of its own can still empty its bounding set and lock its securebits.
     pub setpcap: bool,
@@ -53,8 +54,7 @@ impl Detected {
         let pid_max_guess = pid_max_guess.map(Pending::finish);
         let mount_guess = mount_guess.and_then(Pending::finish);
         if every.is_ok() {
-            let pid_max = pid_max_guess
-                .unwrap_or_else(|| Err("per-namespace pid_max needs Linux 6.14".into()));
+            let pid_max = pid_max_guess.unwrap_or_else(|| Err(needs("Linux 6.14")));
             return Self::found(
                 kernel,
                 [Ok(()), Ok(()), Ok(()), Ok(()), Ok(())],
@@ -74,7 +74,9 @@ impl Detected {
             let kind = |flag: libc::c_int| match &userns {
                 Ok(()) => try_unshare(libc::CLONE_NEWUSER | flag),
                 Err(e) => try_unshare(flag).map_err(|own| {
-                    format!("needs a user namespace ({e}) or CAP_SYS_ADMIN ({own})")
+                    own.map_detail(|own| {
+                        format!("needs a user namespace ({e}) or CAP_SYS_ADMIN ({own})")
+                    })
                 }),
             };
             let netns = kind(libc::CLONE_NEWNET);
@@ -85,12 +87,12 @@ impl Detected {
         };
         let pid_max = match (&pidns, pid_max_possible) {
             (Ok(()), true) => try_pid_max(userns.is_ok()),
-            (Ok(()), false) => Err("per-namespace pid_max needs Linux 6.14".into()),
-            (Err(_), _) => Err("needs a PID namespace".into()),
+            (Ok(()), false) => Err(needs("Linux 6.14")),
+            (Err(_), _) => Err(needs("a PID namespace")),
         };
         let mountns = match &pidns {
             Ok(()) => mounts::available(&kernel, userns.is_ok()),
-            Err(_) => Err("needs a PID namespace".into()),
+            Err(_) => Err(needs("a PID namespace")),
         };
         Self::found(
             kernel,
@@ -104,9 +106,9 @@ impl Detected {
     /// `pid_max` and the mount namespace as tried; the rest read here.
     fn found(
         kernel: String,
-        namespaces: [Result<(), String>; 5],
-        pid_max: Result<(), String>,
-        mountns: Result<(), String>,
+        namespaces: [Result<(), StepError>; 5],
+        pid_max: Result<(), StepError>,
+        mountns: Result<(), StepError>,
     ) -> Detected {
         let [userns, netns, ipcns, pidns, utsns] = namespaces;
         Detected {
@@ -119,7 +121,10 @@ impl Detected {
                 (Layer::Pidns, pidns),
                 (Layer::PidMax, pid_max),
                 (Layer::Mountns, mountns),
-                (Layer::Cgroup, cgroup::available().map(|_| ())),
+                (
+                    Layer::Cgroup,
+                    cgroup::available().map_err(|e| StepError::plain(LayerStep::CgroupCreate, e)),
+                ),
                 (Layer::Seccomp, seccomp_available()),
             ],
             setpcap: super::caps::holds_setpcap(),
@@ -137,13 +142,23 @@ impl Detected {
             .iter()
             .find(|(l, _)| *l == layer)
             .map_or(Err(NOT_PROBED), |(_, r)| {
-                r.as_ref().map_err(String::as_str).copied()
+                r.as_ref().map_err(|e| e.detail.as_str()).copied()
             })
+    }
+
+    /// The first probe that failed because the machine ran out (of
+    /// processes, memory or descriptors) rather than because the kernel
+    /// lacks the layer: what it found then says nothing of the kernel.
+    pub fn shortage(&self) -> Option<&StepError> {
+        self.probed
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().err())
+            .find(|e| e.is_shortage())
     }
 
     /// Records what a probe found of `layer`.
     #[cfg(test)]
-    pub fn set_probed(&mut self, layer: Layer, found: Result<(), String>) {
+    pub fn set_probed(&mut self, layer: Layer, found: Result<(), StepError>) {
         match self.probed.iter_mut().find(|(l, _)| *l == layer) {
             Some((_, r)) => *r = found,
             None => self.probed.push((layer, found)),
@@ -366,14 +381,15 @@ pub fn layers_line(d: &Detected, layers: &Layers, mode: SandboxMode, without: &[
 /// can be made in it). Such a machine is treated as one without user
 /// namespaces, naming why. Pure.
 pub fn usable_userns(
-    userns: Result<(), String>,
-    with_netns: Result<(), String>,
+    userns: Result<(), StepError>,
+    with_netns: Result<(), StepError>,
     restricted: Option<bool>,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     match (userns, with_netns) {
         (Err(e), _) => Err(e),
         (Ok(()), Ok(())) => Ok(()),
-        (Ok(()), Err(e)) => Err(format!(
+        (Ok(()), Err(e)) if e.is_shortage() => Err(e),
+        (Ok(()), Err(e)) => Err(e.map_detail(|e| format!(
             "a user namespace can be made but gives no capability in it ({e}){}",
             if restricted == Some(true) {
                 ": kernel.apparmor_restrict_unprivileged_userns=1 and no AppArmor profile allows \
@@ -381,8 +397,13 @@ pub fn usable_userns(
             } else {
                 ""
             }
-        )),
+        ))),
     }
+}
+
+/// A layer that needs another one (or a newer kernel) first: no call failed.
+fn needs(what: &str) -> StepError {
+    StepError::plain(LayerStep::Unshare, format!("needs {what}"))
 }
 
 /// Ubuntu's switch (23.10 and later): `None` where the kernel has none.
@@ -405,10 +426,10 @@ pub(super) fn kernel_release() -> String {
         .into_owned()
 }
 
-pub(super) fn seccomp_available() -> Result<(), String> {
+pub(super) fn seccomp_available() -> Result<(), StepError> {
     // SAFETY: integer-only prctl query.
     if unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) } < 0 {
-        return Err(format!("seccomp: {}", std::io::Error::last_os_error()));
+        return Err(StepError::last(LayerStep::SeccompLoad, "seccomp"));
     }
     for (action, name) in [
         (libc::SECCOMP_RET_ERRNO, "errno"),
@@ -424,25 +445,26 @@ pub(super) fn seccomp_available() -> Result<(), String> {
             )
         };
         if r != 0 {
-            return Err(format!(
-                "seccomp action {name}: {}",
-                std::io::Error::last_os_error()
+            return Err(StepError::last(
+                LayerStep::SeccompLoad,
+                format!("seccomp action {name}"),
             ));
         }
     }
-    seccomp::build_program().map_err(|e| e.to_string())?;
+    seccomp::build_program()
+        .map_err(|e| StepError::plain(LayerStep::SeccompLoad, e.to_string()))?;
     Ok(())
 }
 
 /// Try `unshare(flags)` in a short-lived child, so the server itself never
 /// changes namespace. The child does nothing but the system call and
 /// `_exit`, which is safe after `fork` in a multi-threaded process.
-pub(super) fn try_unshare(flags: libc::c_int) -> Result<(), String> {
+pub(super) fn try_unshare(flags: libc::c_int) -> Result<(), StepError> {
     start_unshare(flags).finish()
 }
 
 fn start_unshare(flags: libc::c_int) -> Pending {
-    Pending::start("unshare", move || {
+    Pending::start("unshare", LayerStep::Unshare, move || {
         // SAFETY: unshare takes flags only.
         if unsafe { libc::unshare(flags) } == 0 {
             0
@@ -455,7 +477,7 @@ fn start_unshare(flags: libc::c_int) -> Pending {
 /// Whether a PID namespace's own init may set the namespace's `pid_max`
 /// (Linux 6.14 and later), tried for real: a child enters new user and PID
 /// namespaces and its child, the namespace's init, writes the value.
-pub(super) fn try_pid_max(userns: bool) -> Result<(), String> {
+pub(super) fn try_pid_max(userns: bool) -> Result<(), StepError> {
     start_pid_max(userns).finish()
 }
 
@@ -467,7 +489,7 @@ fn start_pid_max(userns: bool) -> Pending {
     } else {
         libc::CLONE_NEWPID
     };
-    Pending::start("pid_max in a PID namespace", move || {
+    Pending::start("pid_max in a PID namespace", LayerStep::PidMax, move || {
         // SAFETY: only async-signal-safe calls (unshare, fork, open, write,
         // waitpid, _exit) on data prepared before the first fork.
         unsafe {
@@ -503,6 +525,11 @@ fn start_pid_max(userns: bool) -> Pending {
 mod tests {
     use super::*;
 
+    /// A probe's refusal, as the tests name it.
+    fn no(why: &str) -> StepError {
+        StepError::plain(LayerStep::Unshare, why)
+    }
+
     #[test]
     fn kernel_versions_compare() {
         assert!(kernel_at_least("6.18.44-fc-v657", 6, 14));
@@ -527,13 +554,13 @@ mod tests {
             probed: vec![
                 (Layer::Seccomp, Ok(())),
                 (Layer::Userns, Ok(())),
-                (Layer::Netns, if net { Ok(()) } else { Err("EPERM".into()) }),
+                (Layer::Netns, if net { Ok(()) } else { Err(no("EPERM")) }),
                 (Layer::Ipcns, Ok(())),
                 (Layer::Utsns, Ok(())),
                 (Layer::Pidns, Ok(())),
                 (Layer::PidMax, Ok(())),
                 (Layer::Mountns, Ok(())),
-                (Layer::Cgroup, Err("cgroup v1".into())),
+                (Layer::Cgroup, Err(no("cgroup v1"))),
             ],
             setpcap: true,
             root: true,
@@ -543,7 +570,7 @@ mod tests {
     #[test]
     fn without_a_user_namespace_root_keeps_the_other_namespaces_and_the_bounding_set() {
         let mut d = detected(7, true);
-        d.set_probed(Layer::Userns, Err("ENOSPC".into()));
+        d.set_probed(Layer::Userns, Err(no("ENOSPC")));
         let l = d.layers(&[]);
         assert!(
             !l.has(Layer::Userns)
@@ -563,10 +590,10 @@ mod tests {
             .has(Layer::Cgroup));
         // An ordinary user there: no namespace, no CAP_SETPCAP.
         let mut u = detected(7, true);
-        u.set_probed(Layer::Userns, Err("ENOSPC".into()));
-        u.set_probed(Layer::Netns, Err("EPERM".into()));
-        u.set_probed(Layer::Ipcns, Err("EPERM".into()));
-        u.set_probed(Layer::Pidns, Err("EPERM".into()));
+        u.set_probed(Layer::Userns, Err(no("ENOSPC")));
+        u.set_probed(Layer::Netns, Err(no("EPERM")));
+        u.set_probed(Layer::Ipcns, Err(no("EPERM")));
+        u.set_probed(Layer::Pidns, Err(no("EPERM")));
         u.setpcap = false;
         u.root = false;
         let l = u.layers(&[]);
@@ -586,16 +613,54 @@ mod tests {
     #[test]
     fn a_user_namespace_without_capabilities_counts_as_none() {
         assert_eq!(usable_userns(Ok(()), Ok(()), Some(true)), Ok(()));
-        let e = usable_userns(Ok(()), Err("unshare: EPERM".into()), Some(true)).unwrap_err();
+        let e = usable_userns(Ok(()), Err(no("unshare: EPERM")), Some(true))
+            .unwrap_err()
+            .detail;
         assert!(e.starts_with("a user namespace can be made but gives no capability in it (unshare: EPERM): kernel.apparmor_restrict_unprivileged_userns=1"), "{e}");
-        let e = usable_userns(Ok(()), Err("unshare: EPERM".into()), None).unwrap_err();
+        let e = usable_userns(Ok(()), Err(no("unshare: EPERM")), None)
+            .unwrap_err()
+            .detail;
         assert!(e.ends_with("(unshare: EPERM)"), "{e}");
-        let e = usable_userns(Ok(()), Err("unshare: EPERM".into()), Some(false)).unwrap_err();
+        let e = usable_userns(Ok(()), Err(no("unshare: EPERM")), Some(false))
+            .unwrap_err()
+            .detail;
         assert!(!e.contains("apparmor"), "{e}");
         assert_eq!(
-            usable_userns(Err("ENOSPC".into()), Ok(()), Some(true)),
-            Err("ENOSPC".into())
+            usable_userns(Err(no("ENOSPC")), Ok(()), Some(true)),
+            Err(no("ENOSPC"))
         );
+    }
+
+    fn short_of_processes() -> StepError {
+        StepError::io(
+            LayerStep::ProbeFork,
+            "unshare: fork",
+            &std::io::Error::from_raw_os_error(libc::EAGAIN),
+        )
+    }
+
+    #[test]
+    fn a_probe_that_ran_out_is_kept_as_it_is_not_read_as_a_missing_capability() {
+        let e = usable_userns(Ok(()), Err(short_of_processes()), Some(true)).unwrap_err();
+        assert_eq!(e, short_of_processes());
+        assert!(e.is_shortage());
+    }
+
+    #[test]
+    fn a_shortage_is_told_apart_from_a_kernel_without_the_layer() {
+        let mut d = detected(7, true);
+        assert_eq!(d.shortage(), None);
+        d.set_probed(Layer::Netns, Err(no("EPERM")));
+        assert_eq!(d.shortage(), None);
+        let refused = StepError::io(
+            LayerStep::Unshare,
+            "unshare",
+            &std::io::Error::from_raw_os_error(libc::EPERM),
+        );
+        d.set_probed(Layer::Ipcns, Err(refused));
+        assert_eq!(d.shortage(), None);
+        d.set_probed(Layer::Mountns, Err(short_of_processes()));
+        assert_eq!(d.shortage(), Some(&short_of_processes()));
     }
 
     #[test]

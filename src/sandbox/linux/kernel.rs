@@ -2,6 +2,8 @@
 //! throwaway child: shared by detection (`detect.rs`) and the layers' own
 //! availability checks, so neither has to import the other.
 
+use super::step_error::{LayerStep, StepError};
+
 /// Whether a release string like `6.18.44-foo` is at least `major.minor`. Pure.
 pub fn kernel_at_least(release: &str, major: u32, minor: u32) -> bool {
     let mut it = release
@@ -82,24 +84,33 @@ fn reap(pid: libc::pid_t) -> Result<(), std::io::Error> {
     }
 }
 
-/// A probe started in a child, with the words its failure is named by.
+/// A probe started in a child, with the words its failure is named by and
+/// the step its error number belongs to, so a machine short of processes,
+/// memory or descriptors is not taken for a kernel without the layer.
 pub(crate) struct Pending {
     child: Result<ChildProbe, std::io::Error>,
     what: &'static str,
+    step: LayerStep,
 }
 
 impl Pending {
-    pub(crate) fn start(what: &'static str, f: impl FnOnce() -> i32) -> Pending {
+    pub(crate) fn start(what: &'static str, step: LayerStep, f: impl FnOnce() -> i32) -> Pending {
         Pending {
             child: start_child(f),
             what,
+            step,
         }
     }
 
-    /// Wait for it: `Err` says what failed and why.
-    pub(crate) fn finish(self) -> Result<(), String> {
-        self.child
-            .and_then(ChildProbe::result)
-            .map_err(|e| format!("{}: {e}", self.what))
+    /// Wait for it: `Err` says what failed and why. The probe's own fork
+    /// failing is [`LayerStep::ProbeFork`]; an error number the child
+    /// exited with belongs to the probe's step.
+    pub(crate) fn finish(self) -> Result<(), StepError> {
+        let child = self
+            .child
+            .map_err(|e| StepError::io(LayerStep::ProbeFork, format!("{}: fork", self.what), &e))?;
+        child
+            .result()
+            .map_err(|e| StepError::io(self.step, self.what, &e))
     }
 }

@@ -594,7 +594,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), StepError> {
 /// Whether the kernel gives a run a mount namespace with the calls
 /// [`apply`] needs (`open_tree`, `move_mount`, `mount_setattr`: Linux
 /// 5.12), tried for real in a short-lived child.
-pub fn available(kernel: &str, userns: bool) -> Result<(), String> {
+pub fn available(kernel: &str, userns: bool) -> Result<(), StepError> {
     start_available(kernel, userns)?.finish()
 }
 
@@ -602,9 +602,12 @@ pub fn available(kernel: &str, userns: bool) -> Result<(), String> {
 pub(super) fn start_available(
     kernel: &str,
     userns: bool,
-) -> Result<super::kernel::Pending, String> {
+) -> Result<super::kernel::Pending, StepError> {
     if !super::kernel::kernel_at_least(kernel, 5, 12) {
-        return Err("a minimal root needs Linux 5.12 (mount_setattr)".into());
+        return Err(StepError::plain(
+            LayerStep::MountCheck,
+            "a minimal root needs Linux 5.12 (mount_setattr)",
+        ));
     }
     let attr: [u64; 4] = [MOUNT_ATTR_RDONLY, 0, 0, 0];
     // Without a user namespace only a server holding CAP_SYS_ADMIN (root)
@@ -616,6 +619,9 @@ pub(super) fn start_available(
     };
     Ok(super::kernel::Pending::start(
         "mount namespace with a minimal root",
+        // The child's steps: of them, the tree's clone may run out of
+        // descriptors, and each may run out of memory.
+        LayerStep::MountClone,
         move || {
             // SAFETY: only system calls on static strings and a struct prepared
             // before the fork (async-signal-safe), in a child that then exits.

@@ -72,6 +72,8 @@ pub enum LayerStep {
     /// has died the kernel refuses every fork into it with `ENOMEM`, which
     /// is no shortage of memory.
     ForkIntoPidns,
+    /// The fork of a short-lived child that tries a layer at start.
+    ProbeFork,
 }
 
 impl LayerStep {
@@ -102,6 +104,7 @@ impl LayerStep {
             | LayerStep::SeccompLoad
             | LayerStep::CgroupCreate => memory,
             LayerStep::ForkIntoPidns => processes,
+            LayerStep::ProbeFork => processes || memory,
             LayerStep::MountPropagation
             | LayerStep::MountStat
             | LayerStep::MountAttach
@@ -287,6 +290,7 @@ mod tests {
             &[libc::ENOMEM, libc::EMFILE, libc::ENFILE],
         ),
         (LayerStep::ForkIntoPidns, &[libc::EAGAIN]),
+        (LayerStep::ProbeFork, &[libc::EAGAIN, libc::ENOMEM]),
     ];
 
     #[test]

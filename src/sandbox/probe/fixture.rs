@@ -13,6 +13,7 @@ use anyhow::Context;
 
 use super::attempts;
 use super::listeners::Listeners;
+use super::runner::Place;
 
 /// The probe's world: a temp folder with the root, a backend home, a
 /// folder outside both, and the listeners.
@@ -160,12 +161,6 @@ impl Fixture {
         Ok(())
     }
 
-    /// An empty TMPDIR for the next positive control.
-    pub(super) fn fresh_ctl_tmp(&self) {
-        let _ = crate::sandbox::tmpdir::try_remove_tree(&self.ctl_tmp);
-        let _ = std::fs::create_dir(&self.ctl_tmp);
-    }
-
     pub(super) fn marker(&self) -> String {
         format!(
             "rwprobe-{}-{}-{:x}",
@@ -177,6 +172,21 @@ impl Fixture {
 
     pub(super) fn s(p: &Path) -> String {
         p.to_string_lossy().into_owned()
+    }
+}
+
+impl Place for Fixture {
+    fn exe(&self) -> &Path {
+        &self.exe
+    }
+    fn root(&self) -> &Path {
+        &self.root
+    }
+    /// Emptied before each control.
+    fn control_tmpdir(&self) -> &Path {
+        let _ = crate::sandbox::tmpdir::try_remove_tree(&self.ctl_tmp);
+        let _ = std::fs::create_dir(&self.ctl_tmp);
+        &self.ctl_tmp
     }
 }
 

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use super::attempts::Attempt;
 use super::fixture::{kill_marker, marker_pids, wait_for, Fixture};
-use super::model::{spec, Outcome, Spec};
+use super::model::{spec, Outcome};
 use super::runner::{parse_report, reader, run_control, run_inside, signal_name, RUN_TIMEOUT};
+use super::Spec;
 use crate::sandbox::{RunKind, Sandbox, SandboxMode, SandboxOptions};
 
 /// The file's permission bits when it exists with an execute bit.

@@ -17,16 +17,24 @@
 //! checks the prediction against what happened, so the table in
 //! `sandbox/LAYERS.md` is tested, not just written.
 //!
-//! Shared with macOS: the loopback listeners (`listeners.rs`) and the table
-//! that names a platform's attempts (`table.rs`). On Linux, `suite.rs` runs
-//! the suite and writes the report; what it reasons about (holders, truths,
-//! outcomes, verdicts) is in `model.rs`, the suite in `specs.rs`, the
-//! host's side of it (folders, fingerprints, terminal) in `fixture.rs`,
-//! starting one attempt in `runner.rs`, and what the probe checks from the
-//! host itself in `host_checks.rs`. `attempts/` is the code that runs as
-//! `__probe-attempt`, inside the sandbox and outside as the control.
+//! One machinery for Linux and macOS: what the probe reasons about
+//! (specs, controls, outcomes; Linux's truths, holders and verdicts) is in
+//! `model.rs`, starting one attempt and reading its report line in
+//! `runner.rs`, the loopback listeners in `listeners.rs`, and the table
+//! that names a platform's attempts in `table.rs`. What differs is each
+//! platform's attempts, fixture, suite and truths: macOS's are in
+//! `sandbox/macos/probe*`. On Linux, `suite.rs` runs the suite and writes
+//! the report, the suite is in `specs.rs`, the host's side of it (folders,
+//! fingerprints, terminal) in `fixture.rs`, and what the probe checks from
+//! the host itself in `host_checks.rs`. `attempts/` is the code that runs
+//! as `__probe-attempt`, inside the sandbox and outside as the control.
 
 pub(super) mod listeners;
+pub(super) mod report_line;
+// Holders, predictions and verdicts are Linux's: on macOS they are unused.
+#[cfg_attr(target_os = "macos", allow(dead_code))]
+pub(super) mod model;
+pub(super) mod runner;
 pub(super) mod table;
 
 #[cfg(target_os = "linux")]
@@ -38,13 +46,13 @@ mod host_checks;
 #[cfg(target_os = "linux")]
 mod junit;
 #[cfg(target_os = "linux")]
-mod model;
-#[cfg(target_os = "linux")]
-mod runner;
-#[cfg(target_os = "linux")]
 mod specs;
 #[cfg(target_os = "linux")]
 mod suite;
+
+/// A spec of the Linux suite.
+#[cfg(target_os = "linux")]
+type Spec = model::Spec<attempts::Attempt, model::Truth>;
 
 #[cfg(target_os = "linux")]
 pub(crate) use self::host_checks::serve_one_call;

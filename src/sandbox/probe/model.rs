@@ -1,19 +1,25 @@
 //! What the probe reasons about: the layers that hold an attempt, how an
 //! attempt's truth is established, one run's outcome, and the verdict a
 //! report line carries. Pure data: nothing here runs anything.
+//!
+//! One model for Linux and macOS: a spec holds its platform's `Attempt`
+//! (the variant of that platform's attempt table, never the word) and its
+//! platform's truth (Linux's is [`Truth`], macOS's in
+//! `macos/probe_truth.rs`). macOS judges and reports its lines itself
+//! (`macos/probe_report.rs`); the holders, predictions and verdicts are
+//! Linux's.
 
 use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::attempts::Attempt;
-pub(super) use super::listeners::Which;
+pub(in crate::sandbox) use super::listeners::Which;
 use crate::sandbox::policy::Layers;
 use crate::sandbox::{Layer, RunKind};
 
 /// A layer, a part of one, or a mechanism that stops an attempt.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Stopper {
+pub(in crate::sandbox) enum Stopper {
     /// A whole layer, in force when the run applies it.
     Layer(Layer),
     /// Landlock's pathname unix-socket right (ABI 9).
@@ -119,16 +125,23 @@ impl std::fmt::Debug for Stopper {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Control {
+pub(in crate::sandbox) enum Control {
     /// A plain child of the probe.
     Host,
     /// A child in a bare user+net+mount namespace with every capability.
     Userns,
+    /// A plain child that works only in a session this machine may not
+    /// have (a GUI login, a launchd user domain), said here: where it fails,
+    /// the line is "not applicable here", not a control that failed.
+    #[cfg(any(test, target_os = "macos"))]
+    Session(&'static str),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Truth {
+/// How the truth of a Linux attempt is established.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(in crate::sandbox) enum Truth {
     /// Only the attempt's own report.
+    #[default]
     Report,
     Listener(Which),
     /// The fixture files must be unchanged.
@@ -173,7 +186,7 @@ pub(super) enum Truth {
 
 /// What the probe does on the host while a watching attempt runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Trigger {
+pub(in crate::sandbox) enum Trigger {
     /// Create and remove this file.
     Create(PathBuf),
     /// Open this file for reading.
@@ -194,65 +207,92 @@ impl Trigger {
     }
 }
 
-pub(super) struct Spec {
-    pub(super) name: String,
-    pub(super) attempt: Attempt,
-    pub(super) args: Vec<String>,
-    pub(super) control: Control,
+/// One attempt of a platform's suite. `A` is the platform's `Attempt`,
+/// `T` how the platform establishes whether the run got through.
+pub(in crate::sandbox) struct Spec<A, T> {
+    pub(in crate::sandbox) name: String,
+    /// What the attempt tries, in words (the macOS report shows it).
+    #[cfg(any(test, target_os = "macos"))]
+    pub(in crate::sandbox) what: &'static str,
+    pub(in crate::sandbox) attempt: A,
+    pub(in crate::sandbox) args: Vec<String>,
+    pub(in crate::sandbox) control: Control,
     /// What the inside run must report (a prefix); for allowed attempts,
     /// "ok".
-    pub(super) expect: String,
-    pub(super) holders: Vec<Stopper>,
-    pub(super) truth: Truth,
+    pub(in crate::sandbox) expect: String,
+    pub(in crate::sandbox) holders: Vec<Stopper>,
+    pub(in crate::sandbox) truth: T,
     /// A sanity check that must work inside (else the probe proves nothing).
-    pub(super) allowed: bool,
+    pub(in crate::sandbox) allowed: bool,
     /// The run kind the attempt runs under.
-    pub(super) kind: RunKind,
+    pub(in crate::sandbox) kind: RunKind,
 }
 
-pub(super) fn spec(
+pub(in crate::sandbox) fn spec<A, T: Default>(
     name: impl Into<String>,
-    attempt: Attempt,
+    attempt: A,
     args: Vec<String>,
     expect: &str,
     holders: &[Stopper],
-) -> Spec {
+) -> Spec<A, T> {
     Spec {
         name: name.into(),
+        #[cfg(any(test, target_os = "macos"))]
+        what: "",
         attempt,
         args,
         control: Control::Host,
         expect: expect.to_string(),
         holders: holders.to_vec(),
-        truth: Truth::Report,
+        truth: T::default(),
         allowed: false,
         kind: RunKind::ReadOnly,
     }
 }
 
-impl Spec {
-    pub(super) fn truth(mut self, t: Truth) -> Spec {
+impl<A, T> Spec<A, T> {
+    pub(in crate::sandbox) fn truth(mut self, t: T) -> Spec<A, T> {
         self.truth = t;
         self
     }
-    pub(super) fn in_userns(mut self) -> Spec {
+    pub(in crate::sandbox) fn in_userns(mut self) -> Spec<A, T> {
         self.control = Control::Userns;
         self
     }
-    pub(super) fn draft(mut self) -> Spec {
+    pub(in crate::sandbox) fn draft(mut self) -> Spec<A, T> {
         self.kind = RunKind::Draft;
         self
     }
-    pub(super) fn allowed(mut self) -> Spec {
+    pub(in crate::sandbox) fn allowed(mut self) -> Spec<A, T> {
         self.allowed = true;
         self.expect = "ok".into();
         self
+    }
+    #[cfg(any(test, target_os = "macos"))]
+    pub(in crate::sandbox) fn what(mut self, what: &'static str) -> Spec<A, T> {
+        self.what = what;
+        self
+    }
+    /// The control needs a session this machine may lack (see
+    /// [`Control::Session`]).
+    #[cfg(any(test, target_os = "macos"))]
+    pub(in crate::sandbox) fn needs_session(mut self, why: &'static str) -> Spec<A, T> {
+        self.control = Control::Session(why);
+        self
+    }
+    /// Why the control may not work here, if it needs a session.
+    #[cfg(any(test, target_os = "macos"))]
+    pub(in crate::sandbox) fn session(&self) -> Option<&'static str> {
+        match self.control {
+            Control::Session(why) => Some(why),
+            _ => None,
+        }
     }
 }
 
 /// What one run of an attempt produced.
 #[derive(Debug, Clone)]
-pub(super) enum Outcome {
+pub(in crate::sandbox) enum Outcome {
     Ok(String),
     Failed(String),
     /// The sandbox itself refused to start the run: nothing was tried.
@@ -260,7 +300,7 @@ pub(super) enum Outcome {
 }
 
 impl Outcome {
-    pub(super) fn text(&self) -> &str {
+    pub(in crate::sandbox) fn text(&self) -> &str {
         match self {
             Outcome::Ok(s) | Outcome::Failed(s) | Outcome::NotRun(s) => s,
         }
@@ -280,7 +320,7 @@ pub(super) enum Prediction {
 }
 
 impl Prediction {
-    pub(super) fn of(sp: &Spec, layers: &Layers, uid: u32) -> Prediction {
+    pub(super) fn of<A, T>(sp: &Spec<A, T>, layers: &Layers, uid: u32) -> Prediction {
         if sp.allowed {
             Prediction::Allowed
         } else if sp.holders.iter().any(|h| h.active(layers, uid)) {
@@ -604,9 +644,11 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn a_root_servers_fork_bomb_is_held_by_its_runs_cgroup_alone() {
+        use crate::sandbox::probe::attempts::Attempt;
         use crate::sandbox::probe::specs::FORK_BOMB_HOLDERS;
-        let sp = spec(
+        let sp: crate::sandbox::probe::Spec = spec(
             "fork-bomb",
             Attempt::ForkBomb,
             vec![],

@@ -1,14 +1,34 @@
 //! Running one attempt as a process: outside as the positive control, or
-//! inside the sandbox, reading the one report line it prints.
+//! inside the sandbox, reading back the one report line it prints
+//! (`report_line.rs`). The same on Linux and macOS; each platform's
+//! fixture says where the attempt runs.
 
+use std::fmt::Display;
 use std::io::Read;
 use std::os::fd::OwnedFd;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::fixture::Fixture;
 use super::model::{Control, Outcome, Spec};
 use crate::sandbox::Sandbox;
+
+/// Where a platform's attempts run: its fixture.
+pub(in crate::sandbox) trait Place {
+    /// The server binary, which runs the attempts as `__probe-attempt`.
+    fn exe(&self) -> &Path;
+    /// The run's root, and every attempt's working folder.
+    fn root(&self) -> &Path;
+    /// The TMPDIR of the next positive control, ready for it.
+    fn control_tmpdir(&self) -> &Path;
+}
+
+/// The first word of what a run that never started says, before the
+/// sandbox's error: each platform's report has always said it so.
+#[cfg(target_os = "linux")]
+const NOT_STARTED: &str = "sandbox";
+#[cfg(target_os = "macos")]
+const NOT_STARTED: &str = "could not start";
 
 pub(super) fn parse_report(stdout: &[u8], status: Option<std::process::ExitStatus>) -> Outcome {
     use std::os::unix::process::ExitStatusExt;
@@ -72,9 +92,9 @@ pub(super) fn reader<R: Read + Send + 'static>(
 pub(super) const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Run one attempt as a plain child of the probe (the positive control).
-pub(super) fn run_control(
-    fx: &Fixture,
-    sp: &Spec,
+pub(in crate::sandbox) fn run_control<A: Display, T, P: Place>(
+    fx: &P,
+    sp: &Spec<A, T>,
     args: &[String],
     stdin: Option<OwnedFd>,
 ) -> Outcome {
@@ -82,24 +102,23 @@ pub(super) fn run_control(
 }
 
 /// Like `run_control`, calling `watch` while the attempt runs.
-pub(super) fn run_control_watched(
-    fx: &Fixture,
-    sp: &Spec,
+pub(in crate::sandbox) fn run_control_watched<A: Display, T, P: Place>(
+    fx: &P,
+    sp: &Spec<A, T>,
     args: &[String],
     stdin: Option<OwnedFd>,
     watch: &mut dyn FnMut(),
 ) -> Outcome {
     let name = match sp.control {
-        Control::Host => sp.attempt.to_string(),
         Control::Userns => format!("userns:{}", sp.attempt),
+        _ => sp.attempt.to_string(),
     };
-    fx.fresh_ctl_tmp();
-    let mut cmd = Command::new(&fx.exe);
+    let mut cmd = Command::new(fx.exe());
     cmd.arg("__probe-attempt")
         .arg(name)
         .args(args)
-        .env("TMPDIR", &fx.ctl_tmp)
-        .current_dir(&fx.root)
+        .env("TMPDIR", fx.control_tmpdir())
+        .current_dir(fx.root())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     match stdin {
@@ -127,10 +146,10 @@ pub(super) fn run_control_watched(
 }
 
 /// Run one attempt inside the sandbox.
-pub(super) fn run_inside(
+pub(in crate::sandbox) fn run_inside<A: Display, T, P: Place>(
     sb: &Sandbox,
-    fx: &Fixture,
-    sp: &Spec,
+    fx: &P,
+    sp: &Spec<A, T>,
     args: &[String],
     stdin: Option<OwnedFd>,
 ) -> Outcome {
@@ -138,23 +157,23 @@ pub(super) fn run_inside(
 }
 
 /// Like `run_inside`, calling `watch` while the attempt runs.
-pub(super) fn run_inside_watched(
+pub(in crate::sandbox) fn run_inside_watched<A: Display, T, P: Place>(
     sb: &Sandbox,
-    fx: &Fixture,
-    sp: &Spec,
+    fx: &P,
+    sp: &Spec<A, T>,
     args: &[String],
     stdin: Option<OwnedFd>,
     watch: &mut dyn FnMut(),
 ) -> Outcome {
     let mut argv = vec![
-        Fixture::s(&fx.exe),
+        fx.exe().to_string_lossy().into_owned(),
         "__probe-attempt".to_string(),
         sp.attempt.to_string(),
     ];
     argv.extend(args.iter().cloned());
-    let mut child = match sb.spawn_with_stdin(sp.kind, &argv, &fx.root, stdin) {
+    let mut child = match sb.spawn_with_stdin(sp.kind, &argv, fx.root(), stdin) {
         Ok(c) => c,
-        Err(e) => return Outcome::NotRun(format!("sandbox: {e}")),
+        Err(e) => return Outcome::NotRun(format!("{NOT_STARTED}: {e}")),
     };
     let out = reader(child.stdout.take(), 1 << 16);
     let err = reader(child.stderr.take(), 1 << 16);
@@ -170,6 +189,26 @@ pub(super) fn run_inside_watched(
             }
         }
     };
-    let _ = err.join();
-    parse_report(&out.join().unwrap_or_default(), status)
+    let err = err.join().unwrap_or_default();
+    let out = out.join().unwrap_or_default();
+    #[cfg(target_os = "macos")]
+    if let Some(why) = status.and_then(|s| stopped_at_start(s, &out, &err)) {
+        return Outcome::Failed(format!("the sandbox stopped it at start: {why}"));
+    }
+    let _ = err;
+    parse_report(&out, status)
+}
+
+/// A run the profile stopped before the attempt began (dyld refused,
+/// sandbox-exec refused): the attempt tried nothing.
+#[cfg(target_os = "macos")]
+fn stopped_at_start(status: std::process::ExitStatus, out: &[u8], err: &[u8]) -> Option<String> {
+    use crate::sandbox::macos::{died_at_start, Ended};
+    use std::os::unix::process::ExitStatusExt;
+    let ended = match (status.code(), status.signal()) {
+        (Some(c), _) => Ended::Code(c),
+        (None, Some(sig)) => Ended::Signal(sig),
+        (None, None) => return None,
+    };
+    died_at_start(ended, out, err)
 }

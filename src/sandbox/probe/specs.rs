@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use super::attempts::{self, Attempt as A};
 use super::fixture::{Fixture, PLANTED_ENV};
-use super::model::{spec, Spec, Stopper, Trigger, Truth, Which};
+use super::model::{spec, Stopper, Trigger, Truth, Which};
+use super::Spec;
 
 impl Fixture {
     /// The suite, in report order.

@@ -16,8 +16,9 @@ use super::host_checks::{
     outlive_control, outlive_inside,
 };
 use super::junit;
-use super::model::{not_applicable, Line, Outcome, Prediction, Report, Spec, Truth, Verdict};
+use super::model::{not_applicable, Line, Outcome, Prediction, Report, Truth, Verdict};
 use super::runner::{run_control, run_control_watched, run_inside, run_inside_watched};
+use super::Spec;
 use crate::sandbox::policy::Layers;
 use crate::sandbox::SandboxMode;
 use crate::sandbox::{Layer, Sandbox, SandboxOptions};

@@ -140,6 +140,37 @@ fn zygote_config(
     })
 }
 
+/// Why a trial run failed: the machine ran out (nothing to conclude of the
+/// layers), or it failed.
+enum Trial {
+    Short(SandboxError),
+    Failed(String),
+}
+
+impl Trial {
+    fn of(e: SandboxError) -> Trial {
+        match (&e, e.exhausted()) {
+            (SandboxError::Io(io), Some(_)) => Trial::Short(SandboxError::ShortAtStart(
+                format!("starting a trial run ({io})"),
+                io.raw_os_error().unwrap_or(libc::EAGAIN),
+            )),
+            (SandboxError::Exhausted(m, errno), Some(_)) => Trial::Short(
+                SandboxError::ShortAtStart(format!("starting a trial run ({m})"), *errno),
+            ),
+            _ => Trial::Failed(e.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for Trial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Trial::Short(e) => e.fmt(f),
+            Trial::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
 /// How long a run's start may stay silent: well under the call's own
 /// timeout, so a call the sandbox can't start is answered within it.
 fn silence_for(call_timeout: Option<Duration>) -> Duration {
@@ -151,7 +182,26 @@ fn silence_for(call_timeout: Option<Duration>) -> Duration {
 
 impl State {
     pub fn detect(opts: &SandboxOptions) -> Result<State, SandboxError> {
+        let mut state = State::detect_untried(opts)?;
+        state.try_layers(opts)?;
+        Ok(state)
+    }
+
+    /// [`State::detect`] without its trial run: the caller's first run
+    /// stands for it, since a run that starts has had every layer applied
+    /// (a layer that fails fails the run). [`State::tried`] says how that
+    /// run went.
+    pub fn detect_untried(opts: &SandboxOptions) -> Result<State, SandboxError> {
         let detected = Detected::probe();
+        // A probe that could not fork, or ran out inside, says nothing of
+        // the kernel: serving with the layers it seemed to lack would be a
+        // weaker sandbox chosen by a passing shortage, in any mode.
+        if let Some(e) = detected.shortage() {
+            return Err(SandboxError::ShortAtStart(
+                format!("checking which layers this kernel offers ({e})"),
+                e.errno.unwrap_or(libc::EAGAIN),
+            ));
+        }
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let path_env = std::env::var("PATH").ok();
         let runtime = policy::runtime_paths(
@@ -164,6 +214,13 @@ impl State {
         let cgroups = if layers.has(Layer::Cgroup) {
             match set_up_cgroups() {
                 Ok(parent) => Some(parent),
+                // Out of descriptors or memory says nothing of the cgroup.
+                Err(e) if e.is_shortage() => {
+                    return Err(SandboxError::ShortAtStart(
+                        format!("setting up the runs' cgroups ({e})"),
+                        e.errno.unwrap_or(libc::ENOMEM),
+                    ))
+                }
                 // Found but not usable: fail closed where every available
                 // layer is required, else run without and say so.
                 Err(e) if opts.mode == SandboxMode::Require => {
@@ -179,7 +236,7 @@ impl State {
         } else {
             None
         };
-        let mut state = State {
+        let state = State {
             silence_ms: AtomicU64::new(STATUS_TIMEOUT.as_millis() as u64),
             layers,
             detected,
@@ -192,20 +249,49 @@ impl State {
             trial: Ok(()),
             given_up: Vec::new(),
         };
-        // What status calls available has been applied: one run of a
-        // program that does nothing, with every layer in force.
-        state.trial = state.trial_run(opts);
-        if let Err(failure) = &state.trial {
+        state.check_promises(opts)?;
+        Ok(state)
+    }
+
+    /// After [`State::detect_untried`]: `ran` says whether the first run
+    /// started. If it did, the layers are proven; if not, the trial run
+    /// says whether they are to blame, with its consequences (refused in
+    /// `require` mode, layers given up in `best-effort`). `Ok(true)` when
+    /// the layers in force changed, so the run may be tried again.
+    pub fn tried(&mut self, opts: &SandboxOptions, ran: bool) -> Result<bool, SandboxError> {
+        if ran {
+            self.trial = Ok(());
+            return Ok(false);
+        }
+        self.try_layers(opts)
+    }
+
+    /// What status calls available has been applied: one run of a program
+    /// that does nothing, with every layer in force. `Ok(true)` when layers
+    /// were given up for its failure.
+    fn try_layers(&mut self, opts: &SandboxOptions) -> Result<bool, SandboxError> {
+        self.trial = match self.trial_run(opts) {
+            Err(Trial::Short(e)) => return Err(e),
+            r => r.map_err(|e| e.to_string()),
+        };
+        let mut changed = false;
+        if let Err(failure) = &self.trial {
             if opts.mode == SandboxMode::Require {
                 return Err(SandboxError::Unavailable(format!(
                     "a trial run with every layer this kernel offers failed: {failure} \
                      (use --sandbox best-effort to run with the layers that apply)"
                 )));
             }
-            state.give_up_failing_layers(opts);
+            changed = self.give_up_failing_layers(opts);
         }
+        self.check_promises(opts)?;
+        Ok(changed)
+    }
+
+    /// In `require` mode, what every run is promised must be held here.
+    fn check_promises(&self, opts: &SandboxOptions) -> Result<(), SandboxError> {
         if opts.mode == SandboxMode::Require {
-            let unheld = promises::unheld_always(&state.promises(opts));
+            let unheld = promises::unheld_always(&self.promises(opts));
             if !unheld.is_empty() {
                 return Err(SandboxError::Unavailable(format!(
                     "this machine cannot hold what every run is promised: {} \
@@ -214,11 +300,11 @@ impl State {
                 )));
             }
         }
-        Ok(state)
+        Ok(())
     }
 
     /// One run of `true` with the layers in force: `Err` says why it failed.
-    fn trial_run(&self, opts: &SandboxOptions) -> Result<(), String> {
+    fn trial_run(&self, opts: &SandboxOptions) -> Result<(), Trial> {
         let Some(program) = true_program() else {
             // Nothing harmless to run: the first real run is the trial.
             return Ok(());
@@ -227,20 +313,25 @@ impl State {
         let cwd = opts.root.clone();
         let mut child = self
             .spawn(opts, RunKind::ReadOnly, &argv, &cwd, None)
-            .map_err(|e| e.to_string())?;
+            .map_err(Trial::of)?;
         child.stdout = None;
         child.stderr = None;
-        let status = child.wait().map_err(|e| e.to_string())?;
+        let status = child
+            .wait()
+            .map_err(|e| Trial::Failed(format!("waiting for the trial program: {e}")))?;
         if status.success() {
             Ok(())
         } else {
-            Err(format!("the trial program ended with {status}"))
+            Err(Trial::Failed(format!(
+                "the trial program ended with {status}"
+            )))
         }
     }
 
     /// In best-effort mode: switch off, one at a time, each layer whose
-    /// absence lets the trial run pass, and remember what was given up.
-    fn give_up_failing_layers(&mut self, opts: &SandboxOptions) {
+    /// absence lets the trial run pass, and remember what was given up;
+    /// whether one was.
+    fn give_up_failing_layers(&mut self, opts: &SandboxOptions) -> bool {
         let mut order: Vec<(u8, Layer)> = Layer::ALL
             .iter()
             .filter_map(|&l| Some((give_up_rank(l)?, l)))
@@ -253,13 +344,20 @@ impl State {
                 Ok(()) => {
                     self.given_up.push(layer);
                     self.trial = Ok(());
-                    return;
+                    return true;
                 }
-                Err(_) => {
+                // Whether the layer is to blame can't be told on a machine
+                // that ran out; none is given up for it.
+                Err(Trial::Short(_)) => {
+                    (self.layers, self.without) = before;
+                    return false;
+                }
+                Err(Trial::Failed(_)) => {
                     (self.layers, self.without) = before;
                 }
             }
         }
+        false
     }
 
     /// What each promise is held by here, for a sandbox with these grants:
@@ -480,13 +578,14 @@ impl State {
     }
 }
 
-fn set_up_cgroups() -> Result<cgroup::Parent, String> {
+fn set_up_cgroups() -> Result<cgroup::Parent, cgroup::StepError> {
     let token = format!(
         "{}.{:x}",
         std::process::id(),
         crate::sandbox::tmpdir::random_u64()
     );
-    let plan = cgroup::assess(&cgroup::facts(), &token)?;
+    let plan = cgroup::assess(&cgroup::facts(), &token)
+        .map_err(|e| cgroup::StepError::plain(super::step_error::LayerStep::CgroupCreate, e))?;
     cgroup::Parent::set_up(&plan, cgroup::CgroupLimits::default())
 }
 
@@ -583,6 +682,14 @@ impl crate::sandbox::Platform for State {
         State::detect(opts)
     }
 
+    fn detect_untried(opts: &SandboxOptions) -> Result<State, SandboxError> {
+        State::detect_untried(opts)
+    }
+
+    fn tried(&mut self, opts: &SandboxOptions, ran: bool) -> Result<bool, SandboxError> {
+        State::tried(self, opts, ran)
+    }
+
     fn layers_line(&self) -> String {
         State::layers_line(self)
     }
@@ -630,6 +737,43 @@ impl crate::sandbox::Platform for State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn io(errno: i32) -> SandboxError {
+        SandboxError::Io(std::io::Error::from_raw_os_error(errno))
+    }
+
+    #[test]
+    fn a_trial_that_ran_out_is_a_shortage_and_any_other_failure_is_the_layers() {
+        for errno in [libc::EAGAIN, libc::ENOMEM, libc::EMFILE, libc::ENFILE] {
+            let Trial::Short(e) = Trial::of(io(errno)) else {
+                panic!("errno {errno} read as a layer's failure");
+            };
+            assert!(
+                matches!(e, SandboxError::ShortAtStart(_, n) if n == errno),
+                "{e}"
+            );
+            assert!(e.to_string().contains("while starting a trial run"), "{e}");
+        }
+        let Trial::Short(e) = Trial::of(SandboxError::Exhausted("fork".into(), libc::EAGAIN))
+        else {
+            panic!("a fork refused inside the run read as a layer's failure");
+        };
+        assert_eq!(
+            e.to_string(),
+            "the machine ran out of processes or threads while starting a trial run (fork); \
+             no layer was given up for it: start again once there are some to spare"
+        );
+        for not_short in [
+            io(libc::EPERM),
+            io(libc::ENOENT),
+            SandboxError::Exhausted("fork".into(), libc::EPERM),
+            SandboxError::LayerFailed("landlock: EINVAL".into()),
+            SandboxError::Exec(std::io::Error::from_raw_os_error(libc::ENOMEM)),
+        ] {
+            let said = not_short.to_string();
+            assert!(matches!(Trial::of(not_short), Trial::Failed(m) if m == said));
+        }
+    }
 
     #[test]
     fn a_runs_start_may_stay_silent_half_the_call_timeout_and_at_most_20_s() {

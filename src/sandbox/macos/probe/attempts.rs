@@ -1,23 +1,27 @@
 //! The macOS escape attempts, run as `__probe-attempt NAME ARGS...`: once
 //! outside the sandbox (the positive control) and once inside it. Each
-//! exits 0 when the operation succeeded, 1 when it was refused, and prints
-//! one line saying what happened.
+//! prints the probe's one report line (see `probe/runner.rs`) saying what
+//! happened; the probe shows that text as the line's detail.
 
 use std::net::UdpSocket;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use crate::sandbox::probe::report_line::{print_report, Tried};
 use crate::sandbox::probe::table::attempt_table;
 
-fn done(ok: bool, what: String) -> u8 {
-    println!("{what}");
-    u8::from(!ok)
+fn done(ok: bool, what: String) -> Tried {
+    if ok {
+        Ok(what)
+    } else {
+        Err(what)
+    }
 }
 
-fn io<T>(r: std::io::Result<T>, what: &str) -> u8 {
+fn io<T>(r: std::io::Result<T>, what: &str) -> Tried {
     match r {
-        Ok(_) => done(true, format!("{what}: succeeded")),
-        Err(e) => done(false, format!("{what}: {e}")),
+        Ok(_) => Ok(format!("{what}: succeeded")),
+        Err(e) => Err(format!("{what}: {e}")),
     }
 }
 
@@ -106,36 +110,6 @@ fn iokit_property(name: &str) -> std::io::Result<()> {
     }
 }
 
-/// Whether launchd knows a job by this label (`launchctl list LABEL`).
-pub(super) fn launchd_job_exists(label: &str) -> bool {
-    Command::new("/bin/launchctl")
-        .args(["list", label])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Remove a job the probe's control submitted; whether it is gone. launchd
-/// may take a moment to drop it, so the answer is awaited for up to two
-/// seconds.
-pub(super) fn remove_launchd_job(label: &str) -> bool {
-    for _ in 0..20 {
-        let _ = Command::new("/bin/launchctl")
-            .args(["remove", label])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        if !launchd_job_exists(label) {
-            return true;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    false
-}
-
 /// `sysctl kern.procargs2` for a pid: its argv and environment.
 fn procargs(pid: i32) -> std::io::Result<usize> {
     let mut mib = [libc::CTL_KERN, libc::KERN_PROCARGS2, pid];
@@ -196,7 +170,7 @@ fn arg(args: &[String], i: usize) -> &str {
 }
 
 attempt_table! {
-    run -> u8;
+    run -> Tried;
     Tcp = "tcp" => |args| {
         let a0 = arg(args, 0);
         io(std::net::TcpStream::connect(a0), "connect tcp")
@@ -385,8 +359,8 @@ attempt_table! {
 
 /// Entry point of `__probe-attempt` on macOS.
 pub fn attempt(name: &str, args: &[String]) -> u8 {
-    match Attempt::from_word(name) {
+    print_report(match Attempt::from_word(name) {
         Some(a) => a.run(args),
-        None => done(false, format!("unknown attempt {name}")),
-    }
+        None => Err(format!("unknown attempt {name}")),
+    })
 }

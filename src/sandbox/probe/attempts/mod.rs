@@ -20,17 +20,11 @@ mod observation;
 mod processes;
 mod tmpdir;
 
-use std::io::Write;
-
-use serde_json::json;
-
 use self::errno::{arg, check};
 pub(super) use self::files::{file_id, FS_IOC_GETFLAGS, FS_IOC_GETVERSION};
 pub(super) use self::observation::listmount;
+use super::report_line::{print_report, Tried};
 use super::table::attempt_table;
-
-/// An attempt's outcome: `Ok(what happened)` or `Err(what stopped it)`.
-type Tried = Result<String, String>;
 
 attempt_table! {
     run -> Tried;
@@ -136,14 +130,7 @@ pub(crate) fn run(name: &str, args: &[String]) -> u8 {
     } else {
         attempt(name)
     };
-    let line = match outcome {
-        Ok(r) => json!({"ok": true, "result": r}),
-        Err(r) => json!({"ok": false, "result": r}),
-    };
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
-    0
+    print_report(outcome)
 }
 
 /// Become uid 0 with every capability in fresh user, network and mount
