@@ -71,6 +71,9 @@ struct Opts {
     only_audit: bool,
     /// Records per log in the audit-line section.
     audit_lines: usize,
+    /// Also time the server with `--pin` in the per-call section, and the
+    /// re-identification alone in process.
+    with_pins: bool,
     /// Size of the pre-filled log in the audit-line section, in MiB.
     audit_fill_mib: u64,
 }
@@ -78,7 +81,7 @@ struct Opts {
 fn usage() -> &'static str {
     "mcp_bench --bench --noop PATH --py PATH --work DIR [--calls N] [--startups N] \
      [--throughput-calls N] [--list-iters N] [--reference PATH --workspace DIR] \
-     [--compare-server [NAME=]PATH]... [--out FILE] [--only-calls | --only-startup]\n\
+     [--compare-server [NAME=]PATH]... [--out FILE] [--only-calls | --only-startup] [--with-pins]\n\
      mcp_bench --bench --only-redaction [--out FILE]\n\
      mcp_bench --bench --only-audit [--work DIR] [--audit-lines N] [--audit-fill-mib N] [--out FILE]"
 }
@@ -109,6 +112,7 @@ fn parse_opts() -> Result<Option<Opts>> {
         only_audit: false,
         audit_lines: 3000,
         audit_fill_mib: 100,
+        with_pins: false,
     };
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
@@ -134,6 +138,7 @@ fn parse_opts() -> Result<Option<Opts>> {
             "--only-startup" => o.only_startup = true,
             "--only-redaction" => o.only_redaction = true,
             "--only-audit" => o.only_audit = true,
+            "--with-pins" => o.with_pins = true,
             "--audit-lines" => o.audit_lines = val()?.parse()?,
             "--audit-fill-mib" => o.audit_fill_mib = val()?.parse()?,
             "--help" | "-h" => {
@@ -307,6 +312,8 @@ struct ServerSpec<'a> {
     root: &'a Path,
     max_concurrent: u32,
     globals: Vec<String>,
+    /// Options of `mcp-serve` beyond the ones every server here gets.
+    serve_args: Vec<String>,
 }
 
 impl Server {
@@ -318,6 +325,7 @@ impl Server {
             .arg(format!("--root={}", spec.root.display()))
             .arg(format!("--max-concurrent-calls={}", spec.max_concurrent))
             .arg("--max-calls-per-minute=100000000")
+            .args(&spec.serve_args)
             .current_dir(spec.root)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -573,6 +581,7 @@ fn per_call(ctx: &Ctx<'_>, backend: &Path, label: &str, rep: &mut Report) -> Res
         root,
         max_concurrent: 1,
         globals: Vec::new(),
+        serve_args: Vec::new(),
     };
     let (mut server, _) = Server::start(&spec)?;
     server.round_trip("server/discover", json!({}))?;
@@ -581,10 +590,26 @@ fn per_call(ctx: &Ctx<'_>, backend: &Path, label: &str, rep: &mut Report) -> Res
         let (mut s, _) = Server::start(&ServerSpec {
             bin,
             globals: Vec::new(),
+            serve_args: Vec::new(),
             ..spec
         })?;
         s.round_trip("server/discover", json!({}))?;
         others.push((name.clone(), s));
+    }
+    // The same server with --pin: the backend re-identified before each call.
+    if ctx.o.with_pins {
+        let pins = ctx
+            .o
+            .work
+            .join(format!("pins-{}.json", label.replace(' ', "-")));
+        let _ = std::fs::remove_file(&pins);
+        let (mut s, _) = Server::start(&ServerSpec {
+            serve_args: vec![format!("--pin={}", pins.display())],
+            globals: Vec::new(),
+            ..spec
+        })?;
+        s.round_trip("server/discover", json!({}))?;
+        others.push(("this server, --pin".to_string(), s));
     }
     // Warm every path once (page cache, first zygote start, lazy statics).
     run_plain(plain_env(Command::new(&argv[0]).args(&argv[1..])))?;
@@ -646,6 +671,16 @@ fn per_call(ctx: &Ctx<'_>, backend: &Path, label: &str, rep: &mut Report) -> Res
         rows[1].1.median / rows[4].1.median,
         rows[2].1.median / rows[4].1.median,
     ));
+    if ctx.o.with_pins {
+        // The pinned server is the last method.
+        let pinned = &rows[rows.len() - 1].1;
+        rep.line(format!(
+            "tools/call with --pin / without: {:.3}× (median {:.3} ms / {:.3} ms)",
+            pinned.median / rows[2].1.median,
+            pinned.median,
+            rows[2].1.median
+        ));
+    }
     server.stop()?;
     for (_, s) in others {
         s.stop()?;
@@ -682,6 +717,7 @@ fn throughput(
                 root,
                 max_concurrent: max,
                 globals: Vec::new(),
+                serve_args: Vec::new(),
             })?;
             server.round_trip("server/discover", json!({}))?;
             server.call(json!({}))?;
@@ -782,6 +818,7 @@ fn startup(ctx: &Ctx<'_>, rep: &mut Report) -> Result<()> {
                         root,
                         max_concurrent: 1,
                         globals: Vec::new(),
+                        serve_args: Vec::new(),
                     })?;
                     let (_, _) = s.send("server/discover", json!({}))?;
                     let r = s.recv()?;
@@ -860,6 +897,7 @@ fn memory(ctx: &Ctx<'_>, rep: &mut Report) -> Result<()> {
             root,
             max_concurrent: 4,
             globals: Vec::new(),
+            serve_args: Vec::new(),
         })?;
         s.round_trip("server/discover", json!({}))?;
         s.list()?;
@@ -984,6 +1022,7 @@ fn tools_list(ctx: &Ctx<'_>, rep: &mut Report) -> Result<()> {
             root: &root,
             max_concurrent: 1,
             globals: server_globals,
+            serve_args: Vec::new(),
         })?;
         s.round_trip("server/discover", json!({}))?;
         let mut outside = Vec::with_capacity(ctx.o.calls);
@@ -1137,6 +1176,34 @@ fn audit_line(o: &Opts, rep: &mut Report) -> Result<()> {
     Ok(())
 }
 
+/// What `--pin` adds to a call in the server: one `stat` of the backend's
+/// path compared with the identity last hashed (the backend unchanged).
+fn pins_check(o: &Opts, rep: &mut Report) -> Result<()> {
+    let watch = reachweaver_mcp::pins::BenchWatch::open(&o.noop)?;
+    let n = o.calls.max(1) * 20;
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let ok = watch.check();
+        samples.push(t.elapsed());
+        if !ok {
+            bail!("{} changed while it was measured", o.noop.display());
+        }
+    }
+    let s = stats(&samples);
+    rep.line("\n### The backend re-identified (in-process, per call, --pin)\n");
+    rep.line("| check | n | median µs | p99 µs | mean µs |");
+    rep.line("| --- | ---: | ---: | ---: | ---: |");
+    rep.line(format!(
+        "| stat, identity unchanged | {} | {:.2} | {:.2} | {:.2} |",
+        s.n,
+        s.median * 1e3,
+        s.p99 * 1e3,
+        s.mean * 1e3
+    ));
+    Ok(())
+}
+
 /// Fisher-Yates with a xorshift generator: a fixed, reproducible order per round.
 fn shuffle(v: &mut [usize], seed: &mut u64) {
     for i in (1..v.len()).rev() {
@@ -1207,6 +1274,9 @@ fn main() -> Result<()> {
     } else {
         per_call(&ctx, &o.noop, "tiny C backend", &mut rep)?;
         per_call(&ctx, &o.py, "Python backend", &mut rep)?;
+        if o.with_pins {
+            pins_check(&o, &mut rep)?;
+        }
     }
     if !o.only_calls && !o.only_startup {
         throughput(

@@ -6,6 +6,7 @@
 #   bash ci/bench.sh                          # the full set, about 5 minutes
 #   bash ci/bench.sh --calls 200              # quicker, noisier
 #   bash ci/bench.sh --only-audit             # the audit line per call (and the namespace microbenchmark)
+#   bash ci/bench.sh --only-calls --with-pins # also a server with --pin, call for call, and the check alone
 #   bash ci/bench.sh --only-startup --startups 60   # spawn to the first answer only
 #   bash ci/bench.sh --baseline-ref main      # also build REF and time its server call for call
 #   bash ci/bench.sh --compare-server NAME=PATH   # the same with a server binary built elsewhere

@@ -118,6 +118,12 @@ impl App {
             log("cancelled", "");
             return CallOutcome::Cancelled;
         }
+        // The backend is the one approved (docs/PINS.md), or nothing runs.
+        if let Some(Err(e)) = self.watch.as_ref().map(crate::pins::Watch::check) {
+            let envelope = self.finish(Envelope::from_error(&e));
+            log("2", &outcome_fields(&envelope, Some(e.code()), false, ""));
+            return CallOutcome::Done(envelope);
+        }
         if let Err(e) = self.limiter.try_start() {
             let envelope = self.finish(Envelope::from_error(&e));
             log("2", &outcome_fields(&envelope, Some(e.code()), false, ""));

@@ -158,6 +158,12 @@ pub enum CliCommand {
         /// For backend authors: check the catalog and list every problem; exit 0 clean, 1 warnings, 2 errors.
         #[arg(long)]
         check: bool,
+        /// With --check: compare what is offered with the pins in FILE (exit 0 same, 1 changed, 2 error); with --update: rewrite them.
+        #[arg(long, value_name = "FILE")]
+        pin: Option<PathBuf>,
+        /// Rewrite the pins in FILE (--pin) with what is offered now, after reviewing `--check`.
+        #[arg(long, requires = "pin", conflicts_with = "check")]
+        update: bool,
         #[command(flatten)]
         start: StartArgs,
     },
@@ -320,6 +326,29 @@ pub struct ServeArgs {
     pub print_config: Option<ConfigClient>,
     #[command(flatten)]
     pub audit: AuditArgs,
+    #[command(flatten)]
+    pub pins: PinArgs,
+}
+
+/// Tools pinned (docs/PINS.md).
+#[derive(Debug, Args, Clone, Default)]
+pub struct PinArgs {
+    /// Pin the backend and its tools in FILE on first start; later starts compare with it.
+    #[arg(long, value_name = "FILE", help_heading = "Pins")]
+    pub pin: Option<PathBuf>,
+    /// What a change from the pins does: refuse to serve, or serve and log it.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = crate::pins::PinMode::Refuse,
+          requires = "pin", help_heading = "Pins")]
+    pub pin_mode: crate::pins::PinMode,
+}
+
+impl PinArgs {
+    pub fn settings(&self) -> crate::pins::Settings {
+        crate::pins::Settings {
+            file: self.pin.clone(),
+            mode: self.pin_mode,
+        }
+    }
 }
 
 /// The audit log (docs/AUDIT.md).

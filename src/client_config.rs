@@ -91,6 +91,7 @@ fn server_args_for(owner: &Owner, serve: &ServeArgs) -> Result<Vec<String>> {
         args.push(format!("--pass-env={name}"));
     }
     args.extend(audit_args(&serve.audit)?);
+    args.extend(pin_args(&serve.pins)?);
     Ok(args)
 }
 
@@ -111,6 +112,19 @@ fn audit_args(audit: &crate::cli::AuditArgs) -> Result<Vec<String>> {
     }
     if audit.audit_required {
         args.push("--audit-required".into());
+    }
+    Ok(args)
+}
+
+/// The pin options, the file made absolute (it need not exist yet).
+fn pin_args(pins: &crate::cli::PinArgs) -> Result<Vec<String>> {
+    let mut args = Vec::new();
+    if let Some(p) = &pins.pin {
+        let abs = std::path::absolute(p).with_context(|| format!("--pin {}", p.display()))?;
+        args.push(format!("--pin={}", abs.display()));
+        if pins.pin_mode == crate::pins::PinMode::Warn {
+            args.push("--pin-mode=warn".into());
+        }
     }
     Ok(args)
 }
@@ -187,6 +201,24 @@ mod tests {
                 "--protect=*.sqlite".to_string(),
                 "--pass-env=LANG".to_string(),
             ]
+        );
+    }
+
+    #[test]
+    fn pin_options_are_offered_with_an_absolute_path() {
+        let mut serve = ServeArgs::default_values();
+        assert!(pin_args(&serve.pins).unwrap().is_empty());
+        serve.pins.pin = Some(PathBuf::from("rw/pins.json"));
+        let cwd = std::env::current_dir().unwrap();
+        let pinned = format!("--pin={}", cwd.join("rw/pins.json").display());
+        assert_eq!(
+            pin_args(&serve.pins).unwrap(),
+            std::slice::from_ref(&pinned)
+        );
+        serve.pins.pin_mode = crate::pins::PinMode::Warn;
+        assert_eq!(
+            pin_args(&serve.pins).unwrap(),
+            [pinned, "--pin-mode=warn".to_string()]
         );
     }
 

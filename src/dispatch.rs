@@ -13,6 +13,10 @@ use crate::tools::Tool;
 /// list never changes while the server runs.
 pub const TTL_MS: u64 = 3_600_000;
 
+/// The `_meta` member of `tools/list` and `server/discover` results that
+/// carries the SHA-256 of the served tool set (docs/PINS.md).
+pub const META_TOOLS_SHA256: &str = "io.reachweaver/tools-sha256";
+
 /// What the serve loop does with one incoming message.
 #[derive(Debug)]
 pub enum Action {
@@ -87,6 +91,8 @@ impl ServerIdentity {
 /// the layer can be driven line by line without a backend or a process.
 pub struct ProtocolInput {
     lists: ToolLists,
+    /// The digest of the served tool set (docs/PINS.md), in `_meta`.
+    tools_sha256: Option<String>,
     pub instructions: String,
     pub identity: ServerIdentity,
 }
@@ -98,10 +104,18 @@ impl ProtocolInput {
         identity: ServerIdentity,
     ) -> Self {
         Self {
+            tools_sha256: None,
             lists: ToolLists::new(tools),
             instructions: instructions.into(),
             identity,
         }
+    }
+
+    /// Carry `digest`, the SHA-256 of the served tool set, in the `_meta`
+    /// of `tools/list` and `server/discover` (`None`: carry none).
+    pub fn with_tools_sha256(mut self, digest: Option<String>) -> Self {
+        self.tools_sha256 = digest;
+        self
     }
 
     /// The `tools/call` result for an envelope, shaped for the revision.
@@ -143,6 +157,19 @@ impl ProtocolInput {
     fn stamped(&self, rev: Revision, mut result: Map<String, Value>) -> Value {
         self.stamp(rev, &mut result);
         Value::Object(result)
+    }
+
+    /// Add the served tool set's digest to the result's `_meta`.
+    fn stamp_tools_sha256(&self, result: &mut Map<String, Value>) {
+        let Some(digest) = &self.tools_sha256 else {
+            return;
+        };
+        let meta = result
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(m) = meta {
+            m.insert(META_TOOLS_SHA256.into(), json!(digest));
+        }
     }
 }
 
@@ -361,7 +388,11 @@ impl<'a> Dispatcher<'a> {
         r.insert("instructions".into(), json!(self.input.instructions));
         r.insert("ttlMs".into(), json!(TTL_MS));
         r.insert("cacheScope".into(), json!("public"));
-        self.input.stamped(rev, r)
+        let mut r = self.input.stamped(rev, r);
+        if let Value::Object(m) = &mut r {
+            self.input.stamp_tools_sha256(m);
+        }
+        r
     }
 
     fn initialize(&mut self, params: &Map<String, Value>) -> Result<Value, RpcError> {
@@ -412,6 +443,7 @@ impl<'a> Dispatcher<'a> {
             rest.insert("cacheScope".into(), json!("public"));
             self.input.stamp(rev, &mut rest);
         }
+        self.input.stamp_tools_sha256(&mut rest);
         crate::audit::tools_list(id, params.get("_meta"));
         Action::ReplyLine(self.input.lists.response_line(id, rev, &rest))
     }
@@ -495,6 +527,12 @@ pub(crate) mod tests {
         }
     }
 
+    /// The digest `input()` is given to carry (pins/wire.rs computes it
+    /// for a real server).
+    fn served_digest() -> String {
+        "5e".repeat(32)
+    }
+
     /// Two tools: `campaign_check` (arguments) and `version` (none).
     pub(crate) fn input() -> ProtocolInput {
         let mut v = catalog::tests::sample();
@@ -506,6 +544,7 @@ pub(crate) mod tests {
         let c = catalog::parse(v.to_string().as_bytes()).unwrap();
         let (set, _) = tools::build(&c, false);
         ProtocolInput::new(set.iter(), "Use the tools.", identity())
+            .with_tools_sha256(Some(served_digest()))
     }
 
     pub(crate) fn req(id: Value, method: &str, params: Value) -> Value {
@@ -781,15 +820,15 @@ pub(crate) mod tests {
             (
                 "2024-11-05",
                 &["name", "description", "inputSchema"],
-                &["tools"],
+                &["tools", "_meta"],
             ),
             (
                 "2025-03-26",
                 &["name", "description", "inputSchema", "annotations"],
-                &["tools"],
+                &["tools", "_meta"],
             ),
-            ("2025-06-18", structured, &["tools"]),
-            ("2025-11-25", structured, &["tools"]),
+            ("2025-06-18", structured, &["tools", "_meta"]),
+            ("2025-11-25", structured, &["tools", "_meta"]),
             (
                 "2026-07-28",
                 structured,
@@ -807,6 +846,7 @@ pub(crate) mod tests {
             };
             let res = &r["result"];
             assert_eq!(keys(res), result_keys, "{rev}");
+            assert_eq!(res["_meta"][META_TOOLS_SHA256], served_digest(), "{rev}");
             let names: Vec<&str> = res["tools"]
                 .as_array()
                 .unwrap()
@@ -833,7 +873,8 @@ pub(crate) mod tests {
         assert_eq!(
             res["_meta"],
             json!({META_SERVER_INFO: {"name": "test-server", "version": "9.8.7",
-                "title": "Test server", "description": "A server for tests."}})
+                "title": "Test server", "description": "A server for tests."},
+                META_TOOLS_SHA256: served_digest()})
         );
         assert_eq!(res["tools"][0]["annotations"]["readOnlyHint"], true);
         assert_eq!(res["tools"][0]["outputSchema"], output_schema());
@@ -874,7 +915,8 @@ pub(crate) mod tests {
                 "cacheScope": "public",
                 "resultType": "complete",
                 "_meta": {META_SERVER_INFO: {"name": "test-server", "version": "9.8.7",
-                    "title": "Test server", "description": "A server for tests."}},
+                    "title": "Test server", "description": "A server for tests."},
+                    META_TOOLS_SHA256: served_digest()},
             })
         );
         // Discover fixes no legacy state.
@@ -905,7 +947,7 @@ pub(crate) mod tests {
         assert!(m["result"]["tools"][0].get("title").is_some());
         assert_eq!(m["result"]["resultType"], "complete");
         let l = ask(&mut d, &req(json!(2), "tools/list", json!({})));
-        assert_eq!(keys(&l["result"]), ["tools"]);
+        assert_eq!(keys(&l["result"]), ["tools", "_meta"]);
         assert!(l["result"]["tools"][0].get("annotations").is_none());
         // `initialize` is legacy even with an envelope, and still refused the second time.
         let again = ask(

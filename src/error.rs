@@ -38,10 +38,13 @@ pub enum ErrorCode {
     /// `audit_failed`: `--audit-required` is set and the call's start could
     /// not be written to the audit log, so nothing ran.
     AuditFailed,
+    /// `backend_changed`: `--pin` is set and the backend's file no longer
+    /// matches its pinned SHA-256, so nothing ran.
+    BackendChanged,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::InvalidArgument,
         ErrorCode::UnknownArgument,
         ErrorCode::MissingArgument,
@@ -55,6 +58,7 @@ impl ErrorCode {
         ErrorCode::SandboxFailed,
         ErrorCode::ResourceExhausted,
         ErrorCode::AuditFailed,
+        ErrorCode::BackendChanged,
     ];
 
     /// The code as it appears on the wire.
@@ -73,6 +77,7 @@ impl ErrorCode {
             ErrorCode::SandboxFailed => "sandbox_failed",
             ErrorCode::ResourceExhausted => "resource_exhausted",
             ErrorCode::AuditFailed => "audit_failed",
+            ErrorCode::BackendChanged => "backend_changed",
         }
     }
 
@@ -116,6 +121,9 @@ impl ErrorCode {
             ErrorCode::ResourceExhausted => {
                 "The server ran out of threads, processes or open files before the command could start, so nothing ran; try again when fewer calls are running."
             }
+            ErrorCode::BackendChanged => {
+                "The server's backend program was changed since its owner approved it, so nothing ran; report it to the server's owner."
+            }
             ErrorCode::AuditFailed => {
                 "The server's audit log could not be written, and its owner requires every call to be recorded, so nothing ran; report it to the server's owner."
             }
@@ -153,7 +161,8 @@ impl ErrorCode {
             | ErrorCode::PathOutsideRoot
             | ErrorCode::PathNotFound
             | ErrorCode::PathProtected
-            | ErrorCode::BackendFailed => "{}",
+            | ErrorCode::BackendFailed
+            | ErrorCode::BackendChanged => "{}",
         }
     }
 
@@ -174,7 +183,8 @@ impl ErrorCode {
             | ErrorCode::BackendFailed
             | ErrorCode::SandboxFailed
             | ErrorCode::ResourceExhausted
-            | ErrorCode::AuditFailed => Answer::ToolResult { exit_code: 2 },
+            | ErrorCode::AuditFailed
+            | ErrorCode::BackendChanged => Answer::ToolResult { exit_code: 2 },
         }
     }
 }

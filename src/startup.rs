@@ -145,6 +145,11 @@ pub struct App {
     /// How many of those are hidden as another name of a protected or fixed file.
     pub(crate) masked_links: usize,
     pub(crate) mask_note: Option<String>,
+    /// The backend's file as hashed at start, re-identified before each
+    /// call (`None`: it could not be read); `--pin` sets what it must be.
+    pub(crate) watch: Option<crate::pins::Watch>,
+    /// The SHA-256 of the canonical (RFC 8785) `describe` document.
+    pub(crate) describe_sha256: String,
     /// The start-up line (stderr): what is served, how it is confined,
     /// what was granted, and every note and warning.
     pub startup_line: String,
@@ -217,7 +222,7 @@ impl App {
         // The catalog read is the sandbox's trial run: a run that started
         // had every layer applied. One that could not start is tried again
         // only if the trial run gave layers up (best-effort mode).
-        let catalog = match read(&detected) {
+        let (catalog, describe_sha256) = match read(&detected) {
             Err(not_run @ StartError::DescribeNotRun { .. }) => {
                 if detected.tried(false)? {
                     read(&detected)?
@@ -322,6 +327,7 @@ impl App {
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
         let first = std::sync::Arc::new(first);
+        let watch = crate::pins::Watch::start(&config.backend).ok();
         Ok(App {
             tools: tool_set,
             instructions: INSTRUCTIONS.to_string(),
@@ -343,6 +349,8 @@ impl App {
                     .then(|| Duration::from_secs(serve.limits.call_timeout)),
             },
             mask_note,
+            watch,
+            describe_sha256,
             startup_line: line,
         })
     }
@@ -351,6 +359,32 @@ impl App {
     /// this server's identity.
     pub fn protocol_input(&self) -> ProtocolInput {
         ProtocolInput::new(self.tools.iter(), self.instructions.clone(), identity())
+            .with_tools_sha256(crate::pins::served_sha256(self.tools.iter()))
+    }
+
+    /// What the pins need of this server (docs/PINS.md).
+    pub(crate) fn offered(&self) -> crate::pins::Offered<'_> {
+        crate::pins::Offered {
+            backend: &self.config.backend,
+            backend_sha256: self.watch.as_ref().map(crate::pins::Watch::start_sha256),
+            version: &self.program.version,
+            describe_sha256: &self.describe_sha256,
+            tools: &self.tools,
+        }
+    }
+
+    /// `--pin`: compare with the pins (or write them), and from then on
+    /// expect the pinned backend before each call.
+    pub(crate) fn pin(
+        &mut self,
+        settings: &crate::pins::Settings,
+    ) -> Result<(), crate::pins::PinError> {
+        if let Some(expect) = crate::pins::at_start(&self.offered(), settings)? {
+            if let Some(w) = self.watch.as_mut() {
+                w.pin(&expect.sha256, expect.refuse);
+            }
+        }
+        Ok(())
     }
 
     /// What was offered and withheld, and every catalog finding.
@@ -461,7 +495,7 @@ fn read_catalog(
     owner_globals: &[String],
     cwd: &std::path::Path,
     redactor: &Redactor,
-) -> Result<catalog::Catalog, StartError> {
+) -> Result<(catalog::Catalog, String), StartError> {
     let argv = Invocation::describe(backend, owner_globals);
     let what = format!("`{backend} describe --format=json`");
     let bounds = RunBounds {
@@ -536,6 +570,7 @@ fn read_catalog(
     // texts (a cut first could leave part of a secret unrecognised). Keys
     // are the catalog's own, so no key makes a value secret here.
     crate::audit::note_catalog(&finished.stdout);
+    let describe_sha256 = describe_digest(&finished.stdout);
     let bytes = match serde_json::from_slice::<Value>(&finished.stdout) {
         Ok(doc) => {
             let (doc, _) = redactor.redact_strings(doc);
@@ -544,7 +579,19 @@ fn read_catalog(
         Err(_) => finished.stdout,
     };
     // Kept typed: `tools --check` reads every finding off the error.
-    Ok(catalog::parse(&bytes)?)
+    Ok((catalog::parse(&bytes)?, describe_sha256))
+}
+
+/// The digest of the `describe` document's canonical form, so that only a
+/// change of content changes it (the bytes if it has no canonical form).
+fn describe_digest(stdout: &[u8]) -> String {
+    let canonical = serde_json::from_slice::<Value>(stdout)
+        .ok()
+        .and_then(|doc| crate::canonical::to_string(&doc).ok());
+    match canonical {
+        Some(text) => crate::audit::chain::sha256_hex(text.as_bytes()),
+        None => crate::audit::chain::sha256_hex(stdout),
+    }
 }
 
 /// What to try when `describe` failed: the run is sandboxed, so a backend

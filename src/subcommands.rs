@@ -20,7 +20,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             if args.print_config.is_some() {
                 return crate::client_config::print(&cli.globals, &args);
             }
-            let app = App::start_quiet(&cli.globals, &args)?;
+            let mut app = App::start_quiet(&cli.globals, &args)?;
+            app.pin(&args.pins.settings())?;
             let protocol = app.protocol_input();
             // As many calls as the process limits hold; a call that would
             // pass them fails as the server's own shortage, not the backend's.
@@ -48,8 +49,17 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             crate::audit::verify::cli(files, audit_key)
         }
         CliCommand::ProbeAttempt { name, args } => Ok(crate::sandbox::probe_attempt(&name, &args)),
-        CliCommand::Tools { json, check, start } => {
+        CliCommand::Tools {
+            json,
+            check,
+            pin,
+            update,
+            start,
+        } => {
             let serve = ServeArgs::for_subcommand(start, None);
+            if let Some(pin) = pin {
+                return pins_subcommand(&cli.globals, &serve, &pin, check, update);
+            }
             if check {
                 return crate::check::run(&cli.globals, &serve, json);
             }
@@ -94,6 +104,27 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
             }
         }
     }
+}
+
+/// `tools --pin FILE --check | --update` (docs/PINS.md, "Exit codes").
+fn pins_subcommand(
+    globals: &crate::cli::Globals,
+    serve: &ServeArgs,
+    pin: &std::path::Path,
+    check: bool,
+    update: bool,
+) -> anyhow::Result<u8> {
+    if !check && !update {
+        bail!("--pin FILE goes with --check (compare) or --update (rewrite the pins)");
+    }
+    let app = App::start(globals, serve)?;
+    if update {
+        print_stdout(&crate::pins::update(&app.offered(), pin)?)?;
+        return Ok(0);
+    }
+    let (code, text) = crate::pins::check(&app.offered(), pin)?;
+    print_stdout(&text)?;
+    Ok(code)
 }
 
 /// `tools --json`: stable machine form.

@@ -11,8 +11,8 @@
 //! `Tool { name, title, description, input_schema, annotations, .. }`, which
 //! dispatch.rs turns into tool definitions; `ToolSet::get(name)`, which the
 //! call path (call.rs, subcommands.rs) looks a tool up with; and
-//! `ToolSet::iter()` in a deterministic order, which startup.rs hands to
-//! dispatch.rs's `ProtocolInput`.
+//! `ToolSet::iter()` in a deterministic order (by name, in byte order),
+//! which startup.rs hands to dispatch.rs's `ProtocolInput`.
 
 use std::fmt;
 
@@ -768,6 +768,21 @@ mod tests {
             Offering::Withheld { reasons } => reasons.clone(),
             v => panic!("{command} offered: {v:?}"),
         }
+    }
+
+    /// Tools are served by name in byte order, whatever the catalog's
+    /// order: `tools/list` and the digest of the served set depend on it.
+    #[test]
+    fn tools_are_served_by_name_in_byte_order() {
+        let c = catalog_with(json!([
+            cmd("zeta", &["read_only"]),
+            cmd("ab", &["read_only"]),
+            cmd("a-b", &["read_only"]),
+            cmd("a1", &["read_only"]),
+        ]));
+        let (set, _) = build(&c, false);
+        let names: Vec<&str> = set.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["a1", "a_b", "ab", "zeta"]);
     }
 
     #[test]

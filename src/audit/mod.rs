@@ -6,7 +6,7 @@
 //! at once.
 
 mod append;
-pub(crate) mod canonical;
+pub(crate) use crate::canonical;
 pub(crate) mod chain;
 mod record;
 pub(crate) mod verify;

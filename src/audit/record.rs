@@ -39,7 +39,7 @@ pub(crate) fn now_ms() -> u128 {
 
 /// Error codes for which the server refused the call before anything ran
 /// because of what was asked (`refused`); the others are `tool_error`.
-const REFUSALS: [&str; 7] = [
+const REFUSALS: [&str; 8] = [
     "invalid_argument",
     "unknown_argument",
     "missing_argument",
@@ -47,6 +47,7 @@ const REFUSALS: [&str; 7] = [
     "path_not_found",
     "path_protected",
     "audit_failed",
+    "backend_changed",
 ];
 
 /// The outcome members of a call record: `outcome`, with `error_code` or
@@ -135,6 +136,8 @@ mod tests {
         assert_eq!(of(ErrorCode::PathProtected)["outcome"], "refused");
         assert_eq!(of(ErrorCode::PathProtected)["reason"], "path_protected");
         assert_eq!(of(ErrorCode::AuditFailed)["reason"], "audit_failed");
+        assert_eq!(of(ErrorCode::BackendChanged)["outcome"], "refused");
+        assert_eq!(of(ErrorCode::BackendChanged)["reason"], "backend_changed");
         assert_eq!(of(ErrorCode::Timeout)["outcome"], "tool_error");
         assert_eq!(of(ErrorCode::Timeout)["error_code"], "timeout");
         let ok = Envelope::from_run(1, json!({"findings": []}));

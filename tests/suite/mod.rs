@@ -47,4 +47,5 @@ mod tools_files_return;
 mod tools_guard;
 mod tools_list;
 mod tools_over_mcp;
+mod tools_pins;
 mod tools_pipeline;

@@ -17,7 +17,17 @@ fn assert_legacy_result(r: &Value) {
     let res = &r["result"];
     assert!(res.get("resultType").is_none(), "{r}");
     assert!(res.get("ttlMs").is_none(), "{r}");
-    assert!(res.get("_meta").is_none(), "{r}");
+    // A legacy result carries no identity in `_meta`; `tools/list` carries
+    // only the digest of the served tools there (docs/PINS.md).
+    let meta_keys: Vec<&String> = res
+        .get("_meta")
+        .and_then(Value::as_object)
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    assert!(
+        meta_keys.is_empty() || meta_keys == ["io.reachweaver/tools-sha256"],
+        "{r}"
+    );
 }
 
 #[test]
@@ -441,7 +451,14 @@ fn d8_tools_list_legacy() {
     s.send_raw(br#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
     let r = s.recv();
     let keys: Vec<_> = r["result"].as_object().unwrap().keys().cloned().collect();
-    assert_eq!(keys, ["tools"]);
+    assert_eq!(keys, ["tools", "_meta"]);
+    let meta: Vec<_> = r["result"]["_meta"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(meta, ["io.reachweaver/tools-sha256"]);
     let r = s.request(req(json!(3), "tools/list", json!({"cursor": "x"})));
     assert_eq!(r["error"]["code"], -32602);
 }
