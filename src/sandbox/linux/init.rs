@@ -30,6 +30,8 @@ pub(super) struct Init {
     pub(super) config: ZygoteConfig,
     /// The seccomp program, built once per zygote.
     pub(super) program: Option<seccompiler::BpfProgram>,
+    /// The watched program and its seal, built with it.
+    pub(super) watched: Option<super::seccomp::Watched>,
     pub(super) last_cap: u32,
 }
 
@@ -134,6 +136,7 @@ impl Init {
             plan: self.config.plan(kind),
             policy,
             program: self.program_for(layers),
+            watched: self.program_for(layers).and(self.watched.as_ref()),
             last_cap: self.last_cap,
         }
     }
@@ -152,8 +155,14 @@ impl Init {
         fds: &RunFds<RawFd>,
         kind: RunKind,
     ) -> Result<Infallible, Failure> {
+        // A spare armed ahead holds its seccomp listener: to the server,
+        // before its descriptor number is taken by the run's below.
+        let handed = match &self.watched {
+            Some(w) => super::supervise::hand_over(fds.channel, &w.seal),
+            None => Ok(()),
+        };
         // Each at its index, which `RunFds` holds to be its number in the run.
-        if let Err(f) = place_fds(&fds.into_array(), 0) {
+        if let Err(f) = handed.and_then(|()| place_fds(&fds.into_array(), 0)) {
             // The status pipe is not at its number yet.
             report_to(fds.status, &f);
             // SAFETY: leaving without the zygote's destructors.
@@ -214,6 +223,9 @@ impl Init {
         let confinement = self.confinement(kind, Some(&p));
         if !confinement.shape.arms_before_request() {
             confinement.take(Phase::Arm)?;
+            if let Some(w) = &self.watched {
+                super::supervise::hand_over(RUN_CHANNEL_FD, &w.seal)?;
+            }
         }
         run_as_init(&prepared, RUN_CHANNEL_FD, Tell::Channel)
     }

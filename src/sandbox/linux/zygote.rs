@@ -128,6 +128,16 @@ pub(super) fn setup(config: ZygoteConfig) -> Result<ZygoteState, Failure> {
     } else {
         None
     };
+    // The watched filter lets internet sockets be made: only where the
+    // runs' network namespace is empty.
+    let watched = if program.is_some() && config.layers.has(Layer::Netns) {
+        Some(
+            seccomp::build_watched()
+                .map_err(|e| Failure::layer(Layer::Seccomp, format!("seccomp: {e}")))?,
+        )
+    } else {
+        None
+    };
     // SAFETY: getuid/getgid can't fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     // The runs' own user, PID and IPC namespaces come with each run.
@@ -156,6 +166,7 @@ pub(super) fn setup(config: ZygoteConfig) -> Result<ZygoteState, Failure> {
             gid: namespaces::inside_id(gid),
             config,
             program,
+            watched,
             last_cap,
         },
         self_pidfd,

@@ -1,8 +1,9 @@
 //! Zygote / init → server: the run channel, one `SOCK_SEQPACKET` pair per
-//! run. Three messages, five bytes each (a tag and a little-endian value):
-//! the init exists (its pid, with a pidfd), the backend's wait status (from
-//! init, once its namespace is empty), init's own wait status (from the
-//! zygote).
+//! run. Four messages, five bytes each (a tag and a little-endian value):
+//! the init exists (its pid, with a pidfd), the run's seccomp listener
+//! (from init, with the listener, before the backend starts), the
+//! backend's wait status (from init, once its namespace is empty), init's
+//! own wait status (from the zygote).
 
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -12,6 +13,7 @@ use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, Ms
 const STARTED: u8 = b'P';
 const BACKEND: u8 = b'S';
 const INIT: u8 = b'Z';
+const LISTENER: u8 = b'L';
 
 /// One run-channel message as the server receives it.
 #[derive(Debug)]
@@ -23,6 +25,8 @@ pub(crate) enum Message {
     Backend(i32),
     /// Init's own raw wait status.
     Init(i32),
+    /// The run's seccomp listener (`None` if the descriptor did not come).
+    Listener(Option<OwnedFd>),
     /// A tag this version does not know.
     Unknown,
 }
@@ -37,6 +41,14 @@ pub(crate) fn send_init(fd: RawFd, status: i32) -> bool {
     send(fd, INIT, status, None)
 }
 
+/// Init: the run's seccomp listener, sent with the flags the watched
+/// filter lets through for exactly this (`seccomp::HANDOVER_FLAGS`).
+pub(crate) fn send_listener(fd: RawFd, listener: RawFd) -> bool {
+    let flags =
+        MsgFlags::from_bits_retain(crate::sandbox::linux::seccomp::HANDOVER_FLAGS as libc::c_int);
+    send_with(fd, LISTENER, 1, Some(listener), flags)
+}
+
 /// The backend's status, as init writes it: the tagged message bytes.
 pub(crate) fn backend_bytes(status: i32) -> [u8; 5] {
     let mut buf = [0u8; 5];
@@ -48,6 +60,11 @@ pub(crate) fn backend_bytes(status: i32) -> [u8; 5] {
 /// Send one message (never blocks, never raises SIGPIPE: a server that
 /// stopped listening loses nothing it still needs).
 fn send(fd: RawFd, kind: u8, value: i32, pass: Option<RawFd>) -> bool {
+    let flags = MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT;
+    send_with(fd, kind, value, pass, flags)
+}
+
+fn send_with(fd: RawFd, kind: u8, value: i32, pass: Option<RawFd>, flags: MsgFlags) -> bool {
     let mut buf = [0u8; 5];
     buf[0] = kind;
     buf[1..].copy_from_slice(&value.to_le_bytes());
@@ -59,13 +76,7 @@ fn send(fd: RawFd, kind: u8, value: i32, pass: Option<RawFd>) -> bool {
         vec![ControlMessage::ScmRights(&fds)]
     };
     loop {
-        match sendmsg::<()>(
-            fd,
-            &iov,
-            &cmsg,
-            MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
-            None,
-        ) {
+        match sendmsg::<()>(fd, &iov, &cmsg, flags, None) {
             Ok(n) => return n == buf.len(),
             Err(nix::errno::Errno::EINTR) => continue,
             Err(_) => return false,
@@ -127,6 +138,7 @@ pub(crate) fn recv(fd: &OwnedFd, block: bool) -> std::io::Result<Option<Message>
         },
         BACKEND => Message::Backend(value),
         INIT => Message::Init(value),
+        LISTENER => Message::Listener(passed),
         _ => Message::Unknown,
     }))
 }
