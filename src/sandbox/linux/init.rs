@@ -57,7 +57,13 @@ impl Init {
             // SAFETY: leaving without the zygote's destructors.
             unsafe { libc::_exit(1) };
         }
-        if !ready::announce(SPARE_SOCKET) {
+        // A spare armed ahead hands its seccomp listener over with its
+        // word, and seals the hole that took, before its request exists.
+        let announced = match &self.watched {
+            Some(w) => super::supervise::announce(SPARE_SOCKET, &w.seal),
+            None => ready::announce(SPARE_SOCKET),
+        };
+        if !announced {
             // SAFETY: leaving without the zygote's destructors.
             unsafe { libc::_exit(1) };
         }
@@ -155,8 +161,8 @@ impl Init {
         fds: &RunFds<RawFd>,
         kind: RunKind,
     ) -> Result<Infallible, Failure> {
-        // A spare armed ahead holds its seccomp listener: to the server,
-        // before its descriptor number is taken by the run's below.
+        // A listener still held here (none when its word carried it) goes
+        // to the server before its number is taken by the run's below.
         let handed = match &self.watched {
             Some(w) => super::supervise::hand_over(fds.channel, &w.seal),
             None => Ok(()),

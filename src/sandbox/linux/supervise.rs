@@ -78,6 +78,25 @@ pub(super) fn hand_over(channel_fd: RawFd, seal: &seccompiler::BpfProgram) -> Re
     })
 }
 
+/// A spare armed ahead says it is ready: with its pending listener, which
+/// the zygote passes on with the run's first message (nothing more on the
+/// call's path), then the seal; a plain word when there is none. Whether
+/// the word went out (a failed seal is a failed set-up: no word).
+pub(super) fn announce(spare_socket: RawFd, seal: &seccompiler::BpfProgram) -> bool {
+    let fd = PENDING.swap(-1, Ordering::Relaxed);
+    if fd < 0 {
+        return super::wire::ready::announce(spare_socket);
+    }
+    // SAFETY: `install` gave this descriptor up to PENDING, and the swap
+    // took it back: no one else owns it.
+    let listener = unsafe { OwnedFd::from_raw_fd(fd) };
+    // The handover first: the seal refuses it. A spare whose seal fails
+    // exits, and its run with it, before any request reaches it.
+    let sent = super::wire::ready::announce_with(spare_socket, listener.as_raw_fd());
+    drop(listener);
+    sent && seccomp::apply_seal(seal).is_ok()
+}
+
 // ---------------------------------------------------------------------------
 // The server's side.
 

@@ -533,6 +533,7 @@ impl Run {
             channel::Message::Started {
                 pid,
                 pidfd: Some(pidfd),
+                listener,
             } if pid > 0 => {
                 let mut run = Run {
                     channel,
@@ -543,9 +544,16 @@ impl Run {
                     supervisor: crate::sandbox::linux::supervise::Supervisor::unwatched(),
                     _zygote: zygote,
                 };
-                // Init passed its listener before the status pipe closed,
-                // so it is queued here already: taken without waiting.
-                run.take(false)?;
+                match listener {
+                    // A spare armed ahead: its listener came with this message.
+                    Some(l) => run.supervisor.watch(l),
+                    // An init armed after its request passed its listener
+                    // before the status pipe closed, so it is queued here
+                    // already: taken without waiting.
+                    None => {
+                        run.take(false)?;
+                    }
+                }
                 Ok(run)
             }
             _ => Err(std::io::Error::new(
