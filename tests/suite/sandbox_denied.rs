@@ -282,3 +282,27 @@ fn a_python_backend_phoning_home_is_named_in_the_results_meta() {
     let log = s.stderr_when("the call's line", |l| l.contains("call tool=fetch"));
     assert!(log.contains(&format!(" denied={n} ")), "{log}");
 }
+
+/// A draft run is armed only once its request is there, so its init passes
+/// its listener on the run channel itself: watched all the same.
+#[test]
+fn a_draft_run_is_watched_too() {
+    let mut s = Server::start_with(Opts {
+        extra_serve_args: vec!["--allow-drafts".into()],
+        own_db: true,
+        ..Opts::default()
+    });
+    let r = s.request(modern(
+        json!(1),
+        "tools/call",
+        json!({"name": "draft", "arguments": {"campaign": "campaigns/spring-launch.yaml",
+               "channel": "mastodon", "text": "A calm note about our spring release."}}),
+    ));
+    let env = envelope_of(&r["result"]);
+    assert!(env["exit_code"] == 0 || env["exit_code"] == 1, "{env}");
+    assert_eq!(
+        r["result"]["_meta"][META],
+        json!({"status": "watched", "network": 0, "counts": {}, "entries": [], "omitted": 0}),
+        "{r}"
+    );
+}
