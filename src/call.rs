@@ -15,7 +15,7 @@ use crate::tools::Tool;
 use crate::validate;
 
 // The `_meta` members are named where the envelope is defined.
-pub(crate) use crate::envelope::{META_REDACTED, META_SANDBOX};
+pub(crate) use crate::envelope::{META_DENIED, META_REDACTED, META_SANDBOX};
 
 /// ` redacted=N` for the log line when anything was hidden.
 fn redacted_note(envelope: &Envelope) -> String {
@@ -142,12 +142,18 @@ impl App {
         let attest = |mut envelope: Envelope| {
             if let Some(a) = &attestation {
                 envelope.meta.insert(META_SANDBOX.into(), a.to_json());
+                if let Some(d) = &a.denied {
+                    envelope.meta.insert(META_DENIED.into(), d.to_json());
+                }
             }
             envelope
         };
         let sandbox = attestation
             .as_ref()
-            .map(|a| format!(" sandbox={}", a.code()))
+            .map(|a| {
+                let denied = a.denied.as_ref().map(|d| d.log_field()).unwrap_or_default();
+                format!(" sandbox={}{denied}", a.code())
+            })
             .unwrap_or_default();
         match end {
             CallEnd::Answer(envelope) => {

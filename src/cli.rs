@@ -230,6 +230,8 @@ pub enum SandboxCommand {
         /// Hide files matching this pattern too (repeatable), as `mcp-serve --protect` does.
         #[arg(long = "protect", value_name = "PATTERN")]
         protect: Vec<String>,
+        #[command(flatten)]
+        report: crate::sandbox_cli::DeniedReport,
         /// The command and its arguments.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,

@@ -8,6 +8,10 @@ use crate::error::ToolError;
 /// The `_meta` member naming what a tool run was confined by.
 pub(crate) const META_SANDBOX: &str = "io.reachweaver/sandbox";
 
+/// The `_meta` member telling what a tool run tried and was refused
+/// (docs/DENIED.md).
+pub(crate) const META_DENIED: &str = "io.reachweaver/denied";
+
 /// The `_meta` member counting what redaction hid (only when it hid
 /// anything; never what it was).
 pub(crate) const META_REDACTED: &str = "io.reachweaver/redacted";

@@ -130,7 +130,20 @@ fn run_once_attested(
     let deadline = bounds.timeout.map(|t| started + t);
     let mut child = sandbox.spawn(kind, argv, cwd).map_err(RunError::Spawn)?;
     attestation.clone_from(&child.attestation);
+    let end = capture(&mut child, bounds, deadline, cancel);
+    if let Some(a) = attestation.as_mut() {
+        a.denied = Some(child.denied());
+    }
+    end
+}
 
+/// Read the run's output, answer its supervisor, and wait for its end.
+fn capture(
+    child: &mut SandboxedChild,
+    bounds: RunBounds,
+    deadline: Option<Instant>,
+    cancel: &Cancel,
+) -> Result<RunEnd, RunError> {
     // Both pipes are read on this thread, whichever has data, so a child
     // that fills one can never stall the other, and a run needs no thread
     // beyond the caller's (none that could fail to start mid-call).
@@ -152,27 +165,36 @@ fn run_once_attested(
             None => child.exit_fd().map(|fd| fd.as_raw_fd()),
             Some(_) => None,
         };
-        if stdout.is_done() && stderr.is_done() && exit_fd.is_none() {
+        // The run's watched calls wait for an answer from this same loop.
+        let watch_fd = child.supervisor_fd();
+        if stdout.is_done() && stderr.is_done() && exit_fd.is_none() && watch_fd.is_none() {
             // Only the exit is missing and nothing will signal it: look
             // again soon (it normally follows end-of-file closely).
             cancel.wait_timeout(idle);
             idle = (idle * 2).min(Duration::from_millis(5));
         } else {
-            poll_readable(&mut [&mut stdout, &mut stderr], exit_fd, POLL_WAIT);
+            let watched = poll_readable(
+                &mut [&mut stdout, &mut stderr],
+                [exit_fd, watch_fd],
+                POLL_WAIT,
+            );
+            if watched[1] != 0 {
+                child.supervise(watched[1]);
+            }
             stdout.read_ready(&mut buf);
             stderr.read_ready(&mut buf);
             if stdout.data.len() > bounds.max_stdout {
-                stop(&mut child);
+                stop(child);
                 return Ok(RunEnd::TooLarge);
             }
         }
 
         if cancel.is_cancelled() {
-            stop(&mut child);
+            stop(child);
             return Ok(RunEnd::Cancelled);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            stop(&mut child);
+            stop(child);
             return Ok(RunEnd::TimedOut);
         }
         if exited.is_none() {
@@ -195,6 +217,22 @@ fn run_once_attested(
             if at.elapsed() >= HELD_OPEN_GRACE + DRAIN_AFTER_KILL {
                 return Ok(RunEnd::HeldOpen(exit));
             }
+        }
+    }
+}
+
+/// For a caller that reads the run's output elsewhere (`sandbox run`):
+/// answer the run's supervisor until the run's end is in, or nobody
+/// watches it any more. Returns at once for a run without a supervisor.
+pub(crate) fn supervise_until_exit(child: &mut SandboxedChild) {
+    while let Some(watch_fd) = child.supervisor_fd() {
+        let exit_fd = child.exit_fd().map(|fd| fd.as_raw_fd());
+        let revents = poll_readable(&mut [], [exit_fd, Some(watch_fd)], POLL_WAIT);
+        if revents[1] != 0 {
+            child.supervise(revents[1]);
+        }
+        if revents[0] != 0 {
+            return;
         }
     }
 }
@@ -268,8 +306,14 @@ impl Capture {
 
 /// Wait up to `wait` until one of the open pipes can be read (or is
 /// closed), or `exit` can, and mark which pipes.
-fn poll_readable(captures: &mut [&mut Capture], exit: Option<RawFd>, wait: Duration) {
-    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(captures.len() + 1);
+/// Poll the pipes and the `others` (the exit and the supervisor's
+/// descriptors); the `revents` of each of the others.
+fn poll_readable(
+    captures: &mut [&mut Capture],
+    others: [Option<RawFd>; 2],
+    wait: Duration,
+) -> [i16; 2] {
+    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(captures.len() + 2);
     for c in captures.iter() {
         if let Some(p) = &c.pipe {
             fds.push(libc::pollfd {
@@ -279,10 +323,11 @@ fn poll_readable(captures: &mut [&mut Capture], exit: Option<RawFd>, wait: Durat
             });
         }
     }
-    if let Some(fd) = exit {
-        // Last, so the pipes keep their places for the marking below.
+    let pipes = fds.len();
+    // Last, so the pipes keep their places for the marking below.
+    for fd in others.iter().flatten() {
         fds.push(libc::pollfd {
-            fd,
+            fd: *fd,
             events: libc::POLLIN,
             revents: 0,
         });
@@ -292,7 +337,7 @@ fn poll_readable(captures: &mut [&mut Capture], exit: Option<RawFd>, wait: Durat
     let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
     if r <= 0 {
         // Timed out, or interrupted: the caller's loop comes back.
-        return;
+        return [0; 2];
     }
     let mut i = 0;
     for c in captures.iter_mut() {
@@ -301,6 +346,15 @@ fn poll_readable(captures: &mut [&mut Capture], exit: Option<RawFd>, wait: Durat
             i += 1;
         }
     }
+    let mut revents = [0; 2];
+    let mut at = pipes;
+    for (slot, fd) in revents.iter_mut().zip(others) {
+        if fd.is_some() {
+            *slot = fds[at].revents;
+            at += 1;
+        }
+    }
+    revents
 }
 
 /// How a tool call ended, for the answer and the log line.

@@ -22,8 +22,9 @@ pub(crate) fn cli(globals: &Globals, cmd: SandboxCommand) -> anyhow::Result<u8> 
             root,
             allow_read,
             protect,
+            report,
             command,
-        } => run(globals, root, allow_read, &protect, command),
+        } => run(globals, root, allow_read, &protect, &report, command),
         SandboxCommand::Probe {
             json,
             without,
@@ -145,11 +146,51 @@ fn masks(owner: &Owner, opts: &SandboxOptions, protect: &[String]) -> anyhow::Re
     Ok(crate::protect::scan(&folders, &protected).hidden)
 }
 
+/// `sandbox run`'s report of what the command tried and was refused
+/// (docs/DENIED.md).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct DeniedReport {
+    /// Write what the command tried and was refused (network attempts) as JSON.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Write it as JUnit XML: one failing case per attempted destination.
+    #[arg(long = "report-junit", value_name = "FILE")]
+    report_junit: Option<PathBuf>,
+    /// Exit 86 when anything was refused (or nobody could watch), whatever the command's exit.
+    #[arg(long = "fail-on-denied")]
+    fail_on_denied: bool,
+}
+
+/// `sandbox run --fail-on-denied`'s exit when the command tried something
+/// and was refused, or when nobody could watch it.
+pub const EXIT_DENIED: u8 = 86;
+
+impl DeniedReport {
+    /// Write the reports asked for; the exit code, given the command's.
+    fn finish(&self, denied: &crate::sandbox::denied::Denied, code: u8) -> anyhow::Result<u8> {
+        if let Some(p) = &self.report {
+            let mut text = serde_json::to_string_pretty(&denied.to_json())?;
+            text.push('\n');
+            std::fs::write(p, text).with_context(|| format!("--report {}", p.display()))?;
+        }
+        if let Some(p) = &self.report_junit {
+            std::fs::write(p, denied.to_junit("sandbox run"))
+                .with_context(|| format!("--report-junit {}", p.display()))?;
+        }
+        let unknown = denied.watch != crate::sandbox::denied::Watch::Watched;
+        if self.fail_on_denied && (denied.fails() || unknown) {
+            return Ok(EXIT_DENIED);
+        }
+        Ok(code)
+    }
+}
+
 fn run(
     globals: &Globals,
     root: Option<PathBuf>,
     allow_read: Vec<PathBuf>,
     protect: &[String],
+    report: &DeniedReport,
     command: Vec<String>,
 ) -> anyhow::Result<u8> {
     let (program, args) = command
@@ -169,6 +210,8 @@ fn run(
     let pid = child.pid() as libc::pid_t;
     let out = child.stdout.take().map(|s| pump(s, std::io::stdout(), pid));
     let err = child.stderr.take().map(|s| pump(s, std::io::stderr(), pid));
+    // The run's watched calls are answered here while the pumps copy.
+    crate::run::supervise_until_exit(&mut child);
     // The pipes reach end of file only once the helper has exited, and it
     // isn't reaped before the pumps are done, so their kill can't hit a
     // recycled pid.
@@ -176,7 +219,7 @@ fn run(
         let _ = t.join();
     }
     let status = child.wait()?;
-    Ok(exit_code(status))
+    report.finish(&child.denied(), exit_code(status))
 }
 
 /// Copy a run's output to ours on a thread; if ours fails, kill the run.

@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use super::Ended;
-use crate::envelope::{Envelope, META_REDACTED, META_SANDBOX};
+use crate::envelope::{Envelope, META_DENIED, META_REDACTED, META_SANDBOX};
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for milliseconds since the Unix epoch.
 pub(crate) fn utc_ms(ms: u128) -> String {
@@ -51,7 +51,7 @@ const REFUSALS: [&str; 8] = [
 ];
 
 /// The outcome members of a call record: `outcome`, with `error_code` or
-/// `reason`, `exit_code`, `output_bytes`, `redacted` and `sandbox`.
+/// `reason`, `exit_code`, `output_bytes`, `redacted`, `sandbox` and `denied`.
 pub(crate) fn outcome(outcome: Ended<'_>) -> Map<String, Value> {
     let mut m = Map::new();
     match outcome {
@@ -110,6 +110,9 @@ fn envelope_outcome(envelope: &Envelope, m: &mut Map<String, Value>) {
     );
     if let Some(a) = envelope.meta.get(META_SANDBOX) {
         m.insert("sandbox".into(), a.clone());
+    }
+    if let Some(d) = envelope.meta.get(META_DENIED) {
+        m.insert("denied".into(), d.clone());
     }
 }
 

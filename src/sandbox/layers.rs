@@ -319,6 +319,8 @@ pub struct Attestation {
     pub layers: LayerSet,
     /// SHA-256 of the run's serialized policy.
     pub policy_sha256: String,
+    /// What the run tried and was refused, once it is over.
+    pub denied: Option<crate::sandbox::denied::Denied>,
 }
 
 impl Attestation {
@@ -330,6 +332,7 @@ impl Attestation {
         Attestation {
             layers,
             policy_sha256,
+            denied: None,
         }
     }
 

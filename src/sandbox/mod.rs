@@ -30,6 +30,7 @@
 
 // The sweep after a draft run: shared by Linux and macOS, whose sandboxes
 // both let a draft write the database's companions under their names.
+pub mod denied;
 pub mod draft;
 mod exec_chain;
 pub mod guard;
@@ -622,6 +623,34 @@ impl SandboxedChild {
             Process::Forked(r) if !self.done => Some(r.exit_fd()),
             #[cfg(target_os = "linux")]
             Process::Forked(_) => None,
+        }
+    }
+
+    /// The run's seccomp listener, to poll beside its pipes while it runs.
+    pub(crate) fn supervisor_fd(&self) -> Option<std::os::fd::RawFd> {
+        match &self.child {
+            #[cfg(target_os = "linux")]
+            Process::Forked(r) if !self.done => r.supervisor.fd(),
+            _ => None,
+        }
+    }
+
+    /// `poll` set `revents` on [`Self::supervisor_fd`]: answer the run.
+    pub(crate) fn supervise(&mut self, revents: i16) {
+        #[cfg(target_os = "linux")]
+        if let Process::Forked(r) = &mut self.child {
+            r.supervisor.ready(revents);
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = revents;
+    }
+
+    /// What the run tried and was refused, as far as anyone watched.
+    pub(crate) fn denied(&self) -> denied::Denied {
+        match &self.child {
+            #[cfg(target_os = "linux")]
+            Process::Forked(r) => r.supervisor.report(),
+            _ => denied::Denied::new(denied::Watch::Unavailable),
         }
     }
 

@@ -181,6 +181,15 @@ fn audit_every_request_is_one_record_and_the_chain_verifies() {
     assert_eq!(legacy["redacted"], 0);
     assert!(legacy["sandbox"]["layers"].is_array(), "{legacy}");
     assert!(hex64(&legacy["sandbox"]["policy_sha256"]), "{legacy}");
+    // What the run tried and was refused (docs/DENIED.md): nothing, as far
+    // as the platform can watch.
+    let watch = if cfg!(target_os = "linux") {
+        "watched"
+    } else {
+        "unavailable"
+    };
+    assert_eq!(legacy["denied"]["status"], watch, "{legacy}");
+    assert_eq!(legacy["denied"]["network"], 0, "{legacy}");
     assert!(hex64(&legacy["catalog_sha256"]), "{legacy}");
     assert_eq!(
         legacy["backend_sha256"],
@@ -188,7 +197,6 @@ fn audit_every_request_is_one_record_and_the_chain_verifies() {
     );
     assert!(legacy.get("arguments_hmac").is_none());
     assert!(legacy.get("traceparent").is_none());
-    assert!(legacy.get("denied").is_none());
     let modern = &recs[4];
     assert_eq!(modern["jsonrpc_id"], "four");
     assert_eq!(

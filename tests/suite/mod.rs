@@ -25,6 +25,8 @@ mod redaction_leaks;
 mod sandbox_apparmor;
 #[cfg(target_os = "linux")]
 mod sandbox_armed;
+#[cfg(target_os = "linux")]
+mod sandbox_denied;
 mod sandbox_lifetime;
 mod sandbox_limits;
 mod sandbox_matrix;

@@ -30,7 +30,7 @@ fn exit_0_is_a_plain_answer() {
     // landlock_tcp landlock_scope caps seccomp on this machine.
     assert!(
         line.starts_with(&format!(
-            "call tool=selftest exit=0 bytes={bytes} sandbox=UNIHPpMRLTSKC ms="
+            "call tool=selftest exit=0 bytes={bytes} sandbox=UNIHPpMRLTSKC denied=0 ms="
         )),
         "{line}"
     );

@@ -30,6 +30,8 @@ pub(super) struct Init {
     pub(super) config: ZygoteConfig,
     /// The seccomp program, built once per zygote.
     pub(super) program: Option<seccompiler::BpfProgram>,
+    /// The watched program and its seal, built with it.
+    pub(super) watched: Option<super::seccomp::Watched>,
     pub(super) last_cap: u32,
 }
 
@@ -55,7 +57,13 @@ impl Init {
             // SAFETY: leaving without the zygote's destructors.
             unsafe { libc::_exit(1) };
         }
-        if !ready::announce(SPARE_SOCKET) {
+        // A spare armed ahead hands its seccomp listener over with its
+        // word, and seals the hole that took, before its request exists.
+        let announced = match &self.watched {
+            Some(w) => super::supervise::announce(SPARE_SOCKET, &w.seal),
+            None => ready::announce(SPARE_SOCKET),
+        };
+        if !announced {
             // SAFETY: leaving without the zygote's destructors.
             unsafe { libc::_exit(1) };
         }
@@ -134,6 +142,7 @@ impl Init {
             plan: self.config.plan(kind),
             policy,
             program: self.program_for(layers),
+            watched: self.program_for(layers).and(self.watched.as_ref()),
             last_cap: self.last_cap,
         }
     }
@@ -152,8 +161,14 @@ impl Init {
         fds: &RunFds<RawFd>,
         kind: RunKind,
     ) -> Result<Infallible, Failure> {
+        // A listener still held here (none when its word carried it) goes
+        // to the server before its number is taken by the run's below.
+        let handed = match &self.watched {
+            Some(w) => super::supervise::hand_over(fds.channel, &w.seal),
+            None => Ok(()),
+        };
         // Each at its index, which `RunFds` holds to be its number in the run.
-        if let Err(f) = place_fds(&fds.into_array(), 0) {
+        if let Err(f) = handed.and_then(|()| place_fds(&fds.into_array(), 0)) {
             // The status pipe is not at its number yet.
             report_to(fds.status, &f);
             // SAFETY: leaving without the zygote's destructors.
@@ -214,6 +229,9 @@ impl Init {
         let confinement = self.confinement(kind, Some(&p));
         if !confinement.shape.arms_before_request() {
             confinement.take(Phase::Arm)?;
+            if let Some(w) = &self.watched {
+                super::supervise::hand_over(RUN_CHANNEL_FD, &w.seal)?;
+            }
         }
         run_as_init(&prepared, RUN_CHANNEL_FD, Tell::Channel)
     }

@@ -51,6 +51,7 @@ pub mod seccomp;
 pub(crate) mod server;
 pub mod step_error;
 mod steps;
+pub(crate) mod supervise;
 mod wire;
 pub mod zygote;
 

@@ -437,6 +437,25 @@ fn apply_device(dev: &Path) -> Result<(), StepError> {
     bind_fd(&fd, &dst, bind_attrs(false, writable, true))
 }
 
+/// What a run's resolver reads: one loopback name server, so a lookup
+/// goes to the same place on every machine, where the run's supervisor
+/// sees the name asked for (docs/DENIED.md).
+pub const RESOLV_CONF: &str =
+    "# reachweaver-mcp: the run has no network; lookups are refused.\nnameserver 127.0.0.1\n";
+
+/// Write [`RESOLV_CONF`] into the new root, unless a bind brought an
+/// `/etc/resolv.conf` of its own.
+fn resolver_conf() -> Result<(), StepError> {
+    let path = Path::new("/newroot/etc/resolv.conf");
+    if std::fs::symlink_metadata(path).is_ok() {
+        return Ok(());
+    }
+    if let Some(etc) = path.parent() {
+        mkdir_all(etc)?;
+    }
+    std::fs::write(path, RESOLV_CONF).map_err(|e| create_failed(path, &e))
+}
+
 /// Cover each protected path with an empty read-only file or folder (made
 /// in the staging tmpfs, which the binds keep alive once it is detached).
 fn apply_masks(masks: &[PathBuf]) -> Result<(), StepError> {
@@ -575,6 +594,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), StepError> {
         apply_draft(d)?;
     }
     apply_masks(&plan.masks)?;
+    resolver_conf()?;
     // Nothing may be added beside the binds: the skeleton is read-only.
     let skeleton = open_nofollow(Path::new("/newroot"))?;
     set_attrs(

@@ -123,6 +123,8 @@ fn confinement<'a>(p: &'a Policy, prep: &Prepared<'a>, ids: (u32, u32)) -> Confi
         plan: p.mounts.as_ref(),
         policy: Some(p),
         program: prep.program,
+        // A re-executed helper's run has no server-side supervisor.
+        watched: None,
         last_cap: prep.last_cap,
     }
 }

@@ -133,6 +133,9 @@ impl std::fmt::Display for SeccompBuildError {
 pub enum FilterAnswer {
     Allow,
     Errno(i32),
+    /// Handed to the supervisor holding the filter's listener
+    /// (`SECCOMP_RET_USER_NOTIF`); without one the kernel answers `ENOSYS`.
+    Notify,
 }
 
 const EPERM: FilterAnswer = FilterAnswer::Errno(libc::EPERM);
@@ -768,6 +771,7 @@ fn ret(answer: FilterAnswer) -> sock_filter {
         match answer {
             FilterAnswer::Allow => libc::SECCOMP_RET_ALLOW,
             FilterAnswer::Errno(e) => libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA),
+            FilterAnswer::Notify => libc::SECCOMP_RET_USER_NOTIF,
         },
     )
 }
@@ -849,6 +853,147 @@ pub fn assemble(arch: u32, table: &[Entry]) -> Result<BpfProgram, SeccompBuildEr
 /// The whole filter program for this architecture.
 pub fn build_program() -> Result<BpfProgram, SeccompBuildError> {
     assemble(audit_arch()?, &allow_list())
+}
+
+/// The `sendmsg` flags only the run's init uses, once, to pass the
+/// listener to the server: the one call of the network family the watched
+/// filter lets through unseen. The seal closes it before the backend runs.
+pub const HANDOVER_FLAGS: u32 =
+    (libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | libc::MSG_EOR | libc::MSG_CONFIRM) as u32;
+
+/// The network calls handed to the supervisor: each names a destination
+/// (in memory the filter can't read) or sets up a socket to receive.
+pub const WATCHED: [i64; 6] = [
+    libc::SYS_connect,
+    libc::SYS_bind,
+    libc::SYS_listen,
+    libc::SYS_sendto,
+    libc::SYS_sendmsg,
+    libc::SYS_sendmmsg,
+];
+
+/// [`allow_list`] for a run with a supervisor: internet sockets may be
+/// made (the run's network namespace is empty), and every call in
+/// [`WATCHED`] goes to the supervisor, which refuses or, on a local socket,
+/// lets it go on. Two holes for the run's init, closed by [`seal_list`]:
+/// the listener's handover (`sendmsg` with [`HANDOVER_FLAGS`]) and
+/// installing the seal itself (`seccomp` with no flags).
+pub fn watched_list() -> Vec<Entry> {
+    let mut l: Vec<Entry> = allow_list()
+        .into_iter()
+        .filter(|e| e.nr != libc::SYS_socket && !WATCHED.contains(&e.nr))
+        .collect();
+    by_args(
+        &mut l,
+        libc::SYS_socket,
+        vec![
+            case(vec![arg_is(0, libc::AF_INET as u32)], FilterAnswer::Allow),
+            case(vec![arg_is(0, libc::AF_INET6 as u32)], FilterAnswer::Allow),
+        ],
+        EPERM,
+    );
+    by_args(
+        &mut l,
+        libc::SYS_sendmsg,
+        vec![case(vec![arg_is(2, HANDOVER_FLAGS)], FilterAnswer::Allow)],
+        FilterAnswer::Notify,
+    );
+    for nr in WATCHED.into_iter().filter(|&nr| nr != libc::SYS_sendmsg) {
+        l.push(Entry {
+            nr,
+            verdict: Decision::Always(FilterAnswer::Notify),
+        });
+    }
+    by_args(
+        &mut l,
+        libc::SYS_seccomp,
+        vec![case(
+            vec![arg_is(0, libc::SECCOMP_SET_MODE_FILTER), arg_is(1, 0)],
+            FilterAnswer::Allow,
+        )],
+        FilterAnswer::Errno(libc::ENOSYS),
+    );
+    l
+}
+
+/// The seal, installed by init over the watched filter once the listener
+/// is handed over: the two holes answer as if they were never there. An
+/// errno here outranks the first filter's allow.
+pub fn seal_list() -> Vec<Entry> {
+    let mut l = Vec::new();
+    by_args(
+        &mut l,
+        libc::SYS_sendmsg,
+        vec![case(vec![arg_is(2, HANDOVER_FLAGS)], EPERM)],
+        FilterAnswer::Allow,
+    );
+    always(
+        &mut l,
+        FilterAnswer::Errno(libc::ENOSYS),
+        &[libc::SYS_seccomp],
+    );
+    l
+}
+
+/// The seal's program: like [`assemble`], but what it doesn't list is
+/// allowed (the first filter judges it).
+pub fn build_seal() -> Result<BpfProgram, SeccompBuildError> {
+    let mut program = assemble(audit_arch()?, &seal_list())?;
+    if let Some(last) = program.last_mut() {
+        *last = ret(FilterAnswer::Allow);
+    }
+    Ok(program)
+}
+
+/// The watched program and its seal, built once per zygote.
+#[derive(Debug, Clone)]
+pub struct Watched {
+    pub filter: BpfProgram,
+    pub seal: BpfProgram,
+}
+
+pub fn build_watched() -> Result<Watched, SeccompBuildError> {
+    Ok(Watched {
+        filter: assemble(audit_arch()?, &watched_list())?,
+        seal: build_seal()?,
+    })
+}
+
+fn install(program: &[sock_filter], flags: libc::c_ulong) -> std::io::Result<i64> {
+    // seccompiler's `sock_filter` has the kernel's layout, as libc's does.
+    let prog = libc::sock_fprog {
+        len: u16::try_from(program.len())
+            .map_err(|_| std::io::Error::from_raw_os_error(libc::E2BIG))?,
+        filter: program.as_ptr().cast_mut().cast::<libc::sock_filter>(),
+    };
+    // SAFETY: `prog` points at `program`, which outlives the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            flags,
+            std::ptr::addr_of!(prog),
+        )
+    };
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// Install `program` asking for a listener; its descriptor.
+pub fn apply_with_listener(program: &[sock_filter]) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let fd = install(program, libc::SECCOMP_FILTER_FLAG_NEW_LISTENER)?;
+    let fd = i32::try_from(fd).map_err(|_| std::io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: the kernel just made this descriptor for us alone.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Install the seal (no flags: the watched filter's hole takes exactly this).
+pub fn apply_seal(program: &[sock_filter]) -> std::io::Result<()> {
+    install(program, 0).map(|_| ())
 }
 
 /// Install the filter on the calling thread (the helper is single-threaded,
@@ -1567,6 +1712,93 @@ mod tests {
         assert_eq!(d([2, 0x2f, 4, 0, 0, 0]), err(22));
         assert_eq!(d([1, 0x10, 0, 0, 0, 0]), err(22));
         assert_eq!(run(&p, &data(8, AUDIT_ARCH_X86_64, [0; 6])), ENOSYS);
+    }
+
+    #[test]
+    fn the_watched_program_hands_the_network_calls_over_and_keeps_the_rest() {
+        const NOTIFY: u32 = libc::SECCOMP_RET_USER_NOTIF;
+        let w = build_watched().unwrap();
+        let arch = audit_arch().unwrap();
+        let d = |nr: i64, args: [u64; 6]| run(&w.filter, &data(nr, arch, args));
+        for nr in [
+            libc::SYS_connect,
+            libc::SYS_bind,
+            libc::SYS_listen,
+            libc::SYS_sendto,
+            libc::SYS_sendmmsg,
+        ] {
+            assert_eq!(d(nr, [3, 0, 0, 0, 0, 0]), NOTIFY, "syscall {nr}");
+        }
+        // Internet sockets may be made; every other family keeps EPERM.
+        for family in [libc::AF_INET, libc::AF_INET6] {
+            assert_eq!(d(libc::SYS_socket, [family as u64, 1, 0, 0, 0, 0]), ALLOW);
+        }
+        for family in [
+            libc::AF_UNIX,
+            libc::AF_NETLINK,
+            libc::AF_PACKET,
+            libc::AF_INET + 1,
+        ] {
+            assert_eq!(d(libc::SYS_socket, [family as u64, 1, 0, 0, 0, 0]), EPERM);
+        }
+        // sendmsg: only the handover's exact flags pass unseen.
+        let h = u64::from(HANDOVER_FLAGS);
+        assert_eq!(d(libc::SYS_sendmsg, [4, 0, h, 0, 0, 0]), ALLOW);
+        for bit in 0..32 {
+            let flags = h ^ (1 << bit);
+            assert_eq!(
+                d(libc::SYS_sendmsg, [4, 0, flags, 0, 0, 0]),
+                NOTIFY,
+                "{flags:#x}"
+            );
+        }
+        assert_eq!(d(libc::SYS_sendmsg, [4, 0, 0, 0, 0, 0]), NOTIFY);
+        // seccomp: a plain filter (the seal) only, never a listener of the run's own.
+        let filter = u64::from(libc::SECCOMP_SET_MODE_FILTER);
+        assert_eq!(d(libc::SYS_seccomp, [filter, 0, 0, 0, 0, 0]), ALLOW);
+        let listener = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+        assert_eq!(d(libc::SYS_seccomp, [filter, listener, 0, 0, 0, 0]), ENOSYS);
+        assert_eq!(d(libc::SYS_seccomp, [0, 0, 0, 0, 0, 0]), ENOSYS);
+        assert_eq!(d(libc::SYS_seccomp, [filter + 1, 0, 0, 0, 0, 0]), ENOSYS);
+        // Everything else answers as the plain program does.
+        for nr in 0..500 {
+            if WATCHED.contains(&nr) || [libc::SYS_socket, libc::SYS_seccomp].contains(&nr) {
+                continue;
+            }
+            for args in [[0; 6], [1, 0x5401, 0o100, 0o755, 1, 0]] {
+                assert_eq!(d(nr, args), decide(nr, args), "syscall {nr} {args:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_seal_closes_exactly_the_two_holes() {
+        let w = build_watched().unwrap();
+        let arch = audit_arch().unwrap();
+        let d = |nr: i64, args: [u64; 6]| run(&w.seal, &data(nr, arch, args));
+        let h = u64::from(HANDOVER_FLAGS);
+        assert_eq!(d(libc::SYS_sendmsg, [4, 0, h, 0, 0, 0]), EPERM);
+        assert_eq!(d(libc::SYS_sendmsg, [4, 0, h ^ 1, 0, 0, 0]), ALLOW);
+        assert_eq!(d(libc::SYS_seccomp, [1, 0, 0, 0, 0, 0]), ENOSYS);
+        for nr in [
+            libc::SYS_getpid,
+            libc::SYS_connect,
+            libc::SYS_sendto,
+            libc::SYS_memfd_create,
+        ] {
+            assert_eq!(d(nr, [0; 6]), ALLOW, "syscall {nr}");
+        }
+        assert_eq!(
+            run(
+                &w.seal,
+                &data(
+                    libc::SYS_getpid,
+                    AUDIT_ARCH_AARCH64 ^ arch ^ AUDIT_ARCH_X86_64,
+                    [0; 6]
+                )
+            ),
+            KILL
+        );
     }
 
     #[test]

@@ -111,6 +111,9 @@ pub(super) struct Confinement<'a> {
     /// The policy of the run's own layers; only [`Phase::Arm`] reads it.
     pub(super) policy: Option<&'a Policy>,
     pub(super) program: Option<&'a seccompiler::BpfProgram>,
+    /// The watched filter and its seal, for a run whose server supervises
+    /// it (`supervise.rs`); the plain `program` when the kernel can't.
+    pub(super) watched: Option<&'a seccomp::Watched>,
     pub(super) last_cap: u32,
 }
 
@@ -172,9 +175,12 @@ impl Confinement<'_> {
                 caps::apply(self.last_cap, layers.caps_bounding).map_err(Failure::of(Layer::Caps))
             }
             Step::NoNewPrivs => caps::set_no_new_privs().map_err(Failure::of(Layer::Caps)),
-            Step::Seccomp => match self.program {
-                Some(program) => seccomp::apply(program).map_err(Failure::of(Layer::Seccomp)),
-                None => Ok(()),
+            Step::Seccomp => match (self.program, self.watched) {
+                (Some(program), Some(watched)) => super::supervise::install(watched, program),
+                (Some(program), None) => {
+                    seccomp::apply(program).map_err(Failure::of(Layer::Seccomp))
+                }
+                (None, _) => Ok(()),
             },
             Step::UtsNames | Step::Rlimits | Step::Caps => Ok(()),
         }

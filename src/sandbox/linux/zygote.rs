@@ -56,6 +56,8 @@ pub(super) struct Spare {
     pub(super) pidfd: OwnedFd,
     /// The zygote's end of the socket the request is forwarded on.
     pub(super) socket: OwnedFd,
+    /// The seccomp listener it handed over when it said it was ready.
+    pub(super) listener: Option<OwnedFd>,
 }
 
 pub(super) struct ZygoteState {
@@ -128,6 +130,16 @@ pub(super) fn setup(config: ZygoteConfig) -> Result<ZygoteState, Failure> {
     } else {
         None
     };
+    // The watched filter lets internet sockets be made: only where the
+    // runs' network namespace is empty.
+    let watched = if program.is_some() && config.layers.has(Layer::Netns) {
+        Some(
+            seccomp::build_watched()
+                .map_err(|e| Failure::layer(Layer::Seccomp, format!("seccomp: {e}")))?,
+        )
+    } else {
+        None
+    };
     // SAFETY: getuid/getgid can't fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     // The runs' own user, PID and IPC namespaces come with each run.
@@ -156,6 +168,7 @@ pub(super) fn setup(config: ZygoteConfig) -> Result<ZygoteState, Failure> {
             gid: namespaces::inside_id(gid),
             config,
             program,
+            watched,
             last_cap,
         },
         self_pidfd,
@@ -295,10 +308,16 @@ impl ZygoteState {
                 return;
             }
         };
-        let Spare { pid, pidfd, socket } = spare;
+        let Spare {
+            pid,
+            pidfd,
+            socket,
+            listener,
+        } = spare;
         // The pid goes to the server before the run can report anything on
         // the same channel.
-        if !channel::send_started(fds.channel.as_raw_fd(), pid, pidfd.as_raw_fd()) {
+        let listener_fd = listener.as_ref().map(AsRawFd::as_raw_fd);
+        if !channel::send_started(fds.channel.as_raw_fd(), pid, pidfd.as_raw_fd(), listener_fd) {
             // The server can't hear about this run: it must not go on.
             pidfd_kill(&pidfd);
             reap(pid);
@@ -359,12 +378,15 @@ impl ZygoteState {
                 RunKind::ReadOnly => self.spares.pop_front(),
                 RunKind::Draft => None,
             };
-            let spare = match ready {
+            let mut spare = match ready {
                 Some(s) => s,
                 None => self.fork_spare(kind)?,
             };
-            match ready::read(&spare.socket, CHANNEL_TIMEOUT) {
-                Ok(()) => return Ok(spare),
+            match ready::read_with(&spare.socket, CHANNEL_TIMEOUT) {
+                Ok(listener) => {
+                    spare.listener = listener;
+                    return Ok(spare);
+                }
                 Err(NotReady::Failed(f)) => {
                     reap(spare.pid);
                     return Err(f);
@@ -439,6 +461,7 @@ impl ZygoteState {
             // SAFETY: CLONE_PIDFD gave us this descriptor.
             pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) },
             socket: ours,
+            listener: None,
         })
     }
 }

@@ -47,12 +47,14 @@ impl Fixture {
             )
             .allowed()
             .draft(),
-            // Network.
+            // Network. A watched run's supervisor answers a connect as the
+            // empty network namespace would (ENETUNREACH) and records it;
+            // an unwatched run's seccomp refuses the socket (EPERM).
             spec(
                 "tcp-connect-127.0.0.1",
                 A::TcpConnect,
                 vec![self.net.tcp4.to_string()],
-                "EPERM",
+                "ENETUNREACH|EPERM",
                 &[Layer(Seccomp), Layer(LandlockTcp), Layer(Netns)],
             )
             .truth(Truth::Listener(Which::Tcp4)),
@@ -60,7 +62,7 @@ impl Fixture {
                 "tcp-connect-::1",
                 A::TcpConnect,
                 vec![self.net.tcp6.to_string()],
-                "EPERM",
+                "ENETUNREACH|EPERM",
                 &[Layer(Seccomp), Layer(LandlockTcp), Layer(Netns)],
             )
             .truth(Truth::Listener(Which::Tcp6)),
@@ -76,7 +78,7 @@ impl Fixture {
                 "mptcp-connect-127.0.0.1",
                 A::MptcpConnect,
                 vec![self.net.tcp4.to_string()],
-                "EPERM",
+                "ENETUNREACH|EPERM",
                 &[Layer(Seccomp), Layer(Netns)],
             )
             .truth(Truth::Listener(Which::Tcp4)),

@@ -507,6 +507,8 @@ pub(crate) struct Run {
     /// Init's own wait status, as the zygote reported it: what the run
     /// ended with when init was killed before it could report.
     pub(super) init: Option<i32>,
+    /// The run's supervisor: its seccomp listener once init passed it.
+    pub(crate) supervisor: crate::sandbox::linux::supervise::Supervisor,
     /// The zygote that forked the run, held until the run is dropped: a
     /// zygote replaced meanwhile must not take this run down with it.
     _zygote: Arc<Zygote>,
@@ -531,14 +533,29 @@ impl Run {
             channel::Message::Started {
                 pid,
                 pidfd: Some(pidfd),
-            } if pid > 0 => Ok(Run {
-                channel,
-                pidfd,
-                pid: pid as u32,
-                backend: None,
-                init: None,
-                _zygote: zygote,
-            }),
+                listener,
+            } if pid > 0 => {
+                let mut run = Run {
+                    channel,
+                    pidfd,
+                    pid: pid as u32,
+                    backend: None,
+                    init: None,
+                    supervisor: crate::sandbox::linux::supervise::Supervisor::unwatched(),
+                    _zygote: zygote,
+                };
+                match listener {
+                    // A spare armed ahead: its listener came with this message.
+                    Some(l) => run.supervisor.watch(l),
+                    // An init armed after its request passed its listener
+                    // before the status pipe closed, so it is queued here
+                    // already: taken without waiting.
+                    None => {
+                        run.take(false)?;
+                    }
+                }
+                Ok(run)
+            }
             _ => Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 "unexpected message from the sandbox zygote",
@@ -574,9 +591,15 @@ impl Run {
 
     fn take(&mut self, block: bool) -> std::io::Result<Option<ExitStatus>> {
         while self.status().is_none() {
+            // A watched run may be waiting for an answer before it can
+            // end: whoever waits for it answers meanwhile.
+            if !self.answer_until_channel(block) {
+                return Ok(None);
+            }
             match channel::recv(&self.channel, block) {
                 Ok(Some(channel::Message::Backend(v))) => self.backend = Some(v),
                 Ok(Some(channel::Message::Init(v))) => self.init = Some(v),
+                Ok(Some(channel::Message::Listener(Some(fd)))) => self.supervisor.watch(fd),
                 Ok(Some(_)) => {}
                 // The zygote is gone, and with it the run.
                 Ok(None) => self.init = Some(libc::SIGKILL),
@@ -585,6 +608,40 @@ impl Run {
             }
         }
         Ok(self.status().map(ExitStatus::from_raw))
+    }
+
+    /// With a supervisor: answer the run until the channel is readable
+    /// (`block`), or what is pending now; whether the channel is readable.
+    /// Without one: true, the channel's own read waits.
+    fn answer_until_channel(&mut self, block: bool) -> bool {
+        loop {
+            let Some(listener) = self.supervisor.fd() else {
+                return true;
+            };
+            let mut fds = [
+                libc::pollfd {
+                    fd: self.channel.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: listener,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: poll over two descriptors we own, in an array we own.
+            let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, if block { -1 } else { 0 }) };
+            if r > 0 && fds[1].revents != 0 {
+                self.supervisor.ready(fds[1].revents);
+            }
+            if fds[0].revents != 0 {
+                return true;
+            }
+            if !block {
+                return false;
+            }
+        }
     }
 
     pub(crate) fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {

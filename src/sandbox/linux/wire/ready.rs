@@ -36,24 +36,71 @@ pub(crate) fn refuse(fd: RawFd, f: &Failure) {
     unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
 }
 
+/// Say the set-up is done, passing `listener` (the spare's seccomp
+/// listener) with the byte: `sendmsg` with the flags the watched filter
+/// lets through for exactly this (`seccomp::HANDOVER_FLAGS`).
+pub(crate) fn announce_with(fd: RawFd, listener: RawFd) -> bool {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+    let flags =
+        MsgFlags::from_bits_retain(crate::sandbox::linux::seccomp::HANDOVER_FLAGS as libc::c_int);
+    let iov = [std::io::IoSlice::new(&[READY])];
+    let fds = [listener];
+    loop {
+        match sendmsg::<()>(fd, &iov, &[ControlMessage::ScmRights(&fds)], flags, None) {
+            Ok(n) => return n == 1,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
 /// Wait up to `timeout` for the other side's word.
 pub(crate) fn read(fd: &OwnedFd, timeout: Duration) -> Result<(), NotReady> {
+    read_with(fd, timeout).map(|_| ())
+}
+
+/// [`read`], and the descriptor sent with the word, if one was.
+pub(crate) fn read_with(fd: &OwnedFd, timeout: Duration) -> Result<Option<OwnedFd>, NotReady> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::os::fd::FromRawFd;
     match wait_readable(fd, timeout) {
         Ok(true) => {}
         Ok(false) => return Err(NotReady::Silent),
         Err(_) => return Err(NotReady::Gone),
     }
     let mut first = [0u8; 1];
-    let n = loop {
-        // SAFETY: reading one byte into a buffer we own.
-        let n = unsafe { libc::read(fd.as_raw_fd(), first.as_mut_ptr().cast(), 1) };
-        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-            continue;
+    let mut cmsg = nix::cmsg_space!([RawFd; 1]);
+    let (n, passed) = loop {
+        let mut iov = [std::io::IoSliceMut::new(&mut first)];
+        match recvmsg::<()>(
+            fd.as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Ok(msg) => {
+                let mut passed = None;
+                for c in msg.cmsgs().into_iter().flatten() {
+                    if let ControlMessageOwned::ScmRights(fds) = c {
+                        for f in fds {
+                            // SAFETY: the kernel just gave us this descriptor.
+                            let owned = unsafe { OwnedFd::from_raw_fd(f) };
+                            passed.get_or_insert(owned);
+                        }
+                    }
+                }
+                if msg.flags.contains(MsgFlags::MSG_CTRUNC) {
+                    // A listener that could not be taken: nobody would answer the run.
+                    return Err(NotReady::Gone);
+                }
+                break (msg.bytes, passed);
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break (0, None),
         }
-        break n;
     };
     match (n, first[0]) {
-        (1, READY) => Ok(()),
+        (1, READY) => Ok(passed),
         (1, _) => {
             // The rest of the failure follows; the sender exits after it.
             let mut msg = vec![first[0]];
@@ -101,5 +148,18 @@ mod tests {
 
         let (a, _b) = pair();
         assert_eq!(read(&a, Duration::ZERO), Err(NotReady::Silent));
+    }
+
+    #[test]
+    fn a_ready_word_may_carry_a_descriptor() {
+        let (a, b) = pair();
+        let f = std::fs::File::open("/dev/zero").unwrap();
+        assert!(announce_with(b.as_raw_fd(), f.as_raw_fd()));
+        let got = read_with(&a, Duration::from_secs(5)).unwrap().unwrap();
+        let name = std::fs::read_link(format!("/proc/self/fd/{}", got.as_raw_fd())).unwrap();
+        assert_eq!(name, std::path::Path::new("/dev/zero"));
+        let (a, b) = pair();
+        assert!(announce(b.as_raw_fd()));
+        assert!(read_with(&a, Duration::from_secs(5)).unwrap().is_none());
     }
 }
