@@ -318,16 +318,7 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
             sh["layers"] = {la["name"]: la["available"] for la in st.get("layers", [])}
             sh["layers_missing"] = {la["name"]: la["detail"] for la in st.get("layers", []) if not la["available"]}
             sh["require_missing"] = st.get("require_missing")
-            sh["promises"] = [
-                {
-                    "id": p["id"],
-                    "tier": p["tier"],
-                    "held": bool(p["held_by"]),
-                    "held_by": p["held_by"],
-                    **({} if p["held_by"] else {"needs": p["needs"]}),
-                }
-                for p in st.get("promises", [])
-            ]
+            sh["promises"] = promises_of(st)
             c.add(
                 f"{tag}: trial run with every available layer passed",
                 str(st.get("trial", "")).startswith("passed"),
@@ -371,6 +362,7 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
             c.add(
                 f"{tag}: after a SIGKILL the keeper hands the controllers back and removes the runs",
                 "server pid: none" not in sh["reuse"]["killed"]
+                and "kill failed" not in sh["reuse"]["killed"]
                 and after["kill"].get("subtree_control") == ""
                 and not [e for e in k_entries if e.startswith("run-")],
                 f"{sh['reuse']['killed']}; {after['kill']}",
@@ -417,6 +409,38 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
     )
     k["cgroups_left"] = read(out / "cgroups-left.txt").split()
     return k
+
+
+def promises_of(st: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": p["id"],
+            "tier": p["tier"],
+            "held": bool(p["held_by"]),
+            "held_by": p["held_by"],
+            **({} if p["held_by"] else {"needs": p["needs"]}),
+        }
+        for p in st.get("promises", [])
+    ]
+
+
+def judge_host(c: Checks, d: Path) -> dict[str, Any]:
+    """The host kernel natively: `sandbox status --json` as root and as uid
+    65534. Only that both ran and their trial runs passed is judged: what
+    the host offers changes with the machine CI runs on."""
+    host: dict[str, Any] = {"kernel": read(d / "kernel").strip(), "shapes": {}}
+    for name in ("root", "user"):
+        st = load_json(d / f"{name}.json")
+        ok = isinstance(st, dict) and rc_of(d, name) == 0
+        c.add(
+            f"host {host['kernel']} {name}: sandbox status --json, trial run passed",
+            ok and str(st.get("trial", "")).startswith("passed"),
+            f"exit {rc_of(d, name)}: " + (str(st.get("trial")) if ok else last_line(read(d / f"{name}.err"))),
+        )
+        if ok:
+            host.setdefault("landlock_abi", st.get("landlock_abi"))
+            host["shapes"][name] = {"promises": promises_of(st), "require_missing": st.get("require_missing")}
+    return host
 
 
 def table(kernels: list[dict[str, Any]]) -> None:
@@ -480,6 +504,7 @@ def main() -> int:
     for out in outs:
         print(f"\n== {out.name}")
         kernels.append(judge_kernel(c, out))
+    host = judge_host(c, work / "out" / "host")
     table(kernels)
     total = time.time() - start
     passed = sum(r["ok"] for r in c.rows)
@@ -488,6 +513,7 @@ def main() -> int:
         "accel": kernels[0].get("accel") if kernels else None,
         "wall_seconds": round(total),
         "kernels": kernels,
+        "host": host,
         "checks": c.rows,
         "passed": passed,
         "failed": failed,
