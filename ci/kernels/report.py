@@ -337,6 +337,16 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
                 sh["layers_missing"].get("cgroup", "available"),
             )
         sh["session"] = judge_session(c, tag, d, exp, st)
+        if exp["starts"] and exp["cgroup"] and sh.get("server_cgroup_folders_after", {}).get("session") is not None:
+            # A root server not alone in its cgroup makes one of its own at
+            # the hierarchy's root: the session's server must take it away.
+            folders = sh["server_cgroup_folders_after"]
+            new_ones = [f for f in folders["session"] if f not in folders.get("status-json", [])]
+            c.add(
+                f"{tag}: the session's server left no cgroup of its own at the hierarchy's root",
+                not new_ones,
+                f"left: {new_ones}",
+            )
         if exp["cgroup"]:
             left = cgroup_state(read(d / "session-cgroup.txt"))
             runs = [e for e in left.get("entries", "").split() if e.startswith("run-")]
