@@ -280,6 +280,11 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
     console = read(out / "console.log")
     m = re.search(r"\[\s*([0-9.]+)\] virtme-ng-init: starting script", console)
     k["boot_seconds_to_script"] = float(m.group(1)) if m else None
+    # ci/kernels.sh boots a guest once more when it died before its script.
+    retried = read(out / "boot-retried.txt").strip()
+    if retried:
+        k["boot_retried"] = retried
+        print(f"  note  {series}: booted twice, the first boot died before its script: {retried}")
     machine = {}
     for ln in read(out / "machine.txt").splitlines():
         key, _, val = ln.partition("=")
