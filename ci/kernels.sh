@@ -13,13 +13,18 @@
 #      and Debian's 6.12 for Debian 12), downloaded into target/kernels/debs,
 #      checked against the archive's SHA256 and unpacked with dpkg-deb -x
 #      into target/kernels/x, never installed on this machine;
-#   2. builds the release binaries (server and reference backend);
+#   2. builds the release binaries (server and reference backend), or
+#      takes them from KERNELS_BIN=DIR (ci/test.sh passes its debug build);
 #   3. boots each kernel once (KVM when it works here, TCG otherwise: the
 #      log says which) and runs ci/kernels/guest.sh inside, which collects
 #      `sandbox status`, a piped MCP session (a read-only call and a draft)
 #      and `sandbox probe` per shape into target/kernels/out/<kernel>/;
+#      Before the guests, `sandbox status --json` runs on this machine's
+#      own kernel, as root and as uid 65534 (the host's row of the table);
 #   4. ci/kernels/report.py judges them against the expectations it
-#      states, writes target/kernels/results.json and prints a table.
+#      states, writes target/kernels/results.json and prints a table;
+#      ci/kernels/table.py writes docs/KERNELS.md from it (ci/test.sh
+#      compares the two).
 # The last line is "N passed, M failed"; the exit code is non-zero if any
 # check failed. KERNEL_ACCEL=tcg|kvm skips the KVM trial.
 
@@ -172,11 +177,20 @@ for d in "$WORK"/x/*/; do
 done
 
 # ---------------------------------------------------------------------------
-say "2. release build"
-cargo build --release --quiet
-cargo build --release --quiet -p reachweaver-reference
-SERVER="$ROOT/target/release/reachweaver-mcp"
-BACKEND="$ROOT/target/release/reachweaver-reference"
+# KERNELS_BIN=DIR runs the server and reference backend already built in
+# DIR (ci/test.sh passes its own debug build) instead of a release build.
+if [ -n "${KERNELS_BIN:-}" ]; then
+    say "2. binaries from $KERNELS_BIN"
+    SERVER="$KERNELS_BIN/reachweaver-mcp"
+    BACKEND="$KERNELS_BIN/reachweaver-reference"
+    [ -x "$SERVER" ] && [ -x "$BACKEND" ] || die "KERNELS_BIN=$KERNELS_BIN holds no reachweaver-mcp and reachweaver-reference"
+else
+    say "2. release build"
+    cargo build --release --quiet
+    cargo build --release --quiet -p reachweaver-reference
+    SERVER="$ROOT/target/release/reachweaver-mcp"
+    BACKEND="$ROOT/target/release/reachweaver-reference"
+fi
 "$SERVER" --version
 
 # ---------------------------------------------------------------------------
@@ -219,24 +233,56 @@ fi
 
 # Only this run's guests are judged.
 rm -rf "$WORK/out" "$WORK/results.json"
+
+# The host kernel natively, as root and as uid 65534 (from a copy of the
+# server that user can reach), for the host's own row of the table.
+HOST_OUT="$WORK/out/host"
+mkdir -p "$HOST_OUT"
+uname -r >"$HOST_OUT/kernel"
+host_bin=$(mktemp -d)
+chmod 0755 "$host_bin"
+cp "$SERVER" "$host_bin/"
+chmod 0755 "$host_bin/$(basename "$SERVER")"
+host_status() { # host_status NAME [setpriv args...]
+    local name=$1 rc=0
+    shift
+    (cd / && "$@" "$host_bin/$(basename "$SERVER")" sandbox status --json) \
+        >"$HOST_OUT/$name.json" 2>"$HOST_OUT/$name.err" </dev/null || rc=$?
+    echo "$rc" >"$HOST_OUT/$name.rc"
+    echo "host $(cat "$HOST_OUT/kernel") as $name: sandbox status --json exit $rc"
+}
+host_status root env
+host_status user setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/nonexistent
+rm -rf "$host_bin"
 for entry in "${KERNELS[@]}"; do
     IFS='|' read -r series pkg version sha kimg <<<"$entry"
     out="$WORK/out/$series"
     mkdir -p "$out"
     printf '{"series": "%s", "package": "%s", "version": "%s", "sha256": "%s", "accel": "%s", "launched": %s}\n' \
         "$series" "$pkg" "$version" "$sha" "$ACCEL" "$(date +%s.%N)" >"$out/kernel.json"
-    echo "booting $pkg $version ($ACCEL, ${GUEST_CPUS} CPUs, $GUEST_MEMORY)"
-    t0=$(date +%s)
-    PATH="$VENV/bin:$PATH" timeout -k 20 "$GUEST_TIMEOUT" "$VENV/bin/vng" --run "$kimg" "${accel_args[@]}" \
-        --verbose --memory "$GUEST_MEMORY" --cpus "$GUEST_CPUS" --rwdir "$out" \
-        --exec "$(printf '%q ' bash "$ROOT/ci/kernels/guest.sh" "$out" "$SERVER" "$BACKEND" "$ROOT")" \
-        </dev/null >"$out/console.log" 2>&1 &
-    VM_PID=$!
-    rc=0
-    wait "$VM_PID" || rc=$?
-    VM_PID=""
-    echo "guest of $series ended (vng exit $rc) after $(($(date +%s) - t0)) s; console: $out/console.log"
-    grep -E '^\[guest ' "$out/console.log" | sed 's/^/    /' || true
+    # A guest that dies before its script starts (a kernel oops while
+    # booting under TCG's emulation was seen once) is booted once more; its
+    # console is kept and the retry is in the results. A guest that got as
+    # far as its script is never booted again.
+    for boot in 1 2; do
+        echo "booting $pkg $version ($ACCEL, ${GUEST_CPUS} CPUs, $GUEST_MEMORY)"
+        t0=$(date +%s)
+        PATH="$VENV/bin:$PATH" timeout -k 20 "$GUEST_TIMEOUT" "$VENV/bin/vng" --run "$kimg" "${accel_args[@]}" \
+            --verbose --memory "$GUEST_MEMORY" --cpus "$GUEST_CPUS" --rwdir "$out" \
+            --exec "$(printf '%q ' bash "$ROOT/ci/kernels/guest.sh" "$out" "$SERVER" "$BACKEND" "$ROOT")" \
+            </dev/null >"$out/console.log" 2>&1 &
+        VM_PID=$!
+        rc=0
+        wait "$VM_PID" || rc=$?
+        VM_PID=""
+        echo "guest of $series ended (vng exit $rc) after $(($(date +%s) - t0)) s; console: $out/console.log"
+        grep -E '^\[guest ' "$out/console.log" | sed 's/^/    /' || true
+        [ "$boot" = 1 ] && [ ! -e "$out/machine.txt" ] || break
+        mv "$out/console.log" "$out/console-boot1.log"
+        why=$(grep -m 1 -E 'Oops|Kernel panic|BUG:' "$out/console-boot1.log" || echo "no oops in its console")
+        echo "$why" >"$out/boot-retried.txt"
+        echo "guest of $series died before its script started ($why): booting it once more"
+    done
 done
 
 # ---------------------------------------------------------------------------

@@ -12,6 +12,10 @@
 #      every era they speak, against the reference backend, sandbox required
 #   5. the MCP Bundle manifest validated, packed, unpacked and launched
 #   6. every fuzz target for a bounded time, from its committed corpus
+#   7. the kernel matrix (ci/kernels.sh, root only): Debian's 6.1 and 6.12
+#      kernels booted under qemu, every shape in each, each of its checks
+#      counted here; then docs/KERNELS.md compared with the table this run
+#      measured (ci/kernels/table.py)
 # The last line is "N passed, M failed"; the exit code is non-zero if any
 # check failed. Cargo and the client installs are cached under target/.
 
@@ -305,6 +309,43 @@ rm -rf "$CLIENT_HOME"
 say "6. fuzzing (bounded: ${FUZZ_SECONDS:-30} s per target, from the committed corpus)"
 check "cargo-fuzz 0.13.2 installed" bash -c 'cargo fuzz --version 2>/dev/null | grep -q "0.13.2" || cargo install --quiet cargo-fuzz --version 0.13.2 --locked'
 check "fuzz targets run clean (frame, jsonrpc, validate, confine)" sh ci/fuzz.sh "${FUZZ_SECONDS:-30}"
+
+# ---------------------------------------------------------------------------
+say "7. kernel matrix (ci/kernels.sh: Debian's 6.1 and 6.12 booted under qemu, and this kernel natively)"
+# Every check the matrix makes counts here, one by one; the matrix itself
+# fails loudly (never skips) when not root. Its results are read from this
+# run only.
+KERNELS_RESULTS="$ROOT/target/kernels/results.json"
+KERNELS_LOG="$LOGS/kernels.log"
+rm -f "$KERNELS_RESULTS" 2>/dev/null
+KERNELS_MARK="$WORK/kernels.started"
+touch "$KERNELS_MARK"
+T0=$SECONDS
+# The guests run this run's debug build: the binaries every other check ran.
+built env KERNELS_BIN="$ROOT/target/debug" bash ci/kernels.sh >"$KERNELS_LOG" 2>&1
+KERNELS_RC=$?
+KERNELS_SECS=$((SECONDS - T0))
+grep -E '^(kernel |accelerator:|guest of |host )' "$KERNELS_LOG" | sed 's/^/  /'
+if [ "$KERNELS_RESULTS" -nt "$KERNELS_MARK" ]; then
+    while IFS=$'\t' read -r ok name detail; do
+        if [ "$ok" = 1 ]; then echo "pass  kernel matrix: $name"; else echo "FAIL  kernel matrix: $name ($detail)"; fi
+        record "kernel matrix: $name" "$([ "$ok" = 1 ] && echo 0 || echo 1)" "$detail"
+    done < <(python3 -c 'import json, sys
+for r in json.load(open(sys.argv[1]))["checks"]:
+    print("1" if r["ok"] else "0", r["name"], " ".join(r["detail"].split())[:300], sep="\t")' "$KERNELS_RESULTS")
+    check "docs/KERNELS.md is the table this run measured (ci/kernels/table.py check)" \
+        python3 ci/kernels/table.py check "$KERNELS_RESULTS" docs/KERNELS.md
+else
+    record "kernel matrix ran to its results (ci/kernels.sh)" 1 "exit $KERNELS_RC, no $KERNELS_RESULTS of this run"
+    tail -n 30 "$KERNELS_LOG" | sed 's/^/      /'
+fi
+SUMMARY+=("$([ "$KERNELS_RC" = 0 ] && echo pass || echo FAIL)  kernel matrix: $(tail -n 1 "$KERNELS_LOG") (exit $KERNELS_RC, ${KERNELS_SECS}s; $KERNELS_LOG)")
+# A non-zero exit with no failed check of its own (a crash after the
+# results were written) fails too.
+if [ "$KERNELS_RC" != 0 ] && [ "$KERNELS_RESULTS" -nt "$KERNELS_MARK" ] &&
+    [ "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["failed"])' "$KERNELS_RESULTS")" = 0 ]; then
+    record "kernel matrix exits 0 when no check failed (ci/kernels.sh)" 1 "exit $KERNELS_RC"
+fi
 
 # ---------------------------------------------------------------------------
 say "client x era matrix (against the reference backend, --sandbox require)"

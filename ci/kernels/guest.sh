@@ -177,7 +177,9 @@ killed_start() {
         <"$fifo" >"$dir/reuse-killed.out" 2>"$dir/reuse-killed.err" &
     local job=$!
     exec 8>"$fifo"
-    n=$(until_true 900 grep -qw memory "$cg/cgroup.subtree_control")
+    # Serving: its set-up is done, and no helper of its trial run (whose
+    # parent may be outside the leaf) is still in the leaf beside it.
+    n=$(until_true 900 grep -q '^reachweaver-mcp: serving' "$dir/reuse-killed.err")
     echo "set up after $n polls" >"$dir/reuse-killed.txt"
     # The server is the process in its leaf whose parent is not.
     for p in $(cat "$leaf/cgroup.procs" 2>/dev/null); do
@@ -185,7 +187,8 @@ killed_start() {
         grep -qx "$pp" "$leaf/cgroup.procs" || pid=$p
     done
     echo "server pid: ${pid:-none}" >>"$dir/reuse-killed.txt"
-    [ -z "$pid" ] || kill -9 "$pid"
+    # A failed kill is recorded (report.py fails on it), not fatal here.
+    [ -z "$pid" ] || kill -9 "$pid" 2>>"$dir/reuse-killed.txt" || echo "kill failed" >>"$dir/reuse-killed.txt"
     # Closed before waiting: a server never set up then ends at end of input.
     exec 8>&-
     wait "$job" || echo "exit $?" >>"$dir/reuse-killed.txt"
@@ -286,8 +289,10 @@ layers = json.load(open(sys.argv[1]))["layers"]
 detail = next(la["detail"] for la in layers if la["name"] == "cgroup")
 print(detail.split("before starting the server: ", 1)[1])' "$OUT/root-container/status-before.out" \
     >"$OUT/root-container/recipe.txt" 2>"$OUT/root-container/recipe.err" || true
+# Traced (set -x), so a step of the recipe that fails is named in its log.
 step "$OUT/root-container" status-after in_container "$CONT" \
-    "$(cat "$OUT/root-container/recipe.txt") && exec $SERVER sandbox status --json"
+    "for p in \$(cat /sys/fs/cgroup/cgroup.procs); do echo \"in the root cgroup: \$p \$(cat /proc/\$p/comm)\"; done >&2; set -x;
+$(cat "$OUT/root-container/recipe.txt") && exec $SERVER sandbox status --json"
 kill "$CONT_SHARER" 2>/dev/null || true
 
 # The AppArmor profile the server prints (its ABI picked from this

@@ -280,6 +280,11 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
     console = read(out / "console.log")
     m = re.search(r"\[\s*([0-9.]+)\] virtme-ng-init: starting script", console)
     k["boot_seconds_to_script"] = float(m.group(1)) if m else None
+    # ci/kernels.sh boots a guest once more when it died before its script.
+    retried = read(out / "boot-retried.txt").strip()
+    if retried:
+        k["boot_retried"] = retried
+        print(f"  note  {series}: booted twice, the first boot died before its script: {retried}")
     machine = {}
     for ln in read(out / "machine.txt").splitlines():
         key, _, val = ln.partition("=")
@@ -318,16 +323,7 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
             sh["layers"] = {la["name"]: la["available"] for la in st.get("layers", [])}
             sh["layers_missing"] = {la["name"]: la["detail"] for la in st.get("layers", []) if not la["available"]}
             sh["require_missing"] = st.get("require_missing")
-            sh["promises"] = [
-                {
-                    "id": p["id"],
-                    "tier": p["tier"],
-                    "held": bool(p["held_by"]),
-                    "held_by": p["held_by"],
-                    **({} if p["held_by"] else {"needs": p["needs"]}),
-                }
-                for p in st.get("promises", [])
-            ]
+            sh["promises"] = promises_of(st)
             c.add(
                 f"{tag}: trial run with every available layer passed",
                 str(st.get("trial", "")).startswith("passed"),
@@ -346,6 +342,16 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
                 sh["layers_missing"].get("cgroup", "available"),
             )
         sh["session"] = judge_session(c, tag, d, exp, st)
+        if exp["starts"] and exp["cgroup"] and sh.get("server_cgroup_folders_after", {}).get("session") is not None:
+            # A root server not alone in its cgroup makes one of its own at
+            # the hierarchy's root: the session's server must take it away.
+            folders = sh["server_cgroup_folders_after"]
+            new_ones = [f for f in folders["session"] if f not in folders.get("status-json", [])]
+            c.add(
+                f"{tag}: the session's server left no cgroup of its own at the hierarchy's root",
+                not new_ones,
+                f"left: {new_ones}",
+            )
         if exp["cgroup"]:
             left = cgroup_state(read(d / "session-cgroup.txt"))
             runs = [e for e in left.get("entries", "").split() if e.startswith("run-")]
@@ -371,6 +377,7 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
             c.add(
                 f"{tag}: after a SIGKILL the keeper hands the controllers back and removes the runs",
                 "server pid: none" not in sh["reuse"]["killed"]
+                and "kill failed" not in sh["reuse"]["killed"]
                 and after["kill"].get("subtree_control") == ""
                 and not [e for e in k_entries if e.startswith("run-")],
                 f"{sh['reuse']['killed']}; {after['kill']}",
@@ -417,6 +424,38 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
     )
     k["cgroups_left"] = read(out / "cgroups-left.txt").split()
     return k
+
+
+def promises_of(st: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": p["id"],
+            "tier": p["tier"],
+            "held": bool(p["held_by"]),
+            "held_by": p["held_by"],
+            **({} if p["held_by"] else {"needs": p["needs"]}),
+        }
+        for p in st.get("promises", [])
+    ]
+
+
+def judge_host(c: Checks, d: Path) -> dict[str, Any]:
+    """The host kernel natively: `sandbox status --json` as root and as uid
+    65534. Only that both ran and their trial runs passed is judged: what
+    the host offers changes with the machine CI runs on."""
+    host: dict[str, Any] = {"kernel": read(d / "kernel").strip(), "shapes": {}}
+    for name in ("root", "user"):
+        st = load_json(d / f"{name}.json")
+        ok = isinstance(st, dict) and rc_of(d, name) == 0
+        c.add(
+            f"host {host['kernel']} {name}: sandbox status --json, trial run passed",
+            ok and str(st.get("trial", "")).startswith("passed"),
+            f"exit {rc_of(d, name)}: " + (str(st.get("trial")) if ok else last_line(read(d / f"{name}.err"))),
+        )
+        if ok:
+            host.setdefault("landlock_abi", st.get("landlock_abi"))
+            host["shapes"][name] = {"promises": promises_of(st), "require_missing": st.get("require_missing")}
+    return host
 
 
 def table(kernels: list[dict[str, Any]]) -> None:
@@ -480,6 +519,7 @@ def main() -> int:
     for out in outs:
         print(f"\n== {out.name}")
         kernels.append(judge_kernel(c, out))
+    host = judge_host(c, work / "out" / "host")
     table(kernels)
     total = time.time() - start
     passed = sum(r["ok"] for r in c.rows)
@@ -488,6 +528,7 @@ def main() -> int:
         "accel": kernels[0].get("accel") if kernels else None,
         "wall_seconds": round(total),
         "kernels": kernels,
+        "host": host,
         "checks": c.rows,
         "passed": passed,
         "failed": failed,
