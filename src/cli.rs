@@ -231,7 +231,7 @@ pub enum SandboxCommand {
         #[arg(long = "protect", value_name = "PATTERN")]
         protect: Vec<String>,
         #[command(flatten)]
-        report: crate::sandbox_cli::DeniedReport,
+        report: DeniedReport,
         /// The command and its arguments.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
@@ -407,4 +407,19 @@ impl ServeArgs {
 pub enum ConfigClient {
     /// Claude Desktop's `mcpServers` entry (also what most desktop clients read).
     ClaudeDesktop,
+}
+
+/// `sandbox run`'s report of what the command tried and was refused
+/// (docs/DENIED.md).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct DeniedReport {
+    /// Write what the command tried and was refused (network attempts) as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Write it as JUnit XML: one failing case per attempted destination.
+    #[arg(long = "report-junit", value_name = "FILE")]
+    pub report_junit: Option<PathBuf>,
+    /// Exit 86 when anything was refused (or nobody could watch), whatever the command's exit.
+    #[arg(long = "fail-on-denied")]
+    pub fail_on_denied: bool,
 }

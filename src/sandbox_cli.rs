@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::cli::{Globals, SandboxCommand};
+use crate::cli::{DeniedReport, Globals, SandboxCommand};
 use crate::config::{Owner, OwnerInput};
 use crate::sandbox::{self, Layer, RunKind, Sandbox, SandboxMode, SandboxOptions};
 
@@ -146,43 +146,30 @@ fn masks(owner: &Owner, opts: &SandboxOptions, protect: &[String]) -> anyhow::Re
     Ok(crate::protect::scan(&folders, &protected).hidden)
 }
 
-/// `sandbox run`'s report of what the command tried and was refused
-/// (docs/DENIED.md).
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct DeniedReport {
-    /// Write what the command tried and was refused (network attempts) as JSON.
-    #[arg(long, value_name = "FILE")]
-    report: Option<PathBuf>,
-    /// Write it as JUnit XML: one failing case per attempted destination.
-    #[arg(long = "report-junit", value_name = "FILE")]
-    report_junit: Option<PathBuf>,
-    /// Exit 86 when anything was refused (or nobody could watch), whatever the command's exit.
-    #[arg(long = "fail-on-denied")]
-    fail_on_denied: bool,
-}
-
 /// `sandbox run --fail-on-denied`'s exit when the command tried something
 /// and was refused, or when nobody could watch it.
 pub const EXIT_DENIED: u8 = 86;
 
-impl DeniedReport {
-    /// Write the reports asked for; the exit code, given the command's.
-    fn finish(&self, denied: &crate::sandbox::denied::Denied, code: u8) -> anyhow::Result<u8> {
-        if let Some(p) = &self.report {
-            let mut text = serde_json::to_string_pretty(&denied.to_json())?;
-            text.push('\n');
-            std::fs::write(p, text).with_context(|| format!("--report {}", p.display()))?;
-        }
-        if let Some(p) = &self.report_junit {
-            std::fs::write(p, denied.to_junit("sandbox run"))
-                .with_context(|| format!("--report-junit {}", p.display()))?;
-        }
-        let unknown = denied.watch != crate::sandbox::denied::Watch::Watched;
-        if self.fail_on_denied && (denied.fails() || unknown) {
-            return Ok(EXIT_DENIED);
-        }
-        Ok(code)
+/// Write the reports `report` asks for; the exit code, given the command's.
+fn finish_report(
+    report: &DeniedReport,
+    denied: &crate::sandbox::denied::Denied,
+    code: u8,
+) -> anyhow::Result<u8> {
+    if let Some(p) = &report.report {
+        let mut text = serde_json::to_string_pretty(&denied.to_json())?;
+        text.push('\n');
+        std::fs::write(p, text).with_context(|| format!("--report {}", p.display()))?;
     }
+    if let Some(p) = &report.report_junit {
+        std::fs::write(p, denied.to_junit("sandbox run"))
+            .with_context(|| format!("--report-junit {}", p.display()))?;
+    }
+    let unknown = denied.watch != crate::sandbox::denied::Watch::Watched;
+    if report.fail_on_denied && (denied.fails() || unknown) {
+        return Ok(EXIT_DENIED);
+    }
+    Ok(code)
 }
 
 fn run(
@@ -219,7 +206,7 @@ fn run(
         let _ = t.join();
     }
     let status = child.wait()?;
-    report.finish(&child.denied(), exit_code(status))
+    finish_report(report, &child.denied(), exit_code(status))
 }
 
 /// Copy a run's output to ours on a thread; if ours fails, kill the run.

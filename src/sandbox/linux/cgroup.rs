@@ -101,8 +101,13 @@ pub struct CgroupFacts {
 /// controllers handed down (a cgroup other than the kernel's root may not
 /// do that while it holds a process). The server never moves a process it
 /// did not start, so the container's owner runs them, once, before it.
-pub const CONTAINER_RECIPE: &str = "mkdir -p /sys/fs/cgroup/init && \
-     for p in $(cat /sys/fs/cgroup/cgroup.procs); do echo $p > /sys/fs/cgroup/init/cgroup.procs; done && \
+/// The list is read whole by the shell itself before anything moves: a
+/// command substitution's own child would be listed and gone by its turn,
+/// and a file read while processes leave it can skip one. A process that
+/// ends before its turn is no reason to stop.
+pub const CONTAINER_RECIPE: &str = "mkdir -p /sys/fs/cgroup/init && set -- && \
+     while read p; do set -- \"$@\" $p; done < /sys/fs/cgroup/cgroup.procs && \
+     for p in \"$@\"; do echo $p > /sys/fs/cgroup/init/cgroup.procs || true; done && \
      echo '+memory +pids' > /sys/fs/cgroup/cgroup.subtree_control";
 
 /// One change to the cgroup hierarchy.
@@ -388,6 +393,9 @@ impl Parent {
         } else {
             apply_steps(&plan.setup)?;
         }
+        if plan.owned {
+            restore::remove_on_exit(&plan.dir, remove_owned);
+        }
         let parent = Parent {
             dir: plan.dir.clone(),
             owned: plan.owned,
@@ -456,11 +464,18 @@ fn set_up_undone(plan: &ParentPlan) -> Result<(), StepError> {
 
 impl Drop for Parent {
     fn drop(&mut self) {
-        remove_runs(&self.dir);
         if self.owned {
-            remove_cgroup(&self.dir);
+            remove_owned(&self.dir);
+        } else {
+            remove_runs(&self.dir);
         }
     }
+}
+
+/// A folder made for the runs, with whatever runs are left in it.
+fn remove_owned(dir: &Path) {
+    remove_runs(dir);
+    remove_cgroup(dir);
 }
 
 /// One run's cgroup; removed when dropped (once the run is over).
@@ -761,8 +776,9 @@ mod tests {
         );
         assert_eq!(
             CONTAINER_RECIPE,
-            "mkdir -p /sys/fs/cgroup/init && for p in $(cat /sys/fs/cgroup/cgroup.procs); do \
-             echo $p > /sys/fs/cgroup/init/cgroup.procs; done && \
+            "mkdir -p /sys/fs/cgroup/init && set -- && while read p; do set -- \"$@\" $p; \
+             done < /sys/fs/cgroup/cgroup.procs && for p in \"$@\"; do \
+             echo $p > /sys/fs/cgroup/init/cgroup.procs || true; done && \
              echo '+memory +pids' > /sys/fs/cgroup/cgroup.subtree_control"
         );
         // What the recipe leaves: every process in /init, with the server

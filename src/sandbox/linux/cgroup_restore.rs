@@ -240,18 +240,71 @@ struct AtExit {
 
 static AT_EXIT: Mutex<Vec<AtExit>> = Mutex::new(Vec::new());
 
+/// A folder this process made for its runs, and how it is removed.
+struct Made {
+    dir: PathBuf,
+    remove: fn(&Path),
+    /// The process that made it, as for [`AtExit`].
+    pid: u32,
+}
+
+static MADE: Mutex<Vec<Made>> = Mutex::new(Vec::new());
+
 extern "C" fn undo_at_exit() {
+    undo_for(std::process::id());
+}
+
+/// What the exit handler does, for the process `pid`: only what `pid`
+/// made is undone or removed, last first.
+fn undo_for(pid: u32) {
     let mut list = match AT_EXIT.lock() {
         Ok(l) => l,
         Err(e) => e.into_inner(),
     };
     while let Some(mut e) = list.pop() {
-        if e.pid != std::process::id() {
+        if e.pid != pid {
             continue;
         }
-        let steps = exit_plan(&e.own, &children(&e.own), std::process::id());
+        let steps = exit_plan(&e.own, &children(&e.own), pid);
         apply(&steps, e.keeper.as_mut(), 20);
     }
+    drop(list);
+    let mut made = match MADE.lock() {
+        Ok(l) => l,
+        Err(e) => e.into_inner(),
+    };
+    made.retain(|m| {
+        if m.pid == pid {
+            (m.remove)(&m.dir);
+        }
+        m.pid != pid
+    });
+}
+
+fn register_handler() {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    // SAFETY: registering a handler that only touches this module's state
+    // and the cgroup files.
+    REGISTERED.call_once(|| unsafe {
+        libc::atexit(undo_at_exit);
+    });
+}
+
+/// Remove `dir`, a cgroup this process made at the hierarchy's root for
+/// its runs, with `remove` when this process exits: the owner's value that
+/// would remove it is never dropped when the server leaves by
+/// `std::process::exit`.
+pub fn remove_on_exit(dir: &Path, remove: fn(&Path)) {
+    register_handler();
+    let mut made = match MADE.lock() {
+        Ok(l) => l,
+        Err(e) => e.into_inner(),
+    };
+    made.push(Made {
+        dir: dir.to_path_buf(),
+        remove,
+        pid: std::process::id(),
+    });
 }
 
 /// Undo the set-up in `own` when this process exits. Registers the handler
@@ -261,14 +314,7 @@ pub fn undo_on_exit(own: &Path, keeper: Option<Keeper>) {
         Ok(l) => l,
         Err(e) => e.into_inner(),
     };
-    if list.is_empty() {
-        static REGISTERED: std::sync::Once = std::sync::Once::new();
-        // SAFETY: registering a handler that only touches this module's
-        // state and the cgroup files.
-        REGISTERED.call_once(|| unsafe {
-            libc::atexit(undo_at_exit);
-        });
-    }
+    register_handler();
     list.push(AtExit {
         own: own.to_path_buf(),
         keeper,
@@ -310,6 +356,40 @@ mod tests {
 
     fn names(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    static REMOVED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+    fn note_removed(dir: &Path) {
+        REMOVED.lock().unwrap().push(dir.to_path_buf());
+    }
+
+    #[test]
+    fn a_folder_made_for_the_runs_is_removed_at_exit_by_its_maker_only() {
+        let mine = PathBuf::from("/sys/fs/cgroup/reachweaver-mcp.1.test-mine");
+        let theirs = PathBuf::from("/sys/fs/cgroup/reachweaver-mcp.2.test-theirs");
+        remove_on_exit(&mine, note_removed);
+        // As a forked child of this process would have it: made by another.
+        MADE.lock().unwrap().push(Made {
+            dir: theirs.clone(),
+            remove: note_removed,
+            pid: std::process::id() + 1,
+        });
+        undo_for(std::process::id());
+        let removed = REMOVED.lock().unwrap().clone();
+        assert!(removed.contains(&mine), "{removed:?}");
+        assert!(!removed.contains(&theirs), "{removed:?}");
+        // Removed once: a second exit handler run removes nothing again.
+        undo_for(std::process::id());
+        let again = REMOVED
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|d| **d == mine)
+            .count();
+        assert_eq!(again, 1);
+        let kept = MADE.lock().unwrap().iter().any(|m| m.dir == theirs);
+        assert!(kept, "the other process's folder was dropped from the list");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 pub(in crate::sandbox) use super::listeners::Which;
+use super::report_line::LEGACY_TIOCSTI_OFF;
 use crate::sandbox::policy::Layers;
 use crate::sandbox::{Layer, RunKind};
 
@@ -396,6 +397,11 @@ pub(super) fn not_applicable(control: &Outcome) -> Option<&'static str> {
         Outcome::Failed(s) if word(s) == "ENOTTY" => {
             Some("this file system has no such ioctl (outside it got ENOTTY)")
         }
+        // TIOCSTI on a kernel built without it for unprivileged callers.
+        Outcome::Failed(s) if word(s) == "EIO" && s.contains(LEGACY_TIOCSTI_OFF) => Some(
+            "this kernel refuses TIOCSTI to every unprivileged caller \
+             (outside it got EIO: dev.tty.legacy_tiocsti is 0)",
+        ),
         _ => None,
     }
 }
@@ -683,6 +689,15 @@ mod tests {
                 "ENOTTY (get)",
                 Some("this file system has no such ioctl (outside it got ENOTTY)"),
             ),
+            (
+                "EIO (dev.tty.legacy_tiocsti is 0)",
+                Some(
+                    "this kernel refuses TIOCSTI to every unprivileged caller \
+                     (outside it got EIO: dev.tty.legacy_tiocsti is 0)",
+                ),
+            ),
+            // An EIO for any other reason says nothing of the kernel.
+            ("EIO", None),
             ("EPERM", None),
             ("ENOTTYX", None),
             ("ENOSYSTEM", None),

@@ -4,6 +4,10 @@
 
 use std::io::Write;
 
+/// What an attempt's TIOCSTI refused for want of the kernel's legacy switch
+/// reports, so its verdict can tell the kernel's refusal from a layer's.
+pub(in crate::sandbox) const LEGACY_TIOCSTI_OFF: &str = "dev.tty.legacy_tiocsti is 0";
+
 /// An attempt's outcome, as the attempt itself sees it: `Ok(what
 /// happened)` or `Err(what stopped it)`.
 pub(in crate::sandbox) type Tried = Result<String, String>;

@@ -9,6 +9,7 @@ use std::path::Path;
 use super::errno::{arg, check, cstr, io, os_err};
 use super::tmpdir::tmpdir;
 use super::Tried;
+use crate::sandbox::probe::report_line::LEGACY_TIOCSTI_OFF;
 
 pub(super) fn kill(pid: &str) -> Tried {
     let pid: i32 = pid.parse().map_err(|_| "bad pid")?;
@@ -125,12 +126,24 @@ pub(super) fn tiocsti() -> Tried {
         libc::setsid();
         libc::ioctl(0, libc::TIOCSCTTY, 0);
         let c: u8 = b'#';
-        check(libc::ioctl(0, libc::TIOCSTI, &c as *const u8) as _)?;
+        check(libc::ioctl(0, libc::TIOCSTI, &c as *const u8) as _).map_err(|e| {
+            // Kernels built without legacy TIOCSTI (Debian's 6.12) refuse it
+            // to every caller without CAP_SYS_ADMIN, sandboxed or not.
+            if e == "EIO" && legacy_tiocsti_off() {
+                format!("EIO ({LEGACY_TIOCSTI_OFF})")
+            } else {
+                e
+            }
+        })?;
         // Stay in the session a moment: ending it hangs the terminal up and
         // flushes the queue before the probe can see the byte.
         std::thread::sleep(std::time::Duration::from_millis(300));
         Ok("byte injected".into())
     }
+}
+
+fn legacy_tiocsti_off() -> bool {
+    std::fs::read_to_string("/proc/sys/dev/tty/legacy_tiocsti").is_ok_and(|v| v.trim() == "0")
 }
 
 pub(super) fn fork_bomb(n: usize) -> Tried {
