@@ -565,6 +565,49 @@ fn run_sandboxed(sb: &Sandbox, argv: &[String], root: &Path) -> Result<Duration>
     Ok(took)
 }
 
+/// A sandboxed run that tries 1,000 TCP connects to an internet address,
+/// each handed to the run's supervisor and refused, beside the same run
+/// trying none: what a run that keeps trying costs, per attempt.
+fn refused_connects(ctx: &Ctx<'_>, rep: &mut Report) -> Result<()> {
+    let root = ctx.root.as_path();
+    let sb = sandbox_for(&ctx.o.noop, root, &ctx.server)?;
+    let noop = ctx.o.noop.to_string_lossy().into_owned();
+    let argv = |n: u32| vec![noop.clone(), "noop".to_string(), format!("--connects={n}")];
+    let (none, many) = (argv(0), argv(1000));
+    let rounds = ctx.o.calls.min(200);
+    let mut methods: Vec<Method<'_>> = vec![
+        (
+            "sandboxed run, no connect".to_string(),
+            Box::new(|| run_sandboxed(&sb, &none, root)),
+        ),
+        (
+            "sandboxed run, 1,000 refused connects".to_string(),
+            Box::new(|| run_sandboxed(&sb, &many, root)),
+        ),
+    ];
+    let rows = interleave(rounds, &mut methods)?;
+    rep.line(format!(
+        "\n### A run that makes 1,000 refused connects, tiny C backend ({rounds} rounds interleaved)\n"
+    ));
+    rep.line("| what | n | median ms | p99 ms | mean ms |");
+    rep.line("| --- | ---: | ---: | ---: | ---: |");
+    for (name, s) in &rows {
+        rep.line(format!(
+            "| {name} | {} | {} | {} | {} |",
+            s.n,
+            fmt_ms(s.median),
+            fmt_ms(s.p99),
+            fmt_ms(s.mean)
+        ));
+    }
+    let per = (rows[1].1.median - rows[0].1.median) / 1000.0;
+    rep.line(format!(
+        "\nEach refused connect (socket, the supervisor's look and answer, close): {} µs at the median.",
+        fmt_ms(per * 1000.0)
+    ));
+    Ok(())
+}
+
 struct Ctx<'a> {
     o: &'a Opts,
     server: PathBuf,
@@ -1273,6 +1316,7 @@ fn main() -> Result<()> {
         startup(&ctx, &mut rep)?;
     } else {
         per_call(&ctx, &o.noop, "tiny C backend", &mut rep)?;
+        refused_connects(&ctx, &mut rep)?;
         per_call(&ctx, &o.py, "Python backend", &mut rep)?;
         if o.with_pins {
             pins_check(&o, &mut rep)?;
