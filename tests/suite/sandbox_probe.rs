@@ -134,6 +134,9 @@ const ALLOWED: &[&str] = &[
     "allowed-draft-writes-db-journal",
     "allowed-draft-fallocate-db",
     "allowed-read-beside-db",
+    "report-names-a-connect",
+    "report-names-a-lookup",
+    "report-bounds-a-flood",
 ];
 
 fn expected_for(name: &str) -> &'static str {

@@ -183,6 +183,81 @@ pub(in crate::sandbox) enum Truth {
     /// run's file-size limit. The control reserves in a scratch file of its
     /// own instead (its first argument replaced).
     Reserved(PathBuf),
+    /// A sanity check of the run's report of refused attempts: the
+    /// attempt's network calls must be refused and named there.
+    Denied(Reported),
+}
+
+/// What a run's report of refused attempts must say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(in crate::sandbox) enum Reported {
+    /// A connect to this destination (`address:port`).
+    Destination(String),
+    /// A DNS query for this name.
+    Lookup(String),
+    /// This many connects to distinct destinations: the first
+    /// [`crate::sandbox::denied::MAX_ENTRIES`] kept, the rest counted.
+    Flood(u64),
+}
+
+impl Reported {
+    /// The inside run's outcome, judged by its report: `Ok` when the report
+    /// says what it must. Where no run can be watched (`watchable` false:
+    /// without the seccomp layer, or a run not forked by the zygote into
+    /// its network namespace), the report must say so rather than come
+    /// back empty. Pure.
+    pub(in crate::sandbox) fn judge(
+        &self,
+        report: &crate::sandbox::denied::Denied,
+        watchable: bool,
+    ) -> Outcome {
+        use crate::sandbox::denied::{Watch, MAX_ENTRIES};
+        if !watchable {
+            return match report.watch {
+                Watch::Unavailable => {
+                    Outcome::Ok("unavailable, as nobody can watch a run here".into())
+                }
+                _ => Outcome::Failed(format!(
+                    "a report where nobody can watch: {}",
+                    report.to_json()
+                )),
+            };
+        }
+        if report.watch != Watch::Watched {
+            return Outcome::Failed(format!("the run was not watched: {}", report.to_json()));
+        }
+        let named = |found: Option<&crate::sandbox::denied::Attempt>, what: &str| match found {
+            Some(a) => Outcome::Ok(format!(
+                "{what} reported, held by {}, answered {}",
+                a.layer, a.answer
+            )),
+            None => Outcome::Failed(format!("{what} not in the report: {}", report.to_json())),
+        };
+        match self {
+            Reported::Destination(d) => {
+                named(report.entries.iter().find(|a| a.destination() == *d), d)
+            }
+            Reported::Lookup(name) => named(
+                report
+                    .entries
+                    .iter()
+                    .find(|a| a.dns.as_deref() == Some(name.as_str())),
+                name,
+            ),
+            Reported::Flood(n) => {
+                let kept = report.entries.len() as u64;
+                let bound = (MAX_ENTRIES as u64).min(*n);
+                if report.total == *n && kept == bound && report.omitted == n - bound {
+                    Outcome::Ok(format!("{n} attempts: {kept} kept, {} counted", n - bound))
+                } else {
+                    Outcome::Failed(format!(
+                        "{n} attempts, yet total {}, kept {kept}, omitted {}",
+                        report.total, report.omitted
+                    ))
+                }
+            }
+        }
+    }
 }
 
 /// What the probe does on the host while a watching attempt runs.
@@ -497,6 +572,78 @@ pub(super) struct Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn connect_to(port: u16) -> crate::sandbox::denied::Attempt {
+        crate::sandbox::denied::Attempt {
+            call: "connect",
+            family: Some("inet".into()),
+            address: Some("192.0.2.1".into()),
+            port: Some(port),
+            layer: "netns",
+            answer: "ENETUNREACH",
+            ..Default::default()
+        }
+    }
+
+    fn watched(attempts: impl IntoIterator<Item = crate::sandbox::denied::Attempt>) -> Denied {
+        let mut d = Denied::new(Watch::Watched);
+        for a in attempts {
+            d.record(a);
+        }
+        d
+    }
+
+    use crate::sandbox::denied::{Denied, Watch, MAX_ENTRIES};
+
+    fn ok(o: &Outcome) -> bool {
+        matches!(o, Outcome::Ok(_))
+    }
+
+    #[test]
+    fn the_report_must_name_the_destination_and_the_name_asked_for() {
+        let to = Reported::Destination("192.0.2.1:443".into());
+        assert!(ok(&to.judge(&watched([connect_to(443)]), true)));
+        assert!(!ok(&to.judge(&watched([connect_to(444)]), true)));
+        assert!(!ok(&to.judge(&watched([]), true)));
+        let lookup = Reported::Lookup("x.invalid".into());
+        let mut asked = connect_to(53);
+        asked.dns = Some("x.invalid".into());
+        assert!(ok(&lookup.judge(&watched([asked.clone()]), true)));
+        asked.dns = Some("y.invalid".into());
+        assert!(!ok(&lookup.judge(&watched([asked]), true)));
+    }
+
+    #[test]
+    fn a_flood_must_be_kept_to_the_bound_and_the_rest_counted() {
+        let n = MAX_ENTRIES as u64 + 8;
+        let flood = Reported::Flood(n);
+        let all = watched((0..n).map(|i| connect_to(1024 + i as u16)));
+        match flood.judge(&all, true) {
+            Outcome::Ok(s) => assert_eq!(s, format!("{n} attempts: {MAX_ENTRIES} kept, 8 counted")),
+            other => panic!("{other:?}"),
+        }
+        // One attempt fewer, or one kept past the bound, is not what the
+        // flood made.
+        let short = watched((0..n - 1).map(|i| connect_to(1024 + i as u16)));
+        assert!(!ok(&flood.judge(&short, true)));
+        let mut over = all.clone();
+        over.entries.push(connect_to(9));
+        assert!(!ok(&flood.judge(&over, true)));
+        let mut uncounted = all;
+        uncounted.omitted -= 1;
+        assert!(!ok(&flood.judge(&uncounted, true)));
+    }
+
+    #[test]
+    fn an_unwatched_run_passes_only_where_nobody_could_watch() {
+        let to = Reported::Destination("192.0.2.1:443".into());
+        let unwatched = Denied::new(Watch::Unavailable);
+        assert!(!ok(&to.judge(&unwatched, true)));
+        assert!(ok(&to.judge(&unwatched, false)));
+        let lost = Denied::new(Watch::Lost);
+        assert!(!ok(&to.judge(&lost, true)));
+        assert!(!ok(&to.judge(&watched([connect_to(443)]), false)));
+    }
 
     #[test]
     fn every_holder_is_a_layer_or_part_of_one_and_keeps_its_report_words() {

@@ -165,6 +165,29 @@ pub(in crate::sandbox) fn run_inside_watched<A: Display, T, P: Place>(
     stdin: Option<OwnedFd>,
     watch: &mut dyn FnMut(),
 ) -> Outcome {
+    run_inside_reporting(sb, fx, sp, args, stdin, watch).0
+}
+
+/// Like `run_inside`, with the run's report of what it tried and was refused.
+#[cfg(target_os = "linux")]
+pub(in crate::sandbox) fn run_inside_reported<A: Display, T, P: Place>(
+    sb: &Sandbox,
+    fx: &P,
+    sp: &Spec<A, T>,
+    args: &[String],
+) -> (Outcome, crate::sandbox::denied::Denied) {
+    run_inside_reporting(sb, fx, sp, args, None, &mut || {})
+}
+
+fn run_inside_reporting<A: Display, T, P: Place>(
+    sb: &Sandbox,
+    fx: &P,
+    sp: &Spec<A, T>,
+    args: &[String],
+    stdin: Option<OwnedFd>,
+    watch: &mut dyn FnMut(),
+) -> (Outcome, crate::sandbox::denied::Denied) {
+    use crate::sandbox::denied::{Denied, Watch};
     let mut argv = vec![
         fx.exe().to_string_lossy().into_owned(),
         "__probe-attempt".to_string(),
@@ -173,7 +196,12 @@ pub(in crate::sandbox) fn run_inside_watched<A: Display, T, P: Place>(
     argv.extend(args.iter().cloned());
     let mut child = match sb.spawn_with_stdin(sp.kind, &argv, fx.root(), stdin) {
         Ok(c) => c,
-        Err(e) => return Outcome::NotRun(format!("{NOT_STARTED}: {e}")),
+        Err(e) => {
+            return (
+                Outcome::NotRun(format!("{NOT_STARTED}: {e}")),
+                Denied::new(Watch::Unavailable),
+            )
+        }
     };
     let out = reader(child.stdout.take(), 1 << 16);
     let err = reader(child.stderr.take(), 1 << 16);
@@ -191,12 +219,16 @@ pub(in crate::sandbox) fn run_inside_watched<A: Display, T, P: Place>(
     };
     let err = err.join().unwrap_or_default();
     let out = out.join().unwrap_or_default();
+    let denied = child.denied();
     #[cfg(target_os = "macos")]
     if let Some(why) = status.and_then(|s| stopped_at_start(s, &out, &err)) {
-        return Outcome::Failed(format!("the sandbox stopped it at start: {why}"));
+        return (
+            Outcome::Failed(format!("the sandbox stopped it at start: {why}")),
+            denied,
+        );
     }
     let _ = err;
-    parse_report(&out, status)
+    (parse_report(&out, status), denied)
 }
 
 /// A run the profile stopped before the attempt began (dyld refused,

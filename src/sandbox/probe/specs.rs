@@ -6,8 +6,15 @@ use std::path::PathBuf;
 
 use super::attempts::{self, Attempt as A};
 use super::fixture::{Fixture, PLANTED_ENV};
-use super::model::{spec, Stopper, Trigger, Truth, Which};
+use super::model::{spec, Reported, Stopper, Trigger, Truth, Which};
 use super::Spec;
+
+/// Where the report's checks connect: TEST-NET-1 (RFC 5737), never routed.
+const REPORT_DESTINATION: &str = "192.0.2.1:443";
+/// What they look up: under `.invalid` (RFC 2606), never resolvable.
+const REPORT_NAME: &str = "reachweaver-probe.invalid";
+/// How many distinct connects the flood makes: past the report's bound.
+const REPORT_FLOOD: u64 = crate::sandbox::denied::MAX_ENTRIES as u64 + 8;
 
 impl Fixture {
     /// The suite, in report order.
@@ -89,6 +96,37 @@ impl Fixture {
                 "EAI_",
                 &[Layer(Landlock), Layer(Mountns)],
             ),
+            // The run's report names what it tried (TEST-NET-1 and a name
+            // under a reserved domain: nothing real is ever asked for).
+            spec(
+                "report-names-a-connect",
+                A::TcpConnect,
+                vec![REPORT_DESTINATION.into()],
+                "",
+                &[],
+            )
+            .allowed()
+            .truth(Truth::Denied(Reported::Destination(
+                REPORT_DESTINATION.into(),
+            ))),
+            spec(
+                "report-names-a-lookup",
+                A::DnsLookup,
+                vec![REPORT_NAME.into()],
+                "",
+                &[],
+            )
+            .allowed()
+            .truth(Truth::Denied(Reported::Lookup(REPORT_NAME.into()))),
+            spec(
+                "report-bounds-a-flood",
+                A::ConnectMany,
+                vec!["192.0.2.1".into(), REPORT_FLOOD.to_string()],
+                "",
+                &[],
+            )
+            .allowed()
+            .truth(Truth::Denied(Reported::Flood(REPORT_FLOOD))),
             spec(
                 "socket-raw-icmp",
                 A::Socket,

@@ -17,7 +17,9 @@ use super::host_checks::{
 };
 use super::junit;
 use super::model::{not_applicable, Line, Outcome, Prediction, Report, Truth, Verdict};
-use super::runner::{run_control, run_control_watched, run_inside, run_inside_watched};
+use super::runner::{
+    run_control, run_control_watched, run_inside, run_inside_reported, run_inside_watched,
+};
 use super::Spec;
 use crate::sandbox::policy::Layers;
 use crate::sandbox::SandboxMode;
@@ -176,6 +178,20 @@ fn run_one(
     // holder is in force, else to get through.
     let predicted = Prediction::of(sp, layers, uid);
     let (control, inside) = match &sp.truth {
+        // The report's checks are sanity checks judged by the report.
+        Truth::Denied(want) => {
+            use crate::sandbox::Layer::{Netns, Pidns, Seccomp, Userns};
+            let (_, report) = run_inside_reported(sb, fx, sp, &sp.args);
+            // The zygote's runs are watched: the seccomp layer's, in its
+            // network namespace, forked into user and PID namespaces.
+            let watchable = [Seccomp, Netns, Userns, Pidns]
+                .iter()
+                .all(|l| layers.has(*l));
+            (
+                Outcome::Ok("not needed".into()),
+                want.judge(&report, watchable),
+            )
+        }
         // A sanity check needs no control: it must simply work inside.
         _ if sp.allowed => (
             Outcome::Ok("not needed".into()),

@@ -32,6 +32,7 @@ attempt_table! {
     TcpConnect = "tcp-connect" => |a| network::tcp_connect(arg(a, 0)?),
     UdpSend = "udp-send" => |a| network::udp_send(arg(a, 0)?),
     DnsLookup = "dns-lookup" => |a| network::dns_lookup(arg(a, 0)?),
+    ConnectMany = "connect-many" => |a| network::connect_many(arg(a, 0)?, arg(a, 1)?),
     Socket = "socket" => |a| network::socket(arg(a, 0)?),
     MptcpConnect = "mptcp-connect" => |a| network::mptcp_connect(arg(a, 0)?),
     UnixConnect = "unix-connect" => |a| network::unix_connect(arg(a, 0)?),

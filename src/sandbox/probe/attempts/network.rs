@@ -25,6 +25,27 @@ pub(super) fn udp_send(addr: &str) -> Tried {
         .map_err(io)
 }
 
+/// `count` TCP connects to `host`, each to a port of its own from 1024 up:
+/// as many distinct destinations. Reports how many connected.
+pub(super) fn connect_many(host: &str, count: &str) -> Tried {
+    let ip: std::net::IpAddr = host.parse().map_err(|_| "bad address")?;
+    let n: u16 = count.parse().map_err(|_| "bad count")?;
+    let mut connected = 0;
+    let mut last = String::new();
+    for i in 0..n {
+        let a = std::net::SocketAddr::new(ip, 1024 + i);
+        match std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(3)) {
+            Ok(_) => connected += 1,
+            Err(e) => last = io(e),
+        }
+    }
+    if connected > 0 {
+        Ok(format!("{connected} of {n} connected"))
+    } else {
+        Err(format!("{last} ({n} refused)"))
+    }
+}
+
 /// `getaddrinfo`, reporting the resolver's own error code.
 pub(super) fn dns_lookup(name: &str) -> Tried {
     let host = cstr(name)?;
