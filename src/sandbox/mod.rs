@@ -540,6 +540,12 @@ impl From<Child> for Process {
 }
 
 /// A running sandboxed backend.
+///
+/// A run's network calls wait for its supervisor's answer, which is given
+/// only while the caller polls [`SandboxedChild::supervisor_fd`] or is in
+/// `wait` or `try_wait`: read its output on other threads (or in the same
+/// `poll`), never to the end before waiting, or a run that tries to
+/// connect waits for ever.
 pub struct SandboxedChild {
     child: Process,
     pub stdout: Option<ChildStdout>,
