@@ -565,6 +565,21 @@ fn run_sandboxed(sb: &Sandbox, argv: &[String], root: &Path) -> Result<Duration>
     Ok(took)
 }
 
+/// The rows as a table of median, p99 and mean.
+fn stats_table(rep: &mut Report, rows: &[(String, Stats)]) {
+    rep.line("| what | n | median ms | p99 ms | mean ms |");
+    rep.line("| --- | ---: | ---: | ---: | ---: |");
+    for (name, s) in rows {
+        rep.line(format!(
+            "| {name} | {} | {} | {} | {} |",
+            s.n,
+            fmt_ms(s.median),
+            fmt_ms(s.p99),
+            fmt_ms(s.mean)
+        ));
+    }
+}
+
 /// One run through the sandbox whose watched calls are answered: its output
 /// is read on threads of its own while `wait` answers the run's supervisor
 /// (a caller that reads to the end first would leave a connect unanswered).
@@ -573,7 +588,7 @@ fn run_watched(sb: &Sandbox, argv: &[String], root: &Path) -> Result<Duration> {
     let mut child = sb
         .spawn(RunKind::ReadOnly, argv, root)
         .map_err(|e| anyhow!("{e}"))?;
-    let drain = |s: Option<std::process::ChildStdout>| {
+    fn drain<R: Read + Send + 'static>(s: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
         std::thread::spawn(move || {
             let mut v = Vec::new();
             if let Some(mut s) = s {
@@ -581,21 +596,13 @@ fn run_watched(sb: &Sandbox, argv: &[String], root: &Path) -> Result<Duration> {
             }
             v
         })
-    };
+    }
     let out = drain(child.stdout.take());
-    let err = child.stderr.take().map(|mut s| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = s.read_to_end(&mut v);
-            v
-        })
-    });
+    let err = drain(child.stderr.take());
     let status = child.wait()?;
     let took = started.elapsed();
     let out = out.join().map_err(|_| anyhow!("stdout reader"))?;
-    let err = err
-        .map(|t| t.join().unwrap_or_default())
-        .unwrap_or_default();
+    let err = err.join().unwrap_or_default();
     if !status.success() || out != b"{}\n" {
         bail!(
             "sandboxed run: {status}, stdout {:?}, stderr {:?}",
@@ -630,17 +637,7 @@ fn refused_connects(ctx: &Ctx<'_>, rep: &mut Report) -> Result<()> {
     rep.line(format!(
         "\n### A run that makes 1,000 refused connects, tiny C backend ({rounds} rounds interleaved)\n"
     ));
-    rep.line("| what | n | median ms | p99 ms | mean ms |");
-    rep.line("| --- | ---: | ---: | ---: | ---: |");
-    for (name, s) in &rows {
-        rep.line(format!(
-            "| {name} | {} | {} | {} | {} |",
-            s.n,
-            fmt_ms(s.median),
-            fmt_ms(s.p99),
-            fmt_ms(s.mean)
-        ));
-    }
+    stats_table(rep, &rows);
     let per = (rows[1].1.median - rows[0].1.median) / 1000.0;
     rep.line(format!(
         "\nEach refused connect (socket, the supervisor's look and answer, close): {} µs at the median.",
@@ -925,17 +922,7 @@ fn startup(ctx: &Ctx<'_>, rep: &mut Report) -> Result<()> {
         "\n### Start-up: spawn to the first `server/discover` answer ({} rounds interleaved)\n",
         ctx.o.startups
     ));
-    rep.line("| what | n | median ms | p99 ms | mean ms |");
-    rep.line("| --- | ---: | ---: | ---: | ---: |");
-    for (name, s) in &rows {
-        rep.line(format!(
-            "| {name} | {} | {} | {} | {} |",
-            s.n,
-            fmt_ms(s.median),
-            fmt_ms(s.p99),
-            fmt_ms(s.mean)
-        ));
-    }
+    stats_table(rep, &rows);
     Ok(())
 }
 

@@ -19,29 +19,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import report
+
 BEGIN = "<!-- kernel matrix: compared part begins (generated, do not edit) -->"
 END = "<!-- kernel matrix: compared part ends -->"
 
-# One letter per holder: the call log line's letters (sandbox/LAYERS.md),
-# and two holders every run has whatever its layers.
-LETTERS = {
-    "userns": "U",
-    "netns": "N",
-    "ipcns": "I",
-    "utsns": "H",
-    "pidns": "P",
-    "pid_max": "p",
-    "mountns": "M",
-    "cgroup": "G",
-    "rlimits": "R",
-    "landlock": "L",
-    "landlock_tcp": "T",
-    "landlock_scope": "S",
-    "caps": "K",
-    "seccomp": "C",
-    "no_new_privs": "n",
-    "subreaper": "r",
-}
+# One letter per holder: the call log line's letters, as report.py has them
+# (sandbox/LAYERS.md), and two holders every run has whatever its layers.
+LETTERS = {**report.LETTERS, "no_new_privs": "n", "subreaper": "r"}
 
 SERIES = {
     "6.1": "Debian 12's own 6.1 series",

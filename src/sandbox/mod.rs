@@ -433,8 +433,7 @@ impl Sandbox {
     /// `best-effort` layers may be given up, and then `Ok(true)` says the
     /// run is worth one more try.
     pub fn tried(&mut self, ran: bool) -> Result<bool, SandboxError> {
-        let opts = self.opts.clone();
-        Platform::tried(&mut *self.state, &opts, ran)
+        Platform::tried(&mut *self.state, &self.opts, ran)
     }
 
     /// Bound the wait for each run's start by the call timeout (`None`: no

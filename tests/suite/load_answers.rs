@@ -790,21 +790,8 @@ fn i9_processes_running_out_are_the_servers_shortage_not_the_backends() {
     let w = World::new();
     let home = w.folder("home");
     std::fs::write(home.join(".env"), "TOKEN=1\n").unwrap();
-    let mut cmd = if is_root() {
-        let mut c = Command::new("setpriv");
-        c.arg(format!("--reuid={SHORT_UID}"))
-            .arg(format!("--regid={SHORT_UID}"))
-            .arg("--clear-groups")
-            .arg(&w.exe);
-        c
-    } else {
-        Command::new(&w.exe)
-    };
-    cmd.arg(format!("--backend={}", backend(&w).display()))
-        .arg(format!("--home={}", home.display()))
-        .arg("mcp-serve")
-        .current_dir(&home);
-    let mut s = Server::spawn(cmd);
+    // No limit at start: it is lowered once the server serves.
+    let mut s = Server::spawn(limited_server_as(SHORT_UID, &w, &[], &[]));
     let ok = s.request(nap("before"));
     assert_eq!(ok["result"]["isError"], false, "{ok}");
     let pid = s.pid();

@@ -282,9 +282,10 @@ impl State {
                      (use --sandbox best-effort to run with the layers that apply)"
                 )));
             }
+            // Only best-effort gets here, and it refuses no promise:
+            // `require` checked them at detection, and its layers stay.
             changed = self.give_up_failing_layers(opts);
         }
-        self.check_promises(opts)?;
         Ok(changed)
     }
 
