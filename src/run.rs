@@ -85,6 +85,10 @@ pub(crate) enum RunEnd {
     Cancelled,
     /// The child exited but something it started kept its output open.
     HeldOpen(Exit),
+    /// The kernel killed a process of the run for going past the run's
+    /// memory bound (this many bytes, its cgroup's `memory.max`), and the
+    /// run did not succeed.
+    MemoryExceeded(u64),
 }
 
 #[derive(Debug)]
@@ -134,7 +138,21 @@ fn run_once_attested(
     if let Some(a) = attestation.as_mut() {
         a.denied = Some(child.denied());
     }
-    end
+    Ok(memory_bound(end?, child.memory_exceeded()))
+}
+
+/// A run that failed after the kernel killed one of its processes at the
+/// run's memory bound failed for that, whatever the exit said: the bound
+/// is the run's shortage, not the backend's fault. A run that succeeded
+/// all the same (it handled a child's death) keeps its answer. Pure.
+fn memory_bound(end: RunEnd, exceeded: Option<u64>) -> RunEnd {
+    match (end, exceeded) {
+        (RunEnd::Finished(f), Some(bound)) if f.exit != Exit::Code(0) => {
+            RunEnd::MemoryExceeded(bound)
+        }
+        (RunEnd::HeldOpen(_), Some(bound)) => RunEnd::MemoryExceeded(bound),
+        (end, _) => end,
+    }
 }
 
 /// Read the run's output, answer its supervisor, and wait for its end.
@@ -402,6 +420,7 @@ fn map_end(end: Result<RunEnd, RunError>, bounds: RunBounds, redactor: &Redactor
             CallEnd::TimedOut(ToolError::templated(ErrorCode::Timeout, &secs.to_string()))
         }
         Ok(RunEnd::Cancelled) => CallEnd::Cancelled,
+        Ok(RunEnd::MemoryExceeded(bound)) => CallEnd::Failed(memory_exceeded(bound)),
         Ok(RunEnd::HeldOpen(exit)) => CallEnd::Failed(failed(
             &format!(
                 "The command {} but left a process running that kept its output open",
@@ -412,6 +431,21 @@ fn map_end(end: Result<RunEnd, RunError>, bounds: RunBounds, redactor: &Redactor
         )),
         Err(e) => CallEnd::Failed(start_failure(&e)),
     }
+}
+
+/// The answer for a run stopped at its memory bound: the command ran, so
+/// the shortage is said in words of its own, not the server's template
+/// for a call that never started.
+fn memory_exceeded(bound: u64) -> ToolError {
+    ToolError::new(
+        ErrorCode::ResourceExhausted,
+        format!(
+            "The command used more than the {} MiB of memory a call may use (its processes and \
+             their kernel buffers together), and the kernel stopped it; ask for less, or ask the \
+             server's owner to raise the bound.",
+            bound >> 20
+        ),
+    )
 }
 
 /// On macOS, sandbox-exec's own refusal (a profile it could not apply, a
@@ -646,6 +680,55 @@ mod tests {
 
     fn map(f: &Finished) -> Result<Envelope, ToolError> {
         map_exit(f, &none())
+    }
+
+    #[test]
+    fn a_failed_run_past_its_memory_bound_is_resource_exhausted() {
+        const BOUND: u64 = 4 << 30;
+        let end = |exit| RunEnd::Finished(finished(exit, "", ""));
+        for exit in [Exit::Signal(libc::SIGKILL), Exit::Code(1), Exit::Code(137)] {
+            assert!(matches!(
+                memory_bound(end(exit), Some(BOUND)),
+                RunEnd::MemoryExceeded(BOUND)
+            ));
+        }
+        assert!(matches!(
+            memory_bound(RunEnd::HeldOpen(Exit::Code(0)), Some(BOUND)),
+            RunEnd::MemoryExceeded(BOUND)
+        ));
+        // A run that succeeded, or that no bound stopped, keeps its end.
+        assert!(matches!(
+            memory_bound(end(Exit::Code(0)), Some(BOUND)),
+            RunEnd::Finished(Finished {
+                exit: Exit::Code(0),
+                ..
+            })
+        ));
+        assert!(matches!(
+            memory_bound(end(Exit::Signal(libc::SIGKILL)), None),
+            RunEnd::Finished(Finished {
+                exit: Exit::Signal(9),
+                ..
+            })
+        ));
+        assert!(matches!(
+            memory_bound(RunEnd::TimedOut, Some(BOUND)),
+            RunEnd::TimedOut
+        ));
+        let bounds = RunBounds {
+            timeout: None,
+            max_stdout: 10,
+        };
+        let CallEnd::Failed(e) = map_end(Ok(RunEnd::MemoryExceeded(BOUND)), bounds, &none()) else {
+            panic!("not a failure");
+        };
+        assert_eq!(e.code(), "resource_exhausted");
+        assert!(
+            e.message()
+                .starts_with("The command used more than the 4096 MiB of memory a call may use"),
+            "{}",
+            e.message()
+        );
     }
 
     #[test]

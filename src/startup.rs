@@ -535,6 +535,12 @@ fn read_catalog(
             ))
         }
         RunEnd::Cancelled => return failed(format!("{what} was cancelled")),
+        RunEnd::MemoryExceeded(bound) => {
+            return failed(format!(
+                "{what} used more than the {} MiB of memory a run may use",
+                bound >> 20
+            ))
+        }
     };
     if finished.exit != run::Exit::Code(0) {
         let detail = serde_json::from_slice::<Value>(&finished.stdout)

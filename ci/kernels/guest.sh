@@ -5,8 +5,10 @@
 # usage: guest.sh OUT SERVER BACKEND REPO
 #
 # For each shape (who runs the server, in which cgroup, with which
-# sysctls) it runs `sandbox status` (text and --json) and a piped MCP
-# session with a read-only call and a draft call, and `sandbox probe --json`
+# sysctls) it runs `sandbox status` (text and --json), a piped MCP
+# session with a read-only call and a draft call, a read-only run's
+# truncate(2) of a file under the root, a call past its memory bound (on
+# the shapes in MEMORY_SHAPES), and `sandbox probe --json`
 # on the shapes listed in PROBE_SHAPES. It only collects: every command's
 # output, exit code and wall time go to OUT/<shape>/; ci/kernels/report.py
 # judges them on the host. OUT/done holds this script's own exit code.
@@ -15,6 +17,9 @@ set -euo pipefail
 
 OUT=$1 SERVER=$2 BACKEND=$3 REPO=$4
 PROBE_SHAPES=${PROBE_SHAPES:-"root-own user-delegated"}
+# Where a call that passes its memory bound is run: shapes with the cgroup
+# layer only (elsewhere its two 4 GiB processes would exhaust the guest).
+MEMORY_SHAPES=${MEMORY_SHAPES:-"root-own user-delegated"}
 CG=/sys/fs/cgroup
 NOBODY=65534
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -90,9 +95,10 @@ in_context() {
 # host's 9p root every lookup makes a new inode, which no Landlock rule on a
 # file survives (a real disk keeps its inodes).
 mkdir -p /mnt/bin
-cp "$SERVER" "$BACKEND" /mnt/bin/
+cp "$SERVER" "$BACKEND" "$REPO/tests/fixtures/hog-backend" /mnt/bin/
 SERVER=/mnt/bin/$(basename "$SERVER")
 BACKEND=/mnt/bin/$(basename "$BACKEND")
+HOG=/mnt/bin/hog-backend
 chmod 0755 /mnt/bin /mnt/bin/*
 TEMPLATE=/mnt/ws-template
 cp -R "$REPO/examples/workspace" "$TEMPLATE"
@@ -138,6 +144,16 @@ session() {
     local cg=$1 uid=$2 ws=$3
     session_requests | in_context "$cg" "$uid" "$SERVER" \
         --backend="$BACKEND" --home="$ws" --db="$ws/data/reachweaver.db" mcp-serve --allow-drafts
+}
+
+# memory_session CGROUP UID WS: one call whose run passes its memory bound.
+memory_session() {
+    local cg=$1 uid=$2 ws=$3
+    printf '%s\n' \
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"kernels","version":"1"}}}' \
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hog","arguments":{}}}' |
+        in_context "$cg" "$uid" "$SERVER" --backend="$HOG" --home="$ws" mcp-serve --call-timeout 600
 }
 
 # serve_empty CGROUP UID WS: a server start with nothing to do.
@@ -235,6 +251,16 @@ shape() {
     # Each run's cgroup is gone once its call is over (for a shared cgroup
     # the server's own folders at the root are listed by step).
     cgroup_state "$scg" >"$dir/session-cgroup.txt"
+    # A read-only run's truncate(2) of a file under the root, by path:
+    # before Landlock ABI 3 Landlock doesn't judge it (the mount layer's
+    # read-only bind or seccomp must refuse it). The file is the run's
+    # user's own, so only the sandbox stands in the way.
+    printf 'untouched\n' >"$ws/truncate-victim.txt"
+    [ "$uid" = 0 ] || chown "$uid:$uid" "$ws/truncate-victim.txt"
+    step "$dir" truncate in_context "$(new_cgroup "$kind")" "$uid" "$SERVER" sandbox run \
+        --root "$ws" --allow-read "$(dirname "$SERVER")" -- \
+        "$SERVER" __probe-attempt truncate "$ws/truncate-victim.txt"
+    cp "$ws/truncate-victim.txt" "$dir/truncate-victim.after"
     if [ "$kind" = delegated ]; then
         # Three server starts in one delegated cgroup: the first ends
         # cleanly, the second is killed with SIGKILL, the third must start
@@ -248,6 +274,14 @@ shape() {
         step "$dir" reuse-third serve_empty "$again" "$uid" "$ws"
         cgroup_state "$again" >"$dir/reuse-after-third.txt"
     fi
+    case " $MEMORY_SHAPES " in
+        *" $name "*)
+            local mcg
+            mcg=$(new_cgroup "$kind")
+            step "$dir" memory memory_session "$mcg" "$uid" "$ws"
+            cgroup_state "$mcg" >"$dir/memory-cgroup.txt"
+            ;;
+    esac
     case " $PROBE_SHAPES " in
         *" $name "*)
             LIMIT=1500 step "$dir" probe in_context "$(new_cgroup "$kind")" "$uid" "$SERVER" sandbox probe --json
@@ -267,6 +301,16 @@ shape user-delegated "$NOBODY" delegated on
 shape user-plain "$NOBODY" shared on
 shape root-nouserns 0 own off
 shape user-nouserns "$NOBODY" shared off
+
+# What a cgroup limited as a run's is charged for the buffers behind pipes
+# and unix sockets, which no process's RLIMIT_AS counts.
+mkdir -p "$OUT/buffers"
+: >"$OUT/buffers/times.tsv"
+BUFCG=$(new_cgroup own)
+echo $((4 << 30)) >"$BUFCG/memory.max"
+echo 0 >"$BUFCG/memory.swap.max" 2>/dev/null || true
+step "$OUT/buffers" measure in_context "$BUFCG" 0 python3 "$REPO/ci/kernels/sockbuf.py" "$BUFCG"
+rmdir "$BUFCG" 2>/dev/null || true
 
 # Root in a container: a private cgroup namespace rooted at a cgroup that
 # holds another process, the cgroup file system mounted afresh in it. The

@@ -73,11 +73,10 @@ SHAPES: dict[str, dict[str, Any]] = {
         "cgroup": False,
     },
     "root-nouserns": {
-        "what": "root, alone in a cgroup of its own, user.max_user_namespaces=0 and kernel.unprivileged_userns_clone=0",
-        "starts": False,
+        "what": "root, alone in a cgroup of its own, user.max_user_namespaces=0 and kernel.unprivileged_userns_clone=0"
+        " (the re-executed helper enters each run's cgroup)",
+        "starts": True,
         "cgroup": True,
-        "refusal": "a run's processes bounded",
-        "known": "the per-run cgroup is there but not counted as bounding a run's processes without user namespaces",
     },
     "user-nouserns": {
         "what": "uid 65534, in a shared cgroup, user.max_user_namespaces=0 and kernel.unprivileged_userns_clone=0",
@@ -90,6 +89,7 @@ SHAPES: dict[str, dict[str, Any]] = {
 KNOWN = {}
 
 PROBE_SHAPES = ("root-own", "user-delegated")
+MEMORY_SHAPES = ("root-own", "user-delegated")
 
 
 class Checks:
@@ -116,8 +116,12 @@ def rc_of(d: Path, step: str) -> int | None:
 
 
 def load_json(p: Path) -> Any:
+    return load_json_text(read(p))
+
+
+def load_json_text(text: str) -> Any:
     try:
-        return json.loads(read(p))
+        return json.loads(text)
     except ValueError:
         return None
 
@@ -198,6 +202,72 @@ def judge_session(c: Checks, tag: str, d: Path, exp: dict[str, Any], status: Any
     c.add(f"{tag}: session: tools/list offers campaign_check and draft", "draft" in tools and "campaign_check" in tools)
     res["log"] = [ln for ln in err.splitlines() if ln.startswith("call ")]
     return res
+
+
+def judge_truncate(
+    c: Checks, tag: str, d: Path, exp: dict[str, Any], layers: dict[str, bool], abi: Any
+) -> dict[str, Any]:
+    """A read-only run's truncate(2), by path, of a file under the root that its user owns.
+
+    From Landlock ABI 3 the mount layer's read-only bind answers EROFS first, and without it Landlock
+    answers EACCES. Below ABI 3 (no truncate right) seccomp refuses the call with the same EACCES, before
+    any path is looked at.
+    """
+    rc = rc_of(d, "truncate")
+    out = load_json(d / "truncate.out")
+    answer = out.get("result") if isinstance(out, dict) and out.get("ok") is False else None
+    intact = read(d / "truncate-victim.after") == "untouched\n"
+    res: dict[str, Any] = {"exit": rc, "answer": answer, "file_intact": intact}
+    detail = f"exit {rc}, {read(d / 'truncate.out').strip()[:160] or last_line(read(d / 'truncate.err'))[:200]}"
+    if not exp["starts"]:
+        refused = rc not in (0, None) and intact
+        c.add(f"{tag}: sandbox run refuses as mcp-serve does, the file untouched", refused, detail)
+        return res
+    want = "EROFS" if layers.get("mountns") and isinstance(abi, int) and abi >= 3 else "EACCES"
+    res["expected"] = want
+    c.add(
+        f"{tag}: a read-only run's truncate(2) by path is refused ({want}), the file untouched",
+        rc == 0 and answer == want and intact,
+        detail + ("" if intact else "; the file was changed"),
+    )
+    return res
+
+
+def judge_memory(c: Checks, tag: str, d: Path) -> dict[str, Any]:
+    """A call whose two processes together pass the run's memory bound: the cgroup stops it."""
+    rc = rc_of(d, "memory")
+    answer: dict[str, Any] = {}
+    for ln in read(d / "memory.out").splitlines():
+        msg = load_json_text(ln)
+        if isinstance(msg, dict) and msg.get("id") == 2:
+            answer = msg.get("result") or {}
+    err = ((answer.get("structuredContent") or {}).get("output") or {}).get("error") or {}
+    left = cgroup_state(read(d / "memory-cgroup.txt"))
+    runs = [e for e in left.get("entries", "").split() if e.startswith("run-")]
+    res = {"exit": rc, "code": err.get("code"), "message": err.get("message", "")[:300]}
+    c.add(
+        f"{tag}: a call past its memory bound is stopped by the cgroup and answered resource_exhausted",
+        rc == 0 and answer.get("isError") is True and err.get("code") == "resource_exhausted",
+        f"exit {rc}: {err.get('code')}: {err.get('message', '')[:200] or last_line(read(d / 'memory.err'))[:200]}",
+    )
+    c.add(f"{tag}: the memory-bound run's cgroup is gone after its call", not runs, f"left: {runs}")
+    return res
+
+
+def judge_buffers(c: Checks, series: str, d: Path) -> dict[str, Any]:
+    """How much of what pipes and unix sockets held the cgroup was charged (ci/kernels/sockbuf.py).
+
+    A measurement: the check is that it ran; the numbers go to the results and below the table.
+    """
+    rc = rc_of(d, "measure")
+    got = load_json(d / "measure.out")
+    ok = rc == 0 and isinstance(got, dict) and all(isinstance(got.get(k), dict) for k in ("pipes", "unix_stream"))
+    c.add(
+        f"{series}: the charge of pipe and socket buffers to a run-like cgroup was measured",
+        ok,
+        f"exit {rc}: {json.dumps(got)[:300] if ok else last_line(read(d / 'measure.err'))[:300]}",
+    )
+    return got if ok else {}
 
 
 def judge_probe(c: Checks, tag: str, d: Path) -> dict[str, Any]:
@@ -342,6 +412,7 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
                 sh["layers_missing"].get("cgroup", "available"),
             )
         sh["session"] = judge_session(c, tag, d, exp, st)
+        sh["truncate"] = judge_truncate(c, tag, d, exp, sh.get("layers") or {}, k.get("landlock_abi"))
         if exp["starts"] and exp["cgroup"] and sh.get("server_cgroup_folders_after", {}).get("session") is not None:
             # A root server not alone in its cgroup makes one of its own at
             # the hierarchy's root: the session's server must take it away.
@@ -392,8 +463,11 @@ def judge_kernel(c: Checks, out: Path) -> dict[str, Any]:
                 after["third"] == as_found,
                 str(after["third"]),
             )
+        if name in MEMORY_SHAPES:
+            sh["memory"] = judge_memory(c, tag, d)
         if name in PROBE_SHAPES:
             sh["probe"] = judge_probe(c, tag, d)
+    k["buffers"] = judge_buffers(c, series, out / "buffers")
     k["container"] = judge_container(c, series, out / "root-container")
     ap = out / "apparmor"
     parse_rc = rc_of(ap, "parse")

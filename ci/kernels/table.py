@@ -54,8 +54,16 @@ where the kernel allows, and the start-up line names it. The promises are
 what `sandbox status` reports, which is given no `--db`: where a draft's
 promise rests on Landlock alone it is withheld there, while the session
 (`--db` with the database alone in its folder) holds it and runs its draft.
-The last two lines are whether the session's `mcp-serve` started and the
-layers its `campaign_check` call attested.
+Below the promises: whether the session's `mcp-serve` started and the
+layers its `campaign_check` call attested; what a read-only run's
+`truncate(2)` of a file under the root, one its user owns, was answered
+(from Landlock ABI 3 the mount layer's read-only bind answers `EROFS`, and
+without it Landlock answers `EACCES`; below ABI 3, which has no truncate
+right, seccomp refuses the call with the same `EACCES` before any path is
+looked at, so the file is never changed); and,
+in the shapes with the cgroup layer that run it, the answer to a call whose
+two processes together pass the run's 4 GiB memory bound while each stays
+under its own address-space limit (the cgroup stops it).
 
 Ubuntu's kernels are not booted: the package registries these runs reach do
 not carry them. Ubuntu's restricted user namespaces
@@ -98,6 +106,8 @@ def promise_table(columns: list[tuple[str, dict[str, Any]]]) -> list[str]:
         out.append(f"| `{pid}` | " + " | ".join(cells) + " |")
     starts = []
     called = []
+    truncated = []
+    memory = []
     for _, sh in columns:
         ses = sh.get("session")
         if ses is None:
@@ -105,13 +115,32 @@ def promise_table(columns: list[tuple[str, dict[str, Any]]]) -> list[str]:
             missing = sh.get("require_missing")
             starts.append("-" if missing is None else "**refuses**" if missing else "starts")
             called.append("-")
+            truncated.append("-")
+            memory.append("-")
             continue
         starts.append("starts" if ses.get("started") else "**refuses**")
         layers = (ses.get("campaign_check") or {}).get("layers") or []
         called.append(letters(layers) if layers else "-")
+        truncated.append(truncate_cell(sh.get("truncate")))
+        mem = sh.get("memory")
+        memory.append("-" if mem is None else f"`{mem.get('code')}`")
     out.append("| mcp-serve --sandbox require | " + " | ".join(starts) + " |")
     out.append("| a call's layers | " + " | ".join(called) + " |")
+    if any(t != "-" for t in truncated):
+        out.append("| a read-only run's `truncate(2)` | " + " | ".join(truncated) + " |")
+    if any(m != "-" for m in memory):
+        out.append("| a call past its memory bound | " + " | ".join(memory) + " |")
     return out
+
+
+def truncate_cell(t: dict[str, Any] | None) -> str:
+    if t is None:
+        return "-"
+    if not t.get("file_intact"):
+        return "**the file changed**"
+    if t.get("answer"):
+        return str(t["answer"])
+    return "refused to start" if t.get("exit") not in (0, None) else "?"
 
 
 def compared(results: dict[str, Any]) -> list[str]:
@@ -153,6 +182,10 @@ def uncompared(results: dict[str, Any]) -> list[str]:
             f"- {k.get('series')}: `{k.get('package')}` {k.get('version')}, SHA256 `{k.get('sha256')}`,"
             f" under {str(k.get('accel')).upper()}"
         )
+    for k in sorted(results.get("kernels") or [], key=lambda k: str(k.get("series"))):
+        b = k.get("buffers") or {}
+        if b:
+            out.append(f"- {k.get('series')}: what a cgroup limited as a run's is was charged ({buffers(b)})")
     host = results.get("host") or {}
     out.append("")
     if host.get("shapes"):
@@ -165,6 +198,21 @@ def uncompared(results: dict[str, Any]) -> list[str]:
     else:
         out.append("The host kernel was not measured in this run.")
     return out
+
+
+def buffers(b: dict[str, Any]) -> str:
+    """ci/kernels/sockbuf.py's measurement in words: queued bytes, and how much memory.current grew."""
+    words = {"pipes": "pipes", "unix_stream": "unix stream sockets"}
+    parts = []
+    for key, name in words.items():
+        m = b.get(key) or {}
+        queued, grew = m.get("queued", 0), m.get("current_grew", 0)
+        share = f"{100 * grew / queued:.0f}%" if queued else "?"
+        parts.append(
+            f"{name}: {queued / 2**20:.1f} MiB queued, memory.current grew {grew / 2**20:.1f} MiB ({share}),"
+            f" of which `sock` {m.get('sock_grew', 0) / 2**20:.1f} MiB"
+        )
+    return "; ".join(parts)
 
 
 def render(results: dict[str, Any]) -> str:

@@ -172,9 +172,9 @@ impl Layer {
                 Some("")
             }
             Layer::Pidns => Some(
-                "The run's own PID namespace (and with it the zygote shape, the minimal root and \
-                 the cgroup): runs then use the re-executed helper, the shape machines without \
-                 PID namespaces get",
+                "The run's own PID namespace (and with it the zygote shape and the minimal \
+                 root): runs then use the re-executed helper, the shape machines without PID \
+                 namespaces get",
             ),
             Layer::LandlockTcp => {
                 Some("Landlock's TCP rules alone (a kernel with Landlock ABI 1 to 3 has none)")

@@ -553,6 +553,10 @@ pub struct SandboxedChild {
     pub attestation: Option<layers::Attestation>,
     /// Work for when the run is over (a `draft` run's leftovers).
     pub(crate) after: Option<Box<dyn FnOnce() + Send>>,
+    /// The run's memory bound (bytes) and the file where the kernel counts
+    /// the processes it killed for going past it: a run in a cgroup.
+    #[cfg(target_os = "linux")]
+    pub(crate) memory_bound: Option<(u64, PathBuf)>,
     /// The run's private temporary folder, removed on drop.
     tmpdir: Option<PathBuf>,
     /// The child was reaped: its pid may belong to someone else now.
@@ -648,6 +652,19 @@ impl SandboxedChild {
         }
         #[cfg(not(target_os = "linux"))]
         let _ = revents;
+    }
+
+    /// The run's memory bound in bytes, if the kernel killed any of its
+    /// processes for going past it. Read before the run's cgroup goes
+    /// (when this value is dropped).
+    pub(crate) fn memory_exceeded(&self) -> Option<u64> {
+        #[cfg(target_os = "linux")]
+        if let Some((bound, events)) = &self.memory_bound {
+            let text = std::fs::read_to_string(events).unwrap_or_default();
+            return (linux::cgroup::oom_kills(&text) > 0).then_some(*bound);
+        }
+        // macOS has no bound on a run's memory as a whole.
+        None
     }
 
     /// What the run tried and was refused, as far as anyone watched.

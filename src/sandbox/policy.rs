@@ -46,6 +46,9 @@ impl Default for Rlimits {
     }
 }
 
+/// The Landlock ABI that brought the truncate right.
+pub const LANDLOCK_TRUNCATE_ABI: i32 = 3;
+
 /// Which layers the helper applies. Each is decided at start (what the
 /// kernel offers, minus what the owner switched off); the helper treats a
 /// layer that is on and does not apply as a failure of the run.
@@ -136,6 +139,14 @@ impl Layers {
     /// The Landlock ABI, when Landlock is on.
     pub fn landlock_abi(&self) -> Option<i32> {
         self.landlock_abi.filter(|_| self.on.has(Layer::Landlock))
+    }
+
+    /// Whether Landlock judges `truncate(2)` by path (its truncate right,
+    /// ABI 3). Where it doesn't, seccomp refuses that call, so the two
+    /// keep writes confined together (`promises::assess`).
+    pub fn landlock_truncates(&self) -> bool {
+        self.landlock_abi()
+            .is_some_and(|abi| abi >= LANDLOCK_TRUNCATE_ABI)
     }
 
     /// Sets the Landlock ABI (`None`: Landlock off).

@@ -92,6 +92,25 @@ fn with(list: &mut Vec<Holder>, l: &Layers, layer: Layer) {
     on(list, l.has(layer), layer);
 }
 
+/// What holds writes where Landlock does: Landlock alone from ABI 3; below
+/// it, Landlock with seccomp, which refuses `truncate(2)` by path (the one
+/// write Landlock doesn't judge there). Empty without Landlock, or below
+/// ABI 3 without seccomp.
+fn landlock_writes(l: &Layers) -> Vec<Holder> {
+    if !l.has(Layer::Landlock) {
+        Vec::new()
+    } else if l.landlock_truncates() {
+        vec![Holder::Layer(Layer::Landlock)]
+    } else if l.has(Layer::Seccomp) {
+        vec![
+            Holder::Layer(Layer::Landlock),
+            Holder::Layer(Layer::Seccomp),
+        ]
+    } else {
+        Vec::new()
+    }
+}
+
 /// Every promise, in the order the README lists them. Pure.
 pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
     let mut out = Vec::new();
@@ -129,15 +148,19 @@ pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
         "reads_confined",
         "reads limited to the root, the home's fixed files, the database and the runtime",
         Tier::Always,
-        fs.clone(),
+        fs,
         "Landlock or the mount layer",
     );
+    let landlock_writes = landlock_writes(l);
+    let mut writes = Vec::new();
+    with(&mut writes, l, Layer::Mountns);
+    writes.extend(landlock_writes.iter().copied());
     push(
         "writes_confined",
         "no writing outside TMPDIR (a draft: and the database)",
         Tier::Always,
-        fs,
-        "Landlock or the mount layer",
+        writes,
+        "Landlock (with seccomp below ABI 3) or the mount layer",
     );
 
     // no_new_privs is set in every run whatever the layers.
@@ -236,11 +259,9 @@ pub fn assess(l: &Layers, f: Facts) -> Vec<PromiseStatus> {
 
     let mut draft = Vec::new();
     with(&mut draft, l, Layer::Mountns);
-    on(
-        &mut draft,
-        !l.has(Layer::Mountns) && l.has(Layer::Landlock) && f.db_alone,
-        Layer::Landlock,
-    );
+    if !l.has(Layer::Mountns) && f.db_alone {
+        draft.extend(landlock_writes.iter().copied());
+    }
     push(
         "draft_confined",
         "a draft writes only the database and its companions",
@@ -442,6 +463,45 @@ mod tests {
         };
         assert_eq!(
             held(&assess(&l, Facts::default()), "reads_confined"),
+            vec!["mountns"]
+        );
+    }
+
+    #[test]
+    fn below_landlock_abi_3_writes_rest_on_landlock_with_seccomp() {
+        let alone = Facts {
+            db_alone: true,
+            ..Facts::default()
+        };
+        let abi = |l: Layers, abi: i32| {
+            let mut l = l;
+            l.set_landlock_abi(Some(abi));
+            l
+        };
+        // ABI 3 has the truncate right: Landlock alone.
+        let ps = assess(&abi(no_namespaces(), 3), alone);
+        assert_eq!(held(&ps, "writes_confined"), vec!["landlock"]);
+        assert_eq!(held(&ps, "draft_confined"), vec!["landlock"]);
+        // ABI 2: seccomp refuses truncate(2) by path beside it.
+        let ps = assess(&abi(no_namespaces(), 2), alone);
+        assert_eq!(held(&ps, "writes_confined"), vec!["landlock", "seccomp"]);
+        assert_eq!(held(&ps, "draft_confined"), vec!["landlock", "seccomp"]);
+        assert_eq!(held(&ps, "reads_confined"), vec!["landlock"]);
+        assert_eq!(
+            held(&assess(&abi(full(), 2), alone), "writes_confined"),
+            vec!["mountns", "landlock", "seccomp"]
+        );
+        // ABI 2 without seccomp: Landlock can't hold writes; without the
+        // mount layer nothing does, and a draft is withheld.
+        let ps = assess(&abi(no_namespaces(), 2).without(Layer::Seccomp), alone);
+        assert!(held(&ps, "writes_confined").is_empty());
+        assert!(held(&ps, "draft_confined").is_empty());
+        assert_eq!(held(&ps, "reads_confined"), vec!["landlock"]);
+        assert_eq!(
+            held(
+                &assess(&abi(full(), 2).without(Layer::Seccomp), alone),
+                "writes_confined"
+            ),
             vec!["mountns"]
         );
     }

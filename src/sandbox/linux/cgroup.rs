@@ -430,6 +430,11 @@ impl Parent {
         made.procs = Some(procs.into());
         Ok(made)
     }
+
+    /// The memory bound each run's cgroup gets.
+    pub fn memory_max(&self) -> u64 {
+        self.limits.memory_max
+    }
 }
 
 /// The set-up of the server's own cgroup, with what undoes it: what an
@@ -500,6 +505,23 @@ impl RunCgroup {
     pub fn take_procs(&mut self) -> Option<OwnedFd> {
         self.procs.take()
     }
+
+    /// Where the kernel counts the run's processes killed for going past
+    /// `memory.max` (read before the cgroup is removed).
+    pub fn memory_events(&self) -> PathBuf {
+        self.dir.join("memory.events")
+    }
+}
+
+/// How many of a run's processes the kernel killed for going past its
+/// memory bound, from `memory.events` (`oom_kill N`); 0 for anything else.
+/// Pure.
+pub fn oom_kills(events: &str) -> u64 {
+    events
+        .lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 impl Drop for RunCgroup {
@@ -879,6 +901,18 @@ mod tests {
         assert_eq!(stale_owner("reachweaver-mcp.0.1f"), None);
         assert_eq!(stale_owner("system.slice"), None);
         assert_eq!(stale_owner("reachweaver-mcp.12.zz"), None);
+    }
+
+    #[test]
+    fn oom_kills_are_read_from_memory_events() {
+        let events = "low 0\nhigh 0\nmax 41\noom 2\noom_kill 1\noom_group_kill 0\n";
+        assert_eq!(oom_kills(events), 1);
+        // `oom` counts the times the bound was reached, `oom_group_kill`
+        // whole-group kills: neither is a process killed.
+        assert_eq!(oom_kills("oom 3\noom_kill 0\noom_group_kill 1\n"), 0);
+        assert_eq!(oom_kills("max 2\noom 1\noom_kill 12\n"), 12);
+        assert_eq!(oom_kills(""), 0);
+        assert_eq!(oom_kills("oom_kill x\n"), 0);
     }
 
     #[test]

@@ -256,8 +256,9 @@ impl Detected {
                 Layer::Pidns => pidns,
                 Layer::PidMax => pid_max,
                 Layer::Mountns => pidns && ok(layer) && !off(layer),
-                // Entered by the run's init, which only the zygote shape has.
-                Layer::Cgroup => ok(Layer::Userns) && pidns && ok(layer),
+                // Entered by the run's init in the zygote shape, and by the
+                // re-executed helper (before its exec) without one.
+                Layer::Cgroup => ok(layer),
                 Layer::Rlimits => true,
                 Layer::Landlock => landlock,
                 Layer::LandlockTcp => landlock && self.landlock_abi >= 4 && !off(layer),
@@ -451,8 +452,11 @@ pub(super) fn seccomp_available() -> Result<(), StepError> {
             ));
         }
     }
-    seccomp::build_program()
-        .map_err(|e| StepError::plain(LayerStep::SeccompLoad, e.to_string()))?;
+    // Both forms the runs may get, whatever Landlock turns out to judge.
+    for landlock_truncates in [true, false] {
+        seccomp::build_program(seccomp::Beside { landlock_truncates })
+            .map_err(|e| StepError::plain(LayerStep::SeccompLoad, e.to_string()))?;
+    }
     Ok(())
 }
 
@@ -581,8 +585,12 @@ mod tests {
         );
         // The host's namespace counters are never the run's to write.
         assert!(!l.ns_limits);
-        // The cgroup is entered by the zygote's init only.
+        // The cgroup is entered by the re-executed helper there, as it is
+        // by the zygote's init elsewhere: a root server's one bound on a
+        // run's processes before per-namespace pid_max.
         d.set_probed(Layer::Cgroup, Ok(()));
+        assert!(d.layers(&[]).has(Layer::Cgroup));
+        d.set_probed(Layer::Cgroup, Err(no("cgroup v1")));
         assert!(!d.layers(&[]).has(Layer::Cgroup));
         assert!(detected(7, true)
             .with_cgroup()

@@ -88,7 +88,7 @@ pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
     let last_cap = caps::last_cap();
     let program = if p.layers.has(Layer::Seccomp) {
         Some(
-            seccomp::build_program()
+            seccomp::build_program(seccomp::Beside::of(&p.layers))
                 .map_err(|e| Failure::layer(Layer::Seccomp, format!("seccomp: {e}")))?,
         )
     } else {

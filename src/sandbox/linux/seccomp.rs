@@ -259,7 +259,10 @@ fn by_args(list: &mut Vec<Entry>, nr: i64, cases: Vec<Case>, otherwise: FilterAn
 /// `chroot`, `quotactl`, `sync`/`syncfs`, `landlock_*`, `seccomp`, every
 /// mount call but `mount` itself, `listmount`/`statmount`,
 /// `file_getattr`/`file_setattr`, and the `*xattrat` readers.
-pub fn allow_list() -> Vec<Entry> {
+///
+/// One call depends on the layers beside the filter ([`Beside`]):
+/// `truncate(2)`, by path.
+pub fn allow_list(beside: Beside) -> Vec<Entry> {
     let mut l = Vec::new();
 
     // Argument checks first: these run the program on every call.
@@ -498,8 +501,22 @@ pub fn allow_list() -> Vec<Entry> {
             libc::SYS_unlinkat,
             libc::SYS_linkat,
             libc::SYS_symlinkat,
-            libc::SYS_truncate,
         ],
+    );
+    // Landlock judges `truncate(2)` by path only from ABI 3; below it a
+    // read-only run could empty any file its user owns that it may name
+    // (the mount layer's read-only binds answer EROFS first, where there
+    // is one). Refused here then, with Landlock's own answer;
+    // `ftruncate` needs a descriptor open for writing, which Landlock
+    // judges on every ABI.
+    always(
+        &mut l,
+        if beside.landlock_truncates {
+            FilterAnswer::Allow
+        } else {
+            FilterAnswer::Errno(libc::EACCES)
+        },
+        &[libc::SYS_truncate],
     );
 
     // Memory. Mappings count against RLIMIT_AS.
@@ -850,9 +867,24 @@ pub fn assemble(arch: u32, table: &[Entry]) -> Result<BpfProgram, SeccompBuildEr
     Ok(program)
 }
 
+/// What the filter must know of the layers applied beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Beside {
+    /// Landlock judges `truncate(2)` by path (ABI 3 and later).
+    pub landlock_truncates: bool,
+}
+
+impl Beside {
+    pub fn of(layers: &crate::sandbox::policy::Layers) -> Beside {
+        Beside {
+            landlock_truncates: layers.landlock_truncates(),
+        }
+    }
+}
+
 /// The whole filter program for this architecture.
-pub fn build_program() -> Result<BpfProgram, SeccompBuildError> {
-    assemble(audit_arch()?, &allow_list())
+pub fn build_program(beside: Beside) -> Result<BpfProgram, SeccompBuildError> {
+    assemble(audit_arch()?, &allow_list(beside))
 }
 
 /// The `sendmsg` flags only the run's init uses, once, to pass the
@@ -878,8 +910,8 @@ pub const WATCHED: [i64; 6] = [
 /// lets it go on. Two holes for the run's init, closed by [`seal_list`]:
 /// the listener's handover (`sendmsg` with [`HANDOVER_FLAGS`]) and
 /// installing the seal itself (`seccomp` with no flags).
-pub fn watched_list() -> Vec<Entry> {
-    let mut l: Vec<Entry> = allow_list()
+pub fn watched_list(beside: Beside) -> Vec<Entry> {
+    let mut l: Vec<Entry> = allow_list(beside)
         .into_iter()
         .filter(|e| e.nr != libc::SYS_socket && !WATCHED.contains(&e.nr))
         .collect();
@@ -952,9 +984,9 @@ pub struct Watched {
     pub seal: BpfProgram,
 }
 
-pub fn build_watched() -> Result<Watched, SeccompBuildError> {
+pub fn build_watched(beside: Beside) -> Result<Watched, SeccompBuildError> {
     Ok(Watched {
-        filter: assemble(audit_arch()?, &watched_list())?,
+        filter: assemble(audit_arch()?, &watched_list(beside))?,
         seal: build_seal()?,
     })
 }
@@ -1166,8 +1198,13 @@ mod tests {
     const ENOSYS: u32 = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
     const ENOTTY: u32 = libc::SECCOMP_RET_ERRNO | libc::ENOTTY as u32;
 
+    /// A filter beside Landlock ABI 3 or later.
+    const NEWEST: Beside = Beside {
+        landlock_truncates: true,
+    };
+
     fn decide(nr: i64, args: [u64; 6]) -> u32 {
-        let program = build_program().unwrap();
+        let program = build_program(NEWEST).unwrap();
         run(&program, &data(nr, audit_arch().unwrap(), args))
     }
 
@@ -1177,12 +1214,31 @@ mod tests {
 
     #[test]
     fn the_program_fits_and_lists_each_call_once() {
-        let program = build_program().unwrap();
+        let program = build_program(NEWEST).unwrap();
         assert!(program.len() < 1024, "{} instructions", program.len());
-        let table = allow_list();
+        let table = allow_list(NEWEST);
         let mut twice = table.clone();
         twice.push(table[table.len() - 1].clone());
         assert!(assemble(AUDIT_ARCH_X86_64, &twice).is_err());
+    }
+
+    #[test]
+    fn truncate_by_path_is_refused_only_where_landlock_cannot_judge_it() {
+        let arch = audit_arch().unwrap();
+        let path = [0x1000, 0, 0, 0, 0, 0];
+        let eacces = libc::SECCOMP_RET_ERRNO | libc::EACCES as u32;
+        for (landlock_truncates, truncate) in [(true, ALLOW), (false, eacces)] {
+            let beside = Beside { landlock_truncates };
+            let plain = build_program(beside).unwrap();
+            let watched = build_watched(beside).unwrap().filter;
+            for program in [&plain, &watched] {
+                let d = |nr| run(program, &data(nr, arch, path));
+                assert_eq!(d(libc::SYS_truncate), truncate, "{beside:?}");
+                // A descriptor open for writing is Landlock's to judge on
+                // every ABI.
+                assert_eq!(d(libc::SYS_ftruncate), ALLOW, "{beside:?}");
+            }
+        }
     }
 
     #[test]
@@ -1337,7 +1393,7 @@ mod tests {
 
     #[test]
     fn wrong_architecture_kills() {
-        let program = build_program().unwrap();
+        let program = build_program(NEWEST).unwrap();
         let other = if audit_arch().unwrap() == AUDIT_ARCH_X86_64 {
             AUDIT_ARCH_AARCH64
         } else {
@@ -1717,7 +1773,7 @@ mod tests {
     #[test]
     fn the_watched_program_hands_the_network_calls_over_and_keeps_the_rest() {
         const NOTIFY: u32 = libc::SECCOMP_RET_USER_NOTIF;
-        let w = build_watched().unwrap();
+        let w = build_watched(NEWEST).unwrap();
         let arch = audit_arch().unwrap();
         let d = |nr: i64, args: [u64; 6]| run(&w.filter, &data(nr, arch, args));
         for nr in [
@@ -1773,7 +1829,7 @@ mod tests {
 
     #[test]
     fn the_seal_closes_exactly_the_two_holes() {
-        let w = build_watched().unwrap();
+        let w = build_watched(NEWEST).unwrap();
         let arch = audit_arch().unwrap();
         let d = |nr: i64, args: [u64; 6]| run(&w.seal, &data(nr, arch, args));
         let h = u64::from(HANDOVER_FLAGS);
@@ -1983,7 +2039,7 @@ mod tests {
         if let Some(arg) = super::in_child::arg() {
             let (mode, dir) = arg.split_once(' ').unwrap();
             if mode == "filter" {
-                let program = build_program().unwrap();
+                let program = build_program(NEWEST).unwrap();
                 super::in_child::report(format!("apply {}", shown(apply(&program))));
             }
             calls_report(std::path::Path::new(dir));

@@ -820,7 +820,10 @@ mod tests {
             );
             return;
         }
-        let watched = seccomp::build_watched().unwrap();
+        let watched = seccomp::build_watched(seccomp::Beside {
+            landlock_truncates: true,
+        })
+        .unwrap();
         let (tx, rx) = std::sync::mpsc::channel::<OwnedFd>();
         let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
         let supervisor = std::thread::spawn(move || {

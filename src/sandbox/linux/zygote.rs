@@ -124,7 +124,7 @@ pub(super) fn setup(config: ZygoteConfig) -> Result<ZygoteState, Failure> {
     let last_cap = caps::last_cap();
     let program = if config.layers.has(Layer::Seccomp) {
         Some(
-            seccomp::build_program()
+            seccomp::build_program(seccomp::Beside::of(&config.layers))
                 .map_err(|e| Failure::layer(Layer::Seccomp, format!("seccomp: {e}")))?,
         )
     } else {
@@ -134,7 +134,7 @@ pub(super) fn setup(config: ZygoteConfig) -> Result<ZygoteState, Failure> {
     // runs' network namespace is empty.
     let watched = if program.is_some() && config.layers.has(Layer::Netns) {
         Some(
-            seccomp::build_watched()
+            seccomp::build_watched(seccomp::Beside::of(&config.layers))
                 .map_err(|e| Failure::layer(Layer::Seccomp, format!("seccomp: {e}")))?,
         )
     } else {

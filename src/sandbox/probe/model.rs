@@ -25,6 +25,11 @@ pub(in crate::sandbox) enum Stopper {
     Layer(Layer),
     /// Landlock's pathname unix-socket right (ABI 9).
     LandlockUnix,
+    /// Landlock's truncate right (ABI 3).
+    LandlockTruncate,
+    /// Seccomp's refusal of `truncate(2)` by path, made where Landlock has
+    /// no truncate right.
+    SeccompTruncate,
     /// The namespace counters set to 0.
     NsLimits,
     /// The run's PID namespace with `vm.memfd_noexec` = 2, which only a
@@ -56,7 +61,8 @@ impl Stopper {
     pub(super) fn layer(self) -> Option<Layer> {
         Some(match self {
             Stopper::Layer(l) => l,
-            Stopper::LandlockUnix => Layer::Landlock,
+            Stopper::LandlockUnix | Stopper::LandlockTruncate => Layer::Landlock,
+            Stopper::SeccompTruncate => Layer::Seccomp,
             Stopper::NsLimits => Layer::Userns,
             Stopper::MemfdNoexec => Layer::Pidns,
             Stopper::Nproc => Layer::Rlimits,
@@ -71,6 +77,8 @@ impl Stopper {
         match self {
             Stopper::Layer(l) => l.name(),
             Stopper::LandlockUnix => "landlock_unix",
+            Stopper::LandlockTruncate => "landlock_truncate",
+            Stopper::SeccompTruncate => "seccomp_truncate",
             Stopper::NsLimits => "ns_limits",
             Stopper::MemfdNoexec => "memfd_noexec",
             Stopper::Nproc => "nproc",
@@ -92,6 +100,8 @@ impl Stopper {
             Stopper::Layer(_) | Stopper::Tmpfs | Stopper::Noexec | Stopper::Helper => true,
             // Parts of a layer that are there only with more of it.
             Stopper::LandlockUnix => l.landlock_abi().is_some_and(|a| a >= 9),
+            Stopper::LandlockTruncate => l.landlock_truncates(),
+            Stopper::SeccompTruncate => !l.landlock_truncates(),
             Stopper::NsLimits => l.ns_limits,
             Stopper::Nproc | Stopper::CapsUnprivileged => uid != 0,
             Stopper::MemfdNoexec => uid == 0,
@@ -113,6 +123,8 @@ impl std::fmt::Debug for Stopper {
         match self {
             Stopper::Layer(l) => write!(f, "{l:?}"),
             Stopper::LandlockUnix => f.write_str("LandlockUnix"),
+            Stopper::LandlockTruncate => f.write_str("LandlockTruncate"),
+            Stopper::SeccompTruncate => f.write_str("SeccompTruncate"),
             Stopper::NsLimits => f.write_str("NsLimits"),
             Stopper::MemfdNoexec => f.write_str("MemfdNoexec"),
             Stopper::Nproc => f.write_str("Nproc"),

@@ -453,6 +453,7 @@ pub(super) fn spawn(
         Ok(run) => SandboxedChild {
             attestation: None,
             after: None,
+            memory_bound: None,
             child: crate::sandbox::Process::Forked(run),
             stdout: Some(out_r.into()),
             stderr: Some(err_r.into()),
@@ -669,8 +670,13 @@ pub(super) fn spawn_reexec(
     guard: TmpGuard,
     stdin: Option<OwnedFd>,
     silence: Duration,
+    cgroup_procs: Option<OwnedFd>,
 ) -> Result<SandboxedChild, SandboxError> {
     let json = policy.to_env();
+    // The run's cgroup, entered by the helper between fork and exec: all
+    // it starts is in the cgroup from its first instruction on. Held open
+    // until the spawn is over.
+    let procs = cgroup_procs.as_ref().map(AsRawFd::as_raw_fd);
 
     let (status_r, status_w) = pipe_cloexec().map_err(SandboxError::Io)?;
     let w = status_w.as_raw_fd();
@@ -686,9 +692,16 @@ pub(super) fn spawn_reexec(
         Some(fd) => cmd.stdin(Stdio::from(fd)),
         None => cmd.stdin(Stdio::null()),
     };
-    // SAFETY: the closure only calls dup2/fcntl, which are async-signal-safe.
+    // SAFETY: the closure only calls write/dup2/fcntl, which are
+    // async-signal-safe.
     unsafe {
         cmd.pre_exec(move || {
+            // "0" is the writer: this child, the helper to be.
+            if let Some(fd) = procs {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             if w == STATUS_FD {
                 if libc::fcntl(w, libc::F_SETFD, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
@@ -699,13 +712,26 @@ pub(super) fn spawn_reexec(
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(SandboxError::Io)?;
+    let spawned = cmd.spawn();
+    drop(cgroup_procs);
+    let mut child = spawned.map_err(|e| {
+        let e = SandboxError::Io(e);
+        match procs {
+            // The cgroup refused the helper (a gone folder, say): a layer
+            // failed, so nothing ran. A shortage stays the server's.
+            Some(_) if e.exhausted().is_none() => SandboxError::LayerFailed(format!(
+                "cgroup: starting the sandbox helper in the run's cgroup: {e}"
+            )),
+            _ => e,
+        }
+    })?;
     drop(status_w);
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let mut sc = SandboxedChild {
         attestation: None,
         after: None,
+        memory_bound: None,
         child: child.into(),
         stdout,
         stderr,

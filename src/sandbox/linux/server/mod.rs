@@ -559,14 +559,15 @@ impl State {
                     procs,
                 )
             }
-            None if layers.has(Layer::Cgroup) => {
-                return Err(SandboxError::LayerFailed(
-                    "cgroup: runs without their own PID namespace cannot enter a cgroup".into(),
-                ))
+            None => {
+                let procs = run_cgroup.as_mut().and_then(cgroup::RunCgroup::take_procs);
+                handle::spawn_reexec(helper, &sent, guard, stdin, silence, procs)
             }
-            None => handle::spawn_reexec(helper, &sent, guard, stdin, silence),
         }?;
         child.attestation = Some(attestation);
+        if let (Some(run), Some(parent)) = (run_cgroup.as_ref(), self.cgroups.as_ref()) {
+            child.memory_bound = Some((parent.memory_max(), run.memory_events()));
+        }
         if sweep.is_some() || run_cgroup.is_some() {
             child.after = Some(Box::new(move || {
                 if let Some(s) = sweep {
