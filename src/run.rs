@@ -138,20 +138,23 @@ fn run_once_attested(
     if let Some(a) = attestation.as_mut() {
         a.denied = Some(child.denied());
     }
-    Ok(memory_bound(end?, child.memory_exceeded()))
+    Ok(memory_bound(end?, || child.memory_exceeded()))
 }
 
 /// A run that failed after the kernel killed one of its processes at the
 /// run's memory bound failed for that, whatever the exit said: the bound
 /// is the run's shortage, not the backend's fault. A run that succeeded
-/// all the same (it handled a child's death) keeps its answer. Pure.
-fn memory_bound(end: RunEnd, exceeded: Option<u64>) -> RunEnd {
-    match (end, exceeded) {
-        (RunEnd::Finished(f), Some(bound)) if f.exit != Exit::Code(0) => {
-            RunEnd::MemoryExceeded(bound)
-        }
-        (RunEnd::HeldOpen(_), Some(bound)) => RunEnd::MemoryExceeded(bound),
-        (end, _) => end,
+/// all the same (it handled a child's death) keeps its answer, and only a
+/// failed run's cgroup is looked at (`exceeded`).
+fn memory_bound(end: RunEnd, exceeded: impl FnOnce() -> Option<u64>) -> RunEnd {
+    let failed = match &end {
+        RunEnd::Finished(f) => f.exit != Exit::Code(0),
+        RunEnd::HeldOpen(_) => true,
+        _ => false,
+    };
+    match failed.then(exceeded).flatten() {
+        Some(bound) => RunEnd::MemoryExceeded(bound),
+        None => end,
     }
 }
 
@@ -688,31 +691,33 @@ mod tests {
         let end = |exit| RunEnd::Finished(finished(exit, "", ""));
         for exit in [Exit::Signal(libc::SIGKILL), Exit::Code(1), Exit::Code(137)] {
             assert!(matches!(
-                memory_bound(end(exit), Some(BOUND)),
+                memory_bound(end(exit), || Some(BOUND)),
                 RunEnd::MemoryExceeded(BOUND)
             ));
         }
         assert!(matches!(
-            memory_bound(RunEnd::HeldOpen(Exit::Code(0)), Some(BOUND)),
+            memory_bound(RunEnd::HeldOpen(Exit::Code(0)), || Some(BOUND)),
             RunEnd::MemoryExceeded(BOUND)
         ));
         // A run that succeeded, or that no bound stopped, keeps its end.
         assert!(matches!(
-            memory_bound(end(Exit::Code(0)), Some(BOUND)),
+            memory_bound(end(Exit::Code(0)), || -> Option<u64> {
+                panic!("a run that succeeded is not looked at")
+            }),
             RunEnd::Finished(Finished {
                 exit: Exit::Code(0),
                 ..
             })
         ));
         assert!(matches!(
-            memory_bound(end(Exit::Signal(libc::SIGKILL)), None),
+            memory_bound(end(Exit::Signal(libc::SIGKILL)), || None),
             RunEnd::Finished(Finished {
                 exit: Exit::Signal(9),
                 ..
             })
         ));
         assert!(matches!(
-            memory_bound(RunEnd::TimedOut, Some(BOUND)),
+            memory_bound(RunEnd::TimedOut, || Some(BOUND)),
             RunEnd::TimedOut
         ));
         let bounds = RunBounds {

@@ -368,16 +368,21 @@ impl ZygoteState {
         }
     }
 
-    /// The spare, once it says it is ready; a dead one is replaced once,
-    /// one that failed a step makes this run fail.
-    /// Draft runs are rare and see another root: their spare is forked
-    /// when asked for.
+    /// The spare, once it says it is ready; a dead one is replaced.
+    /// One armed ahead that failed a step is replaced once by one armed
+    /// now, with every other spare armed ahead: it set up the run's root
+    /// from the files as they were then (a database its owner replaced
+    /// since, a file an editor was saving), and the world as it is when
+    /// the run is asked for decides. A spare armed now that fails a step
+    /// makes this run fail. Draft runs are rare and see another root: their
+    /// spare is forked when asked for.
     fn ready_spare(&mut self, kind: RunKind) -> Result<Spare, Failure> {
-        for _ in 0..2 {
+        for _ in 0..3 {
             let ready = match kind {
                 RunKind::ReadOnly => self.spares.pop_front(),
                 RunKind::Draft => None,
             };
+            let ahead = ready.is_some();
             let mut spare = match ready {
                 Some(s) => s,
                 None => self.fork_spare(kind)?,
@@ -386,6 +391,13 @@ impl ZygoteState {
                 Ok(listener) => {
                     spare.listener = listener;
                     return Ok(spare);
+                }
+                Err(NotReady::Failed(_)) if ahead => {
+                    reap(spare.pid);
+                    for stale in self.spares.drain(..) {
+                        pidfd_kill(&stale.pidfd);
+                        reap(stale.pid);
+                    }
                 }
                 Err(NotReady::Failed(f)) => {
                     reap(spare.pid);

@@ -89,10 +89,15 @@ impl Fixture {
             Ok(m) => {
                 if m.is_dir() {
                     crate::sandbox::remove_tree(&self.db);
+                    std::fs::hard_link(&keep, &self.db)?;
                 } else {
-                    std::fs::remove_file(&self.db)?;
+                    // Put back in one rename, so a run's root set up
+                    // meanwhile never finds the database missing.
+                    let next = db_folder.join(".reachweaver.db.reset");
+                    let _ = std::fs::remove_file(&next);
+                    std::fs::hard_link(&keep, &next)?;
+                    std::fs::rename(&next, &self.db)?;
                 }
-                std::fs::hard_link(&keep, &self.db)?;
             }
             Err(_) => std::fs::hard_link(&keep, &self.db)?,
         }
