@@ -341,6 +341,19 @@ fn session(uid: u32, extra: &[&str]) -> (Value, String) {
     check_campaign(cmd)
 }
 
+/// `session` with `--pin` (the pins written by this first start): the
+/// reference backend, a binary, is executed from the descriptor hashed.
+fn pinned_session(uid: u32) -> (Value, String) {
+    let w = World::new();
+    let (ws, backend) = open_workspace(&w);
+    let mut cmd = no_userns(uid, &w.exe, ws.path());
+    cmd.arg(format!("--backend={}", backend.display()))
+        .arg(format!("--home={}", ws.path().display()))
+        .arg("mcp-serve")
+        .arg(format!("--pin={}", ws.path().join("pins.json").display()));
+    check_campaign(cmd)
+}
+
 /// Serve `cmd`: initialize, one `campaign_check` call, EOF. Returns the
 /// call's answer and the server's stderr; the server must exit 0.
 fn check_campaign(cmd: Command) -> (Value, String) {
@@ -412,6 +425,19 @@ fn a_real_session_runs_without_user_namespaces_as_root_and_as_an_ordinary_user()
         ],
         "{stderr}"
     );
+}
+
+/// The re-executed helper's shapes (with and without a PID namespace) run
+/// a pinned backend from the descriptor the server hashed, under Landlock.
+#[test]
+fn without_user_namespaces_a_pinned_backend_runs_as_root_and_as_an_ordinary_user() {
+    need_root();
+    for uid in [0, SESSION_UID] {
+        let (r, stderr) = pinned_session(uid);
+        assert_eq!(r["result"]["isError"], false, "{r:#}\n{stderr}");
+        assert!(layers_of(&r).contains(&"landlock".to_string()), "{r:#}");
+        assert!(stderr.contains("pins: first start"), "{stderr}");
+    }
 }
 
 /// The promises the start-up line says are not held here.

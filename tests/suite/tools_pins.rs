@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-use crate::support::mcp::{modern, server_bin, Server};
+use crate::support::mcp::{modern, server_bin, Opts, Server};
 use crate::support::{fixture, install_executable, write_executable};
 use serde_json::{json, Value};
 
@@ -492,4 +492,83 @@ fn two_servers_starting_together_write_one_file() {
     let mut left = left;
     left.sort();
     assert_eq!(left, ["bin", "home", "pins.json"]);
+}
+
+/// A backend that answers a call with what it was started from: its `$0`
+/// and, when that is a descriptor (`/dev/fd/N`), whether a read from that
+/// very descriptor finds its end at once: the server's own open file, read
+/// to its end to hash it, does; a file opened afresh would give its first
+/// line.
+fn self_reporting_backend() -> String {
+    let text = std::fs::read_to_string(fixture("catalog-file")).unwrap();
+    let report = r#"  *)
+    fd="${0#/dev/fd/}"
+    at_end=""
+    if [ "$fd" != "$0" ]; then
+      if eval "read -r first <&$fd"; then at_end="no"; else at_end="yes"; fi
+    fi
+    printf '{"ran":"%s","self":"%s","at_end":"%s"}\n' "$cmd" "$0" "$at_end"
+    ;;"#;
+    let plain = r#"  *) printf '{"ran":"%s"}\n' "$cmd" ;;"#;
+    assert!(text.contains(plain));
+    text.replace(plain, report)
+}
+
+#[test]
+fn a_pinned_run_executes_the_descriptor_that_was_hashed() {
+    let s = Setup::new();
+    write_executable(&s.backend(), &self_reporting_backend());
+    let pin = format!("--pin={}", s.pins().display());
+    let mut server = serve(&s, &[&pin]);
+    let ran = call_ping(&mut server, 1);
+    assert_eq!(
+        ran["output"],
+        json!({"ran": "ping", "self": "/dev/fd/6", "at_end": "yes"}),
+        "{ran}\n{}",
+        server.stderr_text()
+    );
+    let (status, _) = server.finish();
+    assert!(status.success());
+}
+
+#[test]
+fn without_pins_the_backend_is_executed_by_its_path() {
+    let s = Setup::new();
+    write_executable(&s.backend(), &self_reporting_backend());
+    let mut server = serve(&s, &[]);
+    let out = call_ping(&mut server, 1)["output"].clone();
+    let path = s.backend().display().to_string();
+    assert_eq!(
+        out,
+        json!({"ran": "ping", "self": path, "at_end": ""}),
+        "{out}"
+    );
+    let (status, _) = server.finish();
+    assert!(status.success());
+}
+
+/// The reference backend, a binary, pinned: executed from the descriptor
+/// hashed (Landlock's execute right holds for it), its calls answer.
+#[test]
+fn a_pinned_binary_backend_serves_its_calls() {
+    let pins = tempfile::tempdir().unwrap();
+    let mut server = Server::start_with(Opts {
+        extra_serve_args: vec![format!("--pin={}", pins.path().join("pins.json").display())],
+        ..Opts::default()
+    });
+    for id in 1..=2 {
+        let r = server.request(modern(
+            json!(id),
+            "tools/call",
+            json!({"name": "context", "arguments": {}}),
+        ));
+        assert_eq!(
+            r["result"]["isError"],
+            false,
+            "{r}\n{}",
+            server.stderr_text()
+        );
+    }
+    let (status, _) = server.finish();
+    assert!(status.success());
 }
