@@ -18,7 +18,7 @@ fn command(name: &str, summary: &str) -> Value {
            "flags": [{"name": "--format", "type": "choice", "choices": ["json"], "output_format": true}]})
 }
 
-fn catalog() -> Value {
+pub(crate) fn catalog() -> Value {
     let mut count = command("stock-count", "Count the stock.");
     count["flags"].as_array_mut().unwrap().insert(
         0,
@@ -499,7 +499,7 @@ fn two_servers_starting_together_write_one_file() {
 /// very descriptor finds its end at once: the server's own open file, read
 /// to its end to hash it, does; a file opened afresh would give its first
 /// line.
-fn self_reporting_backend() -> String {
+pub(crate) fn self_reporting_backend() -> String {
     let text = std::fs::read_to_string(fixture("catalog-file")).unwrap();
     let report = r#"  *)
     fd="${0#/dev/fd/}"
