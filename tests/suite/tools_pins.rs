@@ -3,8 +3,8 @@
 //! the test's own so its bytes can change: the first start writes the
 //! pins, a restart compares them, each kind of change is refused naming
 //! the tool and the field, warn mode serves, `tools --pin --check` and
-//! `--update`, a backend swapped between two calls, and two servers
-//! starting together.
+//! `--update`, a backend swapped between two calls, two servers starting
+//! together, and pinned runs executing the descriptor the server hashed.
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -548,20 +548,28 @@ fn without_pins_the_backend_is_executed_by_its_path() {
 }
 
 /// The reference backend, a binary, pinned: executed from the descriptor
-/// hashed (Landlock's execute right holds for it), its calls answer.
+/// hashed (Landlock's execute right holds for it), its calls answer, a
+/// read-only one (its init armed ahead) and a draft (armed once its
+/// request, and the descriptor, are there).
 #[test]
-fn a_pinned_binary_backend_serves_its_calls() {
+fn a_pinned_binary_backend_serves_read_only_and_draft_calls() {
     let pins = tempfile::tempdir().unwrap();
     let mut server = Server::start_with(Opts {
-        extra_serve_args: vec![format!("--pin={}", pins.path().join("pins.json").display())],
+        extra_serve_args: vec![
+            "--allow-drafts".into(),
+            format!("--pin={}", pins.path().join("pins.json").display()),
+        ],
+        own_db: true,
         ..Opts::default()
     });
-    for id in 1..=2 {
-        let r = server.request(modern(
-            json!(id),
-            "tools/call",
-            json!({"name": "context", "arguments": {}}),
-        ));
+    let calls = [
+        json!({"name": "context", "arguments": {}}),
+        json!({"name": "draft", "arguments": {"campaign": "campaigns/spring-launch.yaml",
+               "channel": "mastodon", "text": "A calm note about our spring release."}}),
+        json!({"name": "context", "arguments": {}}),
+    ];
+    for (id, call) in calls.into_iter().enumerate() {
+        let r = server.request(modern(json!(id), "tools/call", call));
         assert_eq!(
             r["result"]["isError"],
             false,
