@@ -118,12 +118,17 @@ impl App {
             log("cancelled", "");
             return CallOutcome::Cancelled;
         }
-        // The backend is the one approved (docs/PINS.md), or nothing runs.
-        if let Some(Err(e)) = self.watch.as_ref().map(crate::pins::Watch::check) {
-            let envelope = self.finish(Envelope::from_error(&e));
-            log("2", &outcome_fields(&envelope, Some(e.code()), false, ""));
-            return CallOutcome::Done(envelope);
-        }
+        // The backend is the one approved (docs/PINS.md), or nothing runs;
+        // with `--pin` the run executes the very descriptor checked.
+        let exe = match self.watch.as_ref().map(crate::pins::Watch::check) {
+            Some(Err(e)) => {
+                let envelope = self.finish(Envelope::from_error(&e));
+                log("2", &outcome_fields(&envelope, Some(e.code()), false, ""));
+                return CallOutcome::Done(envelope);
+            }
+            Some(Ok(exe)) => exe,
+            None => None,
+        };
         if let Err(e) = self.limiter.try_start() {
             let envelope = self.finish(Envelope::from_error(&e));
             log("2", &outcome_fields(&envelope, Some(e.code()), false, ""));
@@ -135,6 +140,7 @@ impl App {
             tool.kind,
             &argv,
             files.root.path(),
+            exe.as_deref().map(std::os::fd::AsFd::as_fd),
             self.bounds,
             cancel,
             &self.redactor,

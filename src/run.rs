@@ -11,7 +11,7 @@
 //! caller forever.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
@@ -117,22 +117,27 @@ pub(crate) fn run_once(
     bounds: RunBounds,
     cancel: &Cancel,
 ) -> Result<RunEnd, RunError> {
-    run_once_attested(sandbox, kind, argv, cwd, bounds, cancel, &mut None)
+    run_once_attested(sandbox, kind, argv, cwd, None, bounds, cancel, &mut None)
 }
 
-/// `run_once`, also telling what the run was confined by (once it started).
+/// `run_once`, also telling what the run was confined by (once it started);
+/// `exe`, when given, is the backend's descriptor the run executes.
+#[allow(clippy::too_many_arguments)]
 fn run_once_attested(
     sandbox: &Sandbox,
     kind: RunKind,
     argv: &[String],
     cwd: &Path,
+    exe: Option<BorrowedFd<'_>>,
     bounds: RunBounds,
     cancel: &Cancel,
     attestation: &mut Option<Attestation>,
 ) -> Result<RunEnd, RunError> {
     let started = Instant::now();
     let deadline = bounds.timeout.map(|t| started + t);
-    let mut child = sandbox.spawn(kind, argv, cwd).map_err(RunError::Spawn)?;
+    let mut child = sandbox
+        .spawn_from(kind, argv, cwd, exe)
+        .map_err(RunError::Spawn)?;
     attestation.clone_from(&child.attestation);
     let end = capture(&mut child, bounds, deadline, cancel);
     if let Some(a) = attestation.as_mut() {
@@ -390,18 +395,30 @@ pub(crate) enum CallEnd {
 }
 
 /// One tool run, mapped to an envelope (not yet redacted), and what the
-/// run was confined by (`None` when it never started).
+/// run was confined by (`None` when it never started). `exe`: the
+/// backend's descriptor the run executes (`--pin`), else its path.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_tool(
     sandbox: &Sandbox,
     kind: RunKind,
     argv: &[String],
     cwd: &Path,
+    exe: Option<BorrowedFd<'_>>,
     bounds: RunBounds,
     cancel: &Cancel,
     redactor: &Redactor,
 ) -> (CallEnd, Option<Attestation>) {
     let mut attestation = None;
-    let end = run_once_attested(sandbox, kind, argv, cwd, bounds, cancel, &mut attestation);
+    let end = run_once_attested(
+        sandbox,
+        kind,
+        argv,
+        cwd,
+        exe,
+        bounds,
+        cancel,
+        &mut attestation,
+    );
     (map_end(end, bounds, redactor), attestation)
 }
 

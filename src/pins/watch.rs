@@ -3,10 +3,13 @@
 //! inode, size, mtime and ctime); only when that changed is the file
 //! opened, its identity taken from the open descriptor, and its bytes
 //! hashed, so the digest belongs to the very file whose identity is kept.
+//! That descriptor is kept: with `--pin` each run executes it, not the
+//! path, so the file run is the very one whose bytes were checked.
 
+use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::audit::chain::sha256_hex;
 use crate::error::{ErrorCode, ToolError};
@@ -35,19 +38,21 @@ impl Identity {
 }
 
 /// The identity and digest of the file at `path`, both read through one
-/// open descriptor.
-fn identify(path: &Path) -> std::io::Result<(Identity, String)> {
+/// open descriptor (read-only, close-on-exec), which is returned with them.
+fn identify(path: &Path) -> std::io::Result<(Identity, String, File)> {
     use std::io::Read;
-    let mut f = std::fs::File::open(path)?;
+    let mut f = File::open(path)?;
     let identity = Identity::of(&f.metadata()?);
     let mut bytes = Vec::new();
     f.read_to_end(&mut bytes)?;
-    Ok((identity, sha256_hex(&bytes)))
+    Ok((identity, sha256_hex(&bytes), f))
 }
 
 struct State {
     identity: Identity,
     sha256: String,
+    /// The descriptor `identity` and `sha256` were read through.
+    file: Arc<File>,
     /// The digest last reported as changed, so each change is said once.
     reported: Option<String>,
 }
@@ -60,20 +65,24 @@ pub(crate) struct Watch {
     expected: String,
     /// Refuse calls when the backend differs (`--pin`, refuse mode).
     refuse: bool,
+    /// `--pin` was given: runs execute the descriptor that was hashed.
+    pinned: bool,
     state: Mutex<State>,
 }
 
 impl Watch {
     /// The backend at `path` as it is now.
     pub(crate) fn start(path: &Path) -> std::io::Result<Watch> {
-        let (identity, sha256) = identify(path)?;
+        let (identity, sha256, file) = identify(path)?;
         Ok(Watch {
             path: path.to_path_buf(),
             expected: sha256.clone(),
             refuse: false,
+            pinned: false,
             state: Mutex::new(State {
                 identity,
                 sha256,
+                file: Arc::new(file),
                 reported: None,
             }),
         })
@@ -89,6 +98,7 @@ impl Watch {
     pub(crate) fn pin(&mut self, pinned: &str, refuse: bool) {
         self.expected = pinned.to_string();
         self.refuse = refuse;
+        self.pinned = true;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -97,20 +107,24 @@ impl Watch {
 
     /// Before a call: the backend is the pinned one (or may be served
     /// anyway), else the error to answer with. A change is logged once.
-    pub(crate) fn check(&self) -> Result<(), ToolError> {
+    /// With `--pin`, the descriptor the digest was read through, for the
+    /// run to execute (`None`: without `--pin`, the run executes the path).
+    pub(crate) fn check(&self) -> Result<Option<Arc<File>>, ToolError> {
         let now = std::fs::metadata(&self.path).map(|m| Identity::of(&m));
         let mut state = self.lock();
         if now.as_ref().ok() != Some(&state.identity) {
             match identify(&self.path) {
-                Ok((identity, sha256)) => {
+                Ok((identity, sha256, file)) => {
                     state.identity = identity;
                     state.sha256 = sha256;
+                    state.file = Arc::new(file);
                 }
                 Err(e) => return self.unreadable(&e),
             }
         }
+        let exe = self.pinned.then(|| Arc::clone(&state.file));
         if state.sha256 == self.expected {
-            return Ok(());
+            return Ok(exe);
         }
         if state.reported.as_deref() != Some(state.sha256.as_str()) {
             crate::log::line(format!(
@@ -129,10 +143,12 @@ impl Watch {
         if self.refuse {
             return Err(refusal());
         }
-        Ok(())
+        Ok(exe)
     }
 
-    fn unreadable(&self, e: &std::io::Error) -> Result<(), ToolError> {
+    /// The backend could not be opened or read: refused with `--pin` in
+    /// refuse mode; otherwise it runs by its path, as nothing was hashed.
+    fn unreadable(&self, e: &std::io::Error) -> Result<Option<Arc<File>>, ToolError> {
         crate::log::line(format!(
             "pins: the backend {} cannot be read to check it: {e}",
             self.path.display()
@@ -140,7 +156,7 @@ impl Watch {
         if self.refuse {
             return Err(refusal());
         }
-        Ok(())
+        Ok(None)
     }
 }
 
@@ -155,6 +171,7 @@ fn refusal() -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Seek;
 
     #[test]
     fn a_changed_file_is_refused_only_when_pinned_to_refuse() {
@@ -176,5 +193,36 @@ mod tests {
         assert!(w.check().is_ok());
         std::fs::remove_file(&p).unwrap();
         assert_eq!(w.check().unwrap_err().code(), "backend_changed");
+    }
+
+    fn inode(f: &File) -> u64 {
+        f.metadata().unwrap().ino()
+    }
+
+    #[test]
+    fn only_pins_hand_out_the_descriptor_that_was_hashed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("backend");
+        std::fs::write(&p, "one").unwrap();
+        let first = std::fs::metadata(&p).unwrap().ino();
+        let mut w = Watch::start(&p).unwrap();
+        assert!(w.check().unwrap().is_none(), "without --pin the path runs");
+        w.pin(&sha256_hex(b"one"), true);
+        let exe = w.check().unwrap().unwrap();
+        assert_eq!(inode(&exe), first);
+        // Read to its end to hash it: the very open file, not a new one.
+        assert_eq!((&*exe).stream_position().unwrap(), 3);
+        // Another file with the pinned bytes: its own descriptor from now on.
+        let q = dir.path().join("new");
+        std::fs::write(&q, "one").unwrap();
+        let second = std::fs::metadata(&q).unwrap().ino();
+        std::fs::rename(&q, &p).unwrap();
+        assert_eq!(inode(&w.check().unwrap().unwrap()), second);
+        // Warn mode runs a changed backend: the one just hashed.
+        w.pin(&sha256_hex(b"one"), false);
+        std::fs::write(dir.path().join("third"), "three").unwrap();
+        std::fs::rename(dir.path().join("third"), &p).unwrap();
+        let third = std::fs::metadata(&p).unwrap().ino();
+        assert_eq!(inode(&w.check().unwrap().unwrap()), third);
     }
 }

@@ -52,7 +52,7 @@ mod probe;
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 mod unsupported;
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, ChildStdout, ExitStatus};
 use std::time::Duration;
@@ -86,7 +86,9 @@ pub(crate) trait Platform: Sized {
     /// Bound the wait for a run's start by the call timeout (`None`: no
     /// call timeout), so a run the sandbox can't start fails within it.
     fn bound_waits(&self, call_timeout: Option<Duration>);
-    /// Start one run; `argv[0]` was checked to be the backend.
+    /// Start one run; `argv[0]` was checked to be the backend. `exe`, when
+    /// given, is an open descriptor of the backend's file that the run
+    /// executes instead of the path.
     fn spawn(
         &self,
         opts: &SandboxOptions,
@@ -94,6 +96,7 @@ pub(crate) trait Platform: Sized {
         argv: &[String],
         cwd: &Path,
         stdin: Option<OwnedFd>,
+        exe: Option<BorrowedFd<'_>>,
     ) -> Result<SandboxedChild, SandboxError>;
     /// The hidden helper: confine this process, then execve the backend.
     /// Returns only on failure.
@@ -489,7 +492,19 @@ impl Sandbox {
         argv: &[String],
         cwd: &Path,
     ) -> Result<SandboxedChild, SandboxError> {
-        self.spawn_with_stdin(kind, argv, cwd, None)
+        self.spawn_with_stdin(kind, argv, cwd, None, None)
+    }
+
+    /// Like `spawn`, executing `exe` (an open descriptor of the backend's
+    /// file, the one `--pin` hashed) rather than the path, when given.
+    pub(crate) fn spawn_from(
+        &self,
+        kind: RunKind,
+        argv: &[String],
+        cwd: &Path,
+        exe: Option<BorrowedFd<'_>>,
+    ) -> Result<SandboxedChild, SandboxError> {
+        self.spawn_with_stdin(kind, argv, cwd, None, exe)
     }
 
     /// Like `spawn`, with a chosen stdin (only the probe's terminal attempt
@@ -500,6 +515,7 @@ impl Sandbox {
         argv: &[String],
         cwd: &Path,
         stdin: Option<OwnedFd>,
+        exe: Option<BorrowedFd<'_>>,
     ) -> Result<SandboxedChild, SandboxError> {
         match argv.first() {
             None => {
@@ -519,7 +535,7 @@ impl Sandbox {
             }
             Some(_) => {}
         }
-        Platform::spawn(&*self.state, &self.opts, kind, argv, cwd, stdin)
+        Platform::spawn(&*self.state, &self.opts, kind, argv, cwd, stdin, exe)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Platforms without a sandbox: `require` refuses, `best-effort` has
 //! nothing to offer either, so every run is refused.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::time::Duration;
 
@@ -40,6 +40,7 @@ impl crate::sandbox::Platform for State {
         _argv: &[String],
         _cwd: &Path,
         _stdin: Option<OwnedFd>,
+        _exe: Option<BorrowedFd<'_>>,
     ) -> Result<SandboxedChild, SandboxError> {
         Err(SandboxError::Unavailable(
             "no sandbox on this platform".into(),

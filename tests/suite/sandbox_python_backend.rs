@@ -7,13 +7,9 @@ use std::process::Command;
 use crate::support::mcp::*;
 use serde_json::json;
 
-#[test]
-fn python_backend_in_its_own_venv_works_under_the_sandbox() {
-    let dir = tempfile::Builder::new()
-        .prefix("rwmcp-venv-")
-        .tempdir()
-        .unwrap();
-    let venv = dir.path().join("venv");
+/// A virtual environment in `dir` with the Python backend as `bin/rw-py`.
+fn venv_backend(dir: &std::path::Path) -> std::path::PathBuf {
+    let venv = dir.join("venv");
     let out = Command::new("python3")
         .args(["-m", "venv"])
         .arg(&venv)
@@ -31,6 +27,16 @@ fn python_backend_in_its_own_venv_works_under_the_sandbox() {
         &backend,
         &format!("#!{}\n{script}", venv.join("bin/python").display()),
     );
+    backend
+}
+
+#[test]
+fn python_backend_in_its_own_venv_works_under_the_sandbox() {
+    let dir = tempfile::Builder::new()
+        .prefix("rwmcp-venv-")
+        .tempdir()
+        .unwrap();
+    let backend = venv_backend(dir.path());
 
     let root = dir.path().join("root");
     std::fs::create_dir(&root).unwrap();
@@ -82,4 +88,35 @@ fn python_backend_in_its_own_venv_works_under_the_sandbox() {
         envelope_of(&r["result"])["output"]["error"]["code"],
         "path_outside_root"
     );
+}
+
+/// With `--pin` the script is executed from the descriptor the server
+/// hashed: the interpreter gets it as `/dev/fd/N` in the run.
+#[test]
+fn python_backend_pinned_runs_from_its_hashed_descriptor() {
+    let dir = tempfile::Builder::new()
+        .prefix("rwmcp-venv-")
+        .tempdir()
+        .unwrap();
+    let backend = venv_backend(dir.path());
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("note.txt"), "one two two").unwrap();
+    let mut cmd = Command::new(server_bin());
+    cmd.arg(format!("--backend={}", backend.display()))
+        .arg("mcp-serve")
+        .arg(format!("--root={}", root.display()))
+        .arg(format!("--pin={}", dir.path().join("pins.json").display()))
+        .current_dir(&root);
+    let mut s = Server::spawn(cmd);
+    let r = s.request(modern(
+        json!(1),
+        "tools/call",
+        json!({"name": "word_count", "arguments": {"file": "note.txt"}}),
+    ));
+    let env = envelope_of(&r["result"]);
+    assert_eq!(env["exit_code"], 0, "{env}\n{}", s.stderr_text());
+    assert_eq!(env["output"]["words"], 3);
+    assert_eq!(env["output"]["distinct"], 2);
+    s.stderr_when("the pins written", |l| l.contains("pins: first start"));
 }

@@ -341,6 +341,19 @@ fn session(uid: u32, extra: &[&str]) -> (Value, String) {
     check_campaign(cmd)
 }
 
+/// `session` with `--pin` (the pins written by this first start): the
+/// reference backend, a binary, is executed from the descriptor hashed.
+fn pinned_session(uid: u32) -> (Value, String) {
+    let w = World::new();
+    let (ws, backend) = open_workspace(&w);
+    let mut cmd = no_userns(uid, &w.exe, ws.path());
+    cmd.arg(format!("--backend={}", backend.display()))
+        .arg(format!("--home={}", ws.path().display()))
+        .arg("mcp-serve")
+        .arg(format!("--pin={}", ws.path().join("pins.json").display()));
+    check_campaign(cmd)
+}
+
 /// Serve `cmd`: initialize, one `campaign_check` call, EOF. Returns the
 /// call's answer and the server's stderr; the server must exit 0.
 fn check_campaign(cmd: Command) -> (Value, String) {
@@ -412,6 +425,67 @@ fn a_real_session_runs_without_user_namespaces_as_root_and_as_an_ordinary_user()
         ],
         "{stderr}"
     );
+}
+
+/// The re-executed helper's shapes (with and without a PID namespace) run
+/// a pinned backend from the descriptor the server hashed, under Landlock.
+#[test]
+fn without_user_namespaces_a_pinned_backend_runs_as_root_and_as_an_ordinary_user() {
+    need_root();
+    for uid in [0, SESSION_UID] {
+        let (r, stderr) = pinned_session(uid);
+        assert_eq!(r["result"]["isError"], false, "{r:#}\n{stderr}");
+        assert!(layers_of(&r).contains(&"landlock".to_string()), "{r:#}");
+        assert!(stderr.contains("pins: first start"), "{stderr}");
+    }
+}
+
+/// Where the re-executed helper runs the backend (no mount namespace for
+/// an ordinary user), a pinned `#!` script is executed from the descriptor
+/// the server hashed too: its interpreter reads `/dev/fd/6`, which is the
+/// server's own open file (found at its end, where hashing left it).
+#[test]
+fn without_user_namespaces_a_pinned_script_runs_from_its_hashed_descriptor() {
+    need_root();
+    let w = World::new();
+    let dir = w.folder("pinned");
+    let (bin, home) = (dir.join("bin"), dir.join("home"));
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::create_dir(&home).unwrap();
+    let backend = bin.join("backend");
+    crate::support::write_executable(&backend, &super::tools_pins::self_reporting_backend());
+    std::fs::write(
+        home.join("catalog.json"),
+        super::tools_pins::catalog().to_string(),
+    )
+    .unwrap();
+    chmod_tree(&dir);
+    std::fs::set_permissions(&backend, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for uid in [0, SESSION_UID] {
+        let mut cmd = no_userns(uid, &w.exe, &home);
+        cmd.arg(format!("--backend={}", backend.display()))
+            .arg(format!("--home={}", home.display()))
+            .arg("mcp-serve")
+            .arg(format!(
+                "--pin={}",
+                dir.join(format!("pins-{uid}.json")).display()
+            ));
+        let mut s = Server::spawn(cmd);
+        s.initialize("2025-06-18");
+        let r = s.request(req(
+            json!(2),
+            "tools/call",
+            json!({"name": "ping", "arguments": {}}),
+        ));
+        let (status, _) = s.finish();
+        let log = s.stderr_after_exit();
+        assert!(status.success(), "{status:?}\n{log}");
+        assert_eq!(
+            r["result"]["structuredContent"]["output"],
+            json!({"ran": "ping", "self": "/dev/fd/6", "at_end": "yes"}),
+            "uid {uid}: {r:#}\n{log}"
+        );
+    }
 }
 
 /// The promises the start-up line says are not held here.

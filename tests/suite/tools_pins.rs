@@ -3,13 +3,13 @@
 //! the test's own so its bytes can change: the first start writes the
 //! pins, a restart compares them, each kind of change is refused naming
 //! the tool and the field, warn mode serves, `tools --pin --check` and
-//! `--update`, a backend swapped between two calls, and two servers
-//! starting together.
+//! `--update`, a backend swapped between two calls, two servers starting
+//! together, and pinned runs executing the descriptor the server hashed.
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-use crate::support::mcp::{modern, server_bin, Server};
+use crate::support::mcp::{modern, server_bin, Opts, Server};
 use crate::support::{fixture, install_executable, write_executable};
 use serde_json::{json, Value};
 
@@ -18,7 +18,7 @@ fn command(name: &str, summary: &str) -> Value {
            "flags": [{"name": "--format", "type": "choice", "choices": ["json"], "output_format": true}]})
 }
 
-fn catalog() -> Value {
+pub(crate) fn catalog() -> Value {
     let mut count = command("stock-count", "Count the stock.");
     count["flags"].as_array_mut().unwrap().insert(
         0,
@@ -492,4 +492,91 @@ fn two_servers_starting_together_write_one_file() {
     let mut left = left;
     left.sort();
     assert_eq!(left, ["bin", "home", "pins.json"]);
+}
+
+/// A backend that answers a call with what it was started from: its `$0`
+/// and, when that is a descriptor (`/dev/fd/N`), whether a read from that
+/// very descriptor finds its end at once: the server's own open file, read
+/// to its end to hash it, does; a file opened afresh would give its first
+/// line.
+pub(crate) fn self_reporting_backend() -> String {
+    let text = std::fs::read_to_string(fixture("catalog-file")).unwrap();
+    let report = r#"  *)
+    fd="${0#/dev/fd/}"
+    at_end=""
+    if [ "$fd" != "$0" ]; then
+      if eval "read -r first <&$fd"; then at_end="no"; else at_end="yes"; fi
+    fi
+    printf '{"ran":"%s","self":"%s","at_end":"%s"}\n' "$cmd" "$0" "$at_end"
+    ;;"#;
+    let plain = r#"  *) printf '{"ran":"%s"}\n' "$cmd" ;;"#;
+    assert!(text.contains(plain));
+    text.replace(plain, report)
+}
+
+#[test]
+fn a_pinned_run_executes_the_descriptor_that_was_hashed() {
+    let s = Setup::new();
+    write_executable(&s.backend(), &self_reporting_backend());
+    let pin = format!("--pin={}", s.pins().display());
+    let mut server = serve(&s, &[&pin]);
+    let ran = call_ping(&mut server, 1);
+    assert_eq!(
+        ran["output"],
+        json!({"ran": "ping", "self": "/dev/fd/6", "at_end": "yes"}),
+        "{ran}\n{}",
+        server.stderr_text()
+    );
+    let (status, _) = server.finish();
+    assert!(status.success());
+}
+
+#[test]
+fn without_pins_the_backend_is_executed_by_its_path() {
+    let s = Setup::new();
+    write_executable(&s.backend(), &self_reporting_backend());
+    let mut server = serve(&s, &[]);
+    let out = call_ping(&mut server, 1)["output"].clone();
+    let path = s.backend().display().to_string();
+    assert_eq!(
+        out,
+        json!({"ran": "ping", "self": path, "at_end": ""}),
+        "{out}"
+    );
+    let (status, _) = server.finish();
+    assert!(status.success());
+}
+
+/// The reference backend, a binary, pinned: executed from the descriptor
+/// hashed (Landlock's execute right holds for it), its calls answer, a
+/// read-only one (its init armed ahead) and a draft (armed once its
+/// request, and the descriptor, are there).
+#[test]
+fn a_pinned_binary_backend_serves_read_only_and_draft_calls() {
+    let pins = tempfile::tempdir().unwrap();
+    let mut server = Server::start_with(Opts {
+        extra_serve_args: vec![
+            "--allow-drafts".into(),
+            format!("--pin={}", pins.path().join("pins.json").display()),
+        ],
+        own_db: true,
+        ..Opts::default()
+    });
+    let calls = [
+        json!({"name": "context", "arguments": {}}),
+        json!({"name": "draft", "arguments": {"campaign": "campaigns/spring-launch.yaml",
+               "channel": "mastodon", "text": "A calm note about our spring release."}}),
+        json!({"name": "context", "arguments": {}}),
+    ];
+    for (id, call) in calls.into_iter().enumerate() {
+        let r = server.request(modern(json!(id), "tools/call", call));
+        assert_eq!(
+            r["result"]["isError"],
+            false,
+            "{r}\n{}",
+            server.stderr_text()
+        );
+    }
+    let (status, _) = server.finish();
+    assert!(status.success());
 }

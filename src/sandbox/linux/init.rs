@@ -14,7 +14,7 @@ use super::steps::{Confinement, Phase, RunShape};
 use super::wire::RunStep;
 use super::wire::{channel, ready, request};
 use super::wire::{
-    last_error, report, report_to, Failure, RunFds, ZygoteConfig, CGROUP_FD, PASSED,
+    last_error, report, report_to, Failure, RunFds, ZygoteConfig, CGROUP_FD, EXE_FD,
     RUN_CHANNEL_FD, SPARE_SOCKET, STATUS_FD, ZYGOTE_PIDFD,
 };
 use crate::sandbox::policy::{Layers, Policy};
@@ -67,7 +67,7 @@ impl Init {
             // SAFETY: leaving without the zygote's destructors.
             unsafe { libc::_exit(1) };
         }
-        let Some(request::Request { policy, fds }) = request::read(SPARE_SOCKET) else {
+        let Some(request::Request { policy, fds, exe }) = request::read(SPARE_SOCKET) else {
             // The zygote is done with this spare.
             // SAFETY: leaving without the zygote's destructors.
             unsafe { libc::_exit(0) }
@@ -79,7 +79,8 @@ impl Init {
             unsafe { libc::_exit(1) }
         };
         let fds = RunFds::from_array(fds.into_array().map(IntoRawFd::into_raw_fd));
-        let failure = match self.become_init(&policy, &fds, kind) {
+        let exe = exe.map(IntoRawFd::into_raw_fd);
+        let failure = match self.become_init(&policy, &fds, exe, kind) {
             Ok(never) => match never {},
             Err(f) => f,
         };
@@ -154,11 +155,13 @@ impl Init {
 
     /// The request is here: descriptors in place, the run's cgroup, the
     /// checks that the request asks for what this init was set up for,
-    /// then (unless armed ahead) the run's own layers, and the backend.
+    /// then (unless armed ahead) the run's own layers, and the backend:
+    /// from `exe` when the server sent the descriptor it hashed.
     pub(super) fn become_init(
         &self,
         policy: &[u8],
         fds: &RunFds<RawFd>,
+        exe: Option<RawFd>,
         kind: RunKind,
     ) -> Result<Infallible, Failure> {
         // A listener still held here (none when its word carried it) goes
@@ -167,8 +170,11 @@ impl Init {
             Some(w) => super::supervise::hand_over(fds.channel, &w.seal),
             None => Ok(()),
         };
-        // Each at its index, which `RunFds` holds to be its number in the run.
-        if let Err(f) = handed.and_then(|()| place_fds(&fds.into_array(), 0)) {
+        // Each at its index, which `RunFds` holds to be its number in the
+        // run, and the backend's right after them, at `EXE_FD`.
+        let mut wanted = fds.into_array().to_vec();
+        wanted.extend(exe);
+        if let Err(f) = handed.and_then(|()| place_fds(&wanted, 0)) {
             // The status pipe is not at its number yet.
             report_to(fds.status, &f);
             // SAFETY: leaving without the zygote's destructors.
@@ -178,7 +184,7 @@ impl Init {
         // pidfd, the copies just placed); the status pipe and the run
         // channel must not reach the backend.
         unsafe {
-            if libc::close_range(PASSED as u32, u32::MAX, 0) != 0 {
+            if libc::close_range(wanted.len() as u32, u32::MAX, 0) != 0 {
                 return Err(last_error("close_range"));
             }
             for fd in [STATUS_FD, RUN_CHANNEL_FD] {
@@ -215,8 +221,12 @@ impl Init {
                 "the run's confinement is not the one its spare applied",
             ));
         }
+        let mut exec = ExecArgs::new(&p)?;
+        if exe.is_some() {
+            exec.exe = Some(keep_exe(EXE_FD)?);
+        }
         let prepared = Prepared {
-            exec: ExecArgs::new(&p)?,
+            exec,
             program: self.program_for(&p.layers),
             last_cap: self.last_cap,
         };
@@ -270,6 +280,34 @@ pub(super) struct ExecArgs {
     pub(super) program: CString,
     pub(super) argv: Vec<CString>,
     pub(super) env: Vec<CString>,
+    /// The backend's descriptor, executed instead of `program` (`--pin`:
+    /// the file the server hashed, whatever the path names by now).
+    pub(super) exe: Option<RawFd>,
+}
+
+/// Make the backend's descriptor at `fd` ready to be executed. A `#!`
+/// script executed from a descriptor is handed to its interpreter as
+/// `/dev/fd/N`, which the interpreter opens, so that descriptor stays open
+/// across the exec (the interpreter then reads the very file hashed); a
+/// binary's is closed by the exec like every other.
+pub(super) fn keep_exe(fd: RawFd) -> Result<RawFd, Failure> {
+    let mut head = [0u8; 2];
+    // SAFETY: reading into a buffer we own from a descriptor we hold, at
+    // an explicit offset (the server's copy shares the file position).
+    let n = unsafe { libc::pread(fd, head.as_mut_ptr().cast(), head.len(), 0) };
+    if n < 0 {
+        return Err(last_error("reading the backend's descriptor"));
+    }
+    let flags = if head[..n as usize] == *b"#!" {
+        0
+    } else {
+        libc::FD_CLOEXEC
+    };
+    // SAFETY: setting the descriptor flags of a descriptor we hold.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags) } != 0 {
+        return Err(last_error("the backend's descriptor"));
+    }
+    Ok(fd)
 }
 
 impl ExecArgs {
@@ -288,7 +326,12 @@ impl ExecArgs {
         if argv.is_empty() {
             return Err(Failure::layer(RunStep::Request, "empty command line"));
         }
-        Ok(ExecArgs { program, argv, env })
+        Ok(ExecArgs {
+            program,
+            argv,
+            env,
+            exe: None,
+        })
     }
 
     /// Reset what our runtime changed, then execute. Returns only on failure.
@@ -304,15 +347,35 @@ impl ExecArgs {
         argv.push(std::ptr::null());
         let mut envp: Vec<*const libc::c_char> = self.env.iter().map(|a| a.as_ptr()).collect();
         envp.push(std::ptr::null());
-        // SAFETY: NUL-terminated arrays of C strings that outlive the call.
-        unsafe { libc::execve(self.program.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+        let what = match self.exe {
+            Some(fd) => {
+                // SAFETY: NUL-terminated arrays of C strings and an empty C
+                // string that outlive the call; `fd` is held by this process.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_execveat,
+                        fd,
+                        c"".as_ptr(),
+                        argv.as_ptr(),
+                        envp.as_ptr(),
+                        libc::AT_EMPTY_PATH,
+                    )
+                };
+                format!(
+                    "execute {} from the descriptor its pin was checked on",
+                    self.program.to_string_lossy()
+                )
+            }
+            None => {
+                // SAFETY: NUL-terminated arrays of C strings that outlive the call.
+                unsafe { libc::execve(self.program.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+                format!("execute {}", self.program.to_string_lossy())
+            }
+        };
         let errno = std::io::Error::last_os_error()
             .raw_os_error()
             .unwrap_or(libc::EIO);
-        Failure::Exec {
-            errno,
-            what: format!("execute {}", self.program.to_string_lossy()),
-        }
+        Failure::Exec { errno, what }
     }
 }
 

@@ -1,7 +1,8 @@
 //! The mount layer: each run gets its own mount namespace whose root is a
 //! fresh tmpfs holding exactly what the policy grants, read-only binds of
 //! the runtime, the root folder, the fixed files and the backend at their
-//! usual paths, a minimal `/dev` (null, zero, random, urandom), no `/proc`,
+//! usual paths, a minimal `/dev` (null, zero, random, urandom, and `fd`
+//! linked to the run's own `/proc/self/fd`), a `/proc` of its own processes,
 //! and a size- and inode-capped `noexec` tmpfs as `/tmp` (the run's
 //! `TMPDIR`). No host mount is visible afterwards.
 //!
@@ -437,6 +438,19 @@ fn apply_device(dev: &Path) -> Result<(), StepError> {
     bind_fd(&fd, &dst, bind_attrs(false, writable, true))
 }
 
+/// `/dev/fd`, as a link to `/proc/self/fd`: a `#!` backend executed from
+/// the descriptor the server hashed (`--pin`) is handed to its interpreter
+/// as `/dev/fd/N`.
+fn fd_folder() -> Result<(), StepError> {
+    let dev = Path::new("/newroot/dev");
+    let link = dev.join("fd");
+    if std::fs::symlink_metadata(&link).is_ok() {
+        return Ok(());
+    }
+    mkdir_all(dev)?;
+    std::os::unix::fs::symlink("/proc/self/fd", &link).map_err(|e| create_failed(&link, &e))
+}
+
 /// What a run's resolver reads: one loopback name server, so a lookup
 /// goes to the same place on every machine, where the run's supervisor
 /// sees the name asked for (docs/DENIED.md).
@@ -589,6 +603,9 @@ pub fn apply(plan: &MountPlan) -> Result<(), StepError> {
     }
     for d in &plan.devices {
         apply_device(d)?;
+    }
+    if plan.proc {
+        fd_folder()?;
     }
     if let Some(d) = &plan.draft {
         apply_draft(d)?;

@@ -9,12 +9,13 @@ use crate::sandbox::Layer;
 use std::convert::Infallible;
 use std::os::fd::RawFd;
 
-use super::init::{run_as_init, ExecArgs, Prepared, Tell};
+use super::init::{keep_exe, run_as_init, ExecArgs, Prepared, Tell};
 use super::steps::{Confinement, Phase, RunShape};
 use super::wire::request;
 use super::wire::RunStep;
 use super::wire::{
-    last_error, report, Failure, POLICY_ENV, POLICY_FROM_ENV, STATUS_FD, ZYGOTE_ARG,
+    last_error, report, Failure, EXE_FD, POLICY_ENV, POLICY_FROM_ENV, POLICY_FROM_ENV_EXE,
+    STATUS_FD, ZYGOTE_ARG,
 };
 use super::{caps, seccomp, zygote};
 use crate::sandbox::policy::Policy;
@@ -27,13 +28,14 @@ pub fn helper_main(arg: &str) -> anyhow::Result<u8> {
     if let Some(own) = arg.strip_prefix(super::cgroup_restore::KEEPER_PREFIX) {
         return super::cgroup_restore::keeper_main(std::path::Path::new(own));
     }
-    let text = if arg == POLICY_FROM_ENV {
+    let exe = arg == POLICY_FROM_ENV_EXE;
+    let text = if arg == POLICY_FROM_ENV || exe {
         std::env::var_os(POLICY_ENV).unwrap_or_default()
     } else {
         arg.into()
     };
     let failure = match request::decode_policy(text.as_encoded_bytes()) {
-        Ok(policy) => match run_helper(&policy) {
+        Ok(policy) => match run_helper(&policy, exe) {
             Ok(never) => match never {},
             Err(f) => f,
         },
@@ -48,10 +50,20 @@ pub fn helper_main(arg: &str) -> anyhow::Result<u8> {
     }
 }
 
-pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
-    // Descriptors: only stdio and the status pipe survive.
+/// `exe`: the server placed the backend's descriptor at `EXE_FD`, and
+/// the run executes it.
+pub(super) fn run_helper(p: &Policy, exe: bool) -> Result<Infallible, Failure> {
+    // Descriptors: only stdio, the status pipe and the backend's survive.
+    let (gap_end, rest) = if exe {
+        (EXE_FD as u32 - 1, EXE_FD as u32 + 1)
+    } else {
+        (u32::MAX, u32::MAX)
+    };
     // SAFETY: closing descriptors this process doesn't use.
-    if unsafe { libc::close_range(STATUS_FD as u32 + 1, u32::MAX, 0) } != 0 {
+    if unsafe {
+        libc::close_range(STATUS_FD as u32 + 1, gap_end, 0) != 0
+            || (exe && libc::close_range(rest, u32::MAX, 0) != 0)
+    } {
         return Err(last_error("close_range"));
     }
     // SAFETY: marking the status pipe close-on-exec.
@@ -84,7 +96,10 @@ pub(super) fn run_helper(p: &Policy) -> Result<Infallible, Failure> {
 
     // Everything that can fail for lack of memory or bad input is prepared
     // before the first namespace change.
-    let exec = ExecArgs::new(p)?;
+    let mut exec = ExecArgs::new(p)?;
+    if exe {
+        exec.exe = Some(keep_exe(EXE_FD)?);
+    }
     let last_cap = caps::last_cap();
     let program = if p.layers.has(Layer::Seccomp) {
         Some(

@@ -1307,6 +1307,13 @@ mod tests {
             (libc::SYS_chdir, [0; 6]),
             (libc::SYS_clone, [fork_flags, 0, 0, 0, 0, 0]),
             (libc::SYS_execve, [0; 6]),
+            // `--pin`: the backend's descriptor looked at, then executed.
+            (libc::SYS_pread64, [6, 0, 2, 0, 0, 0]),
+            (libc::SYS_fcntl, [6, libc::F_SETFD as u64, 0, 0, 0, 0]),
+            (
+                libc::SYS_execveat,
+                [6, 0, 0, 0, libc::AT_EMPTY_PATH as u64, 0],
+            ),
             (libc::SYS_wait4, [u64::MAX, 0, 0, 0, 0, 0]),
             (libc::SYS_waitid, [0; 6]),
             (libc::SYS_kill, [u64::MAX, libc::SIGKILL as u64, 0, 0, 0, 0]),

@@ -232,7 +232,7 @@ impl ZygoteState {
                 let kind = req.kind();
                 // Anything but one descriptor per field has nothing to answer on.
                 if let Some(fds) = req.fds {
-                    self.hand_over(kind, &req.policy, fds);
+                    self.hand_over(kind, &req.policy, fds, req.exe);
                 }
             } else if control & (libc::POLLHUP | libc::POLLERR) != 0 {
                 return;
@@ -290,9 +290,16 @@ impl ZygoteState {
         }
     }
 
-    /// Hand one request to a ready spare, tell the server its pid, and
-    /// fork the next spare while the run goes on.
-    fn hand_over(&mut self, kind: Result<RunKind, String>, policy: &[u8], fds: RunFds<OwnedFd>) {
+    /// Hand one request to a ready spare (with the backend's descriptor
+    /// when the server sent one), tell the server its pid, and fork the
+    /// next spare while the run goes on.
+    fn hand_over(
+        &mut self,
+        kind: Result<RunKind, String>,
+        policy: &[u8],
+        fds: RunFds<OwnedFd>,
+        exe: Option<OwnedFd>,
+    ) {
         let status = fds.status.as_raw_fd();
         let kind = match kind {
             Ok(k) => k,
@@ -323,7 +330,8 @@ impl ZygoteState {
             reap(pid);
             return;
         }
-        if let Err(e) = request::send(&socket, policy, &fds.raw()) {
+        let exe_fd = exe.as_ref().map(AsRawFd::as_raw_fd);
+        if let Err(e) = request::send(&socket, policy, &fds.raw(), exe_fd) {
             pidfd_kill(&pidfd);
             reap(pid);
             report_to(
@@ -342,7 +350,7 @@ impl ZygoteState {
             channel,
             cgroup_procs,
         } = fds;
-        drop((stdin, stdout, stderr, status, cgroup_procs, socket));
+        drop((stdin, stdout, stderr, status, cgroup_procs, socket, exe));
         self.runs.insert(
             pid,
             Forked {

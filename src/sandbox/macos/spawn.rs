@@ -1,7 +1,7 @@
 //! Starting a run under sandbox-exec (macOS only; the argv comes from the
 //! pure builder in `profile.rs`, the exec chain from `discover` at start).
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -372,6 +372,8 @@ impl crate::sandbox::Platform for State {
         argv: &[String],
         cwd: &Path,
         stdin: Option<OwnedFd>,
+        // sandbox-exec runs the backend by its path (docs/PINS.md).
+        _exe: Option<BorrowedFd<'_>>,
     ) -> Result<SandboxedChild, SandboxError> {
         State::spawn(self, opts, kind, argv, cwd, stdin)
     }

@@ -194,7 +194,7 @@ fn run_inside_reporting<A: Display, T, P: Place>(
         sp.attempt.to_string(),
     ];
     argv.extend(args.iter().cloned());
-    let mut child = match sb.spawn_with_stdin(sp.kind, &argv, fx.root(), stdin) {
+    let mut child = match sb.spawn_with_stdin(sp.kind, &argv, fx.root(), stdin, None) {
         Ok(c) => c,
         Err(e) => {
             return (

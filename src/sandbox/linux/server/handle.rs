@@ -3,7 +3,7 @@
 //! pidfd and a run channel), and the re-executed helper for runs without
 //! user and PID namespaces.
 
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
@@ -19,8 +19,8 @@ use super::super::wire::request::EncodedPolicy;
 use super::super::wire::status::read_status;
 use super::super::wire::{channel, request};
 use super::super::wire::{
-    pipe_cloexec, wait_readable, RunFds, ZygoteConfig, CHANNEL_TIMEOUT, CONTROL_FD, POLICY_ENV,
-    POLICY_FROM_ENV, STATUS_FD, ZYGOTE_ARG,
+    pipe_cloexec, wait_readable, RunFds, ZygoteConfig, CHANNEL_TIMEOUT, CONTROL_FD, EXE_FD,
+    POLICY_ENV, POLICY_FROM_ENV, POLICY_FROM_ENV_EXE, STATUS_FD, ZYGOTE_ARG,
 };
 use crate::sandbox::{SandboxError, SandboxedChild, TmpGuard};
 
@@ -352,10 +352,16 @@ impl Zygote {
         r == 0 || (r > 0 && pfd.revents & (libc::POLLHUP | libc::POLLERR) == 0)
     }
 
-    /// Send one request: the policy, with the run's descriptors.
-    fn request(&self, policy: &EncodedPolicy, fds: &RunFds<RawFd>) -> std::io::Result<()> {
+    /// Send one request: the policy, with the run's descriptors (and the
+    /// backend's, when the run executes it).
+    fn request(
+        &self,
+        policy: &EncodedPolicy,
+        fds: &RunFds<RawFd>,
+        exe: Option<RawFd>,
+    ) -> std::io::Result<()> {
         let control = self.control.lock().unwrap_or_else(|e| e.into_inner());
-        request::send(&control, policy.as_bytes(), fds)
+        request::send(&control, policy.as_bytes(), fds, exe)
     }
 }
 
@@ -374,7 +380,8 @@ impl Drop for Zygote {
 
 /// Spawn one run through the zygote. `policy` is complete, encoded once
 /// by the caller (who hashed those bytes); the caller made its temp folder,
-/// which `guard` removes unless the run takes it over.
+/// which `guard` removes unless the run takes it over. `exe`: the backend's
+/// descriptor, which the run executes instead of the path.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn spawn(
     cell: &ZygoteCell,
@@ -386,6 +393,7 @@ pub(super) fn spawn(
     guard: TmpGuard,
     stdin: Option<OwnedFd>,
     cgroup_procs: Option<OwnedFd>,
+    exe: Option<BorrowedFd<'_>>,
 ) -> Result<SandboxedChild, SandboxError> {
     let stdin = match stdin {
         Some(fd) => fd,
@@ -417,7 +425,7 @@ pub(super) fn spawn(
     let mut tries = 0;
     let zygote = loop {
         let z = cell.get(helper, config, masks_at, waits.silence)?;
-        match z.request(policy, &fds) {
+        match z.request(policy, &fds, exe.map(|e| e.as_raw_fd())) {
             Ok(()) => break z,
             Err(e) if tries == 0 && is_gone(&e) => {
                 cell.forget(&z);
@@ -669,6 +677,7 @@ pub(super) fn spawn_reexec(
     policy: &EncodedPolicy,
     guard: TmpGuard,
     stdin: Option<OwnedFd>,
+    exe: Option<BorrowedFd<'_>>,
     silence: Duration,
     cgroup_procs: Option<OwnedFd>,
 ) -> Result<SandboxedChild, SandboxError> {
@@ -680,10 +689,15 @@ pub(super) fn spawn_reexec(
 
     let (status_r, status_w) = pipe_cloexec().map_err(SandboxError::Io)?;
     let w = status_w.as_raw_fd();
+    let e = exe.map(|e| e.as_raw_fd());
     let mut cmd = Command::new(helper);
     cmd.arg0("reachweaver-mcp-sandbox")
         .arg("__sandbox-helper")
-        .arg(POLICY_FROM_ENV)
+        .arg(if e.is_some() {
+            POLICY_FROM_ENV_EXE
+        } else {
+            POLICY_FROM_ENV
+        })
         .env_clear()
         .env(POLICY_ENV, json)
         .stdout(Stdio::piped())
@@ -702,14 +716,34 @@ pub(super) fn spawn_reexec(
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            if w == STATUS_FD {
-                if libc::fcntl(w, libc::F_SETFD, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
+            match e {
+                None => {
+                    if w == STATUS_FD {
+                        if libc::fcntl(w, libc::F_SETFD, 0) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    } else if libc::dup2(w, STATUS_FD) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
                 }
-            } else if libc::dup2(w, STATUS_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
+                // Both above their numbers first, so neither lands on the other.
+                Some(e) => {
+                    let above = EXE_FD + 1;
+                    let (hw, he) = (
+                        libc::fcntl(w, libc::F_DUPFD_CLOEXEC, above),
+                        libc::fcntl(e, libc::F_DUPFD_CLOEXEC, above),
+                    );
+                    if hw < 0
+                        || he < 0
+                        || libc::dup2(hw, STATUS_FD) < 0
+                        || libc::dup2(he, EXE_FD) < 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                }
             }
-            Ok(())
         });
     }
     let spawned = cmd.spawn();

@@ -11,7 +11,7 @@
 mod handle;
 mod masks;
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -313,7 +313,7 @@ impl State {
         let argv = [program.to_string_lossy().into_owned()];
         let cwd = opts.root.clone();
         let mut child = self
-            .spawn(opts, RunKind::ReadOnly, &argv, &cwd, None)
+            .spawn(opts, RunKind::ReadOnly, &argv, &cwd, None, None)
             .map_err(Trial::of)?;
         child.stdout = None;
         child.stderr = None;
@@ -466,6 +466,7 @@ impl State {
         argv: &[String],
         cwd: &Path,
         stdin: Option<OwnedFd>,
+        exe: Option<BorrowedFd<'_>>,
     ) -> Result<SandboxedChild, SandboxError> {
         let layers = self.layers;
         // With a minimal root the run's temp folder is a tmpfs of its own
@@ -557,11 +558,12 @@ impl State {
                     guard,
                     stdin,
                     procs,
+                    exe,
                 )
             }
             None => {
                 let procs = run_cgroup.as_mut().and_then(cgroup::RunCgroup::take_procs);
-                handle::spawn_reexec(helper, &sent, guard, stdin, silence, procs)
+                handle::spawn_reexec(helper, &sent, guard, stdin, exe, silence, procs)
             }
         }?;
         child.attestation = Some(attestation);
@@ -715,8 +717,9 @@ impl crate::sandbox::Platform for State {
         argv: &[String],
         cwd: &Path,
         stdin: Option<OwnedFd>,
+        exe: Option<BorrowedFd<'_>>,
     ) -> Result<SandboxedChild, SandboxError> {
-        State::spawn(self, opts, kind, argv, cwd, stdin)
+        State::spawn(self, opts, kind, argv, cwd, stdin, exe)
     }
 
     fn helper_main(arg: &str) -> anyhow::Result<u8> {

@@ -18,6 +18,9 @@ pub const ZYGOTE_ARG: &str = "@zygote";
 pub const POLICY_ENV: &str = "REACHWEAVER_SANDBOX_POLICY";
 /// The helper argument meaning "read the policy from `POLICY_ENV`".
 pub const POLICY_FROM_ENV: &str = "@env";
+/// The same, and execute the backend from the descriptor at `EXE_FD`
+/// (the one the server hashed for `--pin`) rather than its path.
+pub const POLICY_FROM_ENV_EXE: &str = "@env+exe";
 
 /// Whether runs with these layers can be forked by a zygote: each run needs
 /// its own user and PID namespaces (the PID namespace is what kills a run's

@@ -5,7 +5,8 @@
 //! - `config.rs`, server → zygote at its start: the helper argument, the
 //!   environment variable and the zygote's configuration.
 //! - `ready.rs`, zygote → server and spare → zygote: the ready handshake.
-//! - `request.rs`, server → zygote → spare: one run's policy and descriptors.
+//! - `request.rs`, server → zygote → spare: one run's policy and descriptors
+//!   (with `--pin`, the backend's descriptor too).
 //! - `status.rs`, helper / init → server: the status pipe, silent when the
 //!   backend was executed, else one typed [`Failure`].
 //! - `channel.rs`, zygote / init → server: the run channel.
@@ -22,7 +23,9 @@ pub(crate) mod status;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-pub(crate) use config::{usable, ZygoteConfig, POLICY_ENV, POLICY_FROM_ENV, ZYGOTE_ARG};
+pub(crate) use config::{
+    usable, ZygoteConfig, POLICY_ENV, POLICY_FROM_ENV, POLICY_FROM_ENV_EXE, ZYGOTE_ARG,
+};
 pub(crate) use status::{last_error, report, report_to, Failure, RunStep};
 
 /// How long the server waits, at most, for a helper or zygote to confirm
@@ -31,8 +34,12 @@ pub(crate) const STATUS_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The zygote's end of the control socket.
 pub(crate) const CONTROL_FD: RawFd = 3;
-/// How many descriptors a request carries: one per field of [`RunFds`].
+/// How many descriptors a request carries: one per field of [`RunFds`],
+/// and after them, when the run executes it, the backend's own.
 pub(crate) const PASSED: usize = 6;
+/// Where init (and the re-executed helper) keeps the backend's descriptor
+/// when the run executes it rather than its path: right after the run's.
+pub(crate) const EXE_FD: RawFd = PASSED as RawFd;
 /// How long the zygote waits for a spare to say it is ready (the server's
 /// own wait, bounded by the call timeout, may end first: the zygote is then
 /// replaced), and the server on a run channel once the status pipe has

@@ -63,10 +63,23 @@ pub(crate) fn decode_policy(bytes: &[u8]) -> Result<Policy, Failure> {
 }
 
 /// One request as received; `fds` is `None` unless it brought exactly
-/// one descriptor per field.
+/// one descriptor per field, or one more: then that last one is `exe`.
 pub(crate) struct Request {
     pub(crate) policy: Vec<u8>,
     pub(crate) fds: Option<RunFds<OwnedFd>>,
+    /// The backend's file, opened and hashed by the server (`--pin`): the
+    /// run executes it instead of the policy's path.
+    pub(crate) exe: Option<OwnedFd>,
+}
+
+/// The descriptors of a request, split into the run's and the backend's.
+fn split(mut fds: Vec<OwnedFd>) -> (Option<RunFds<OwnedFd>>, Option<OwnedFd>) {
+    let exe = if fds.len() == PASSED + 1 {
+        fds.pop()
+    } else {
+        None
+    };
+    (RunFds::from_vec(fds), exe)
 }
 
 /// The one field of a request the zygote reads: which kind of spare serves it.
@@ -87,7 +100,7 @@ impl Request {
 /// Read one request. `None` at end of file or on anything malformed.
 pub(crate) fn read(fd: RawFd) -> Option<Request> {
     let mut len = [0u8; 4];
-    let mut cmsg = nix::cmsg_space!([RawFd; PASSED]);
+    let mut cmsg = nix::cmsg_space!([RawFd; PASSED + 1]);
     let (n, fds) = loop {
         let mut iov = [IoSliceMut::new(&mut len)];
         match recvmsg::<()>(
@@ -134,15 +147,25 @@ pub(crate) fn read(fd: RawFd) -> Option<Request> {
         }
         got += r as usize;
     }
+    let (fds, exe) = split(fds);
     Some(Request {
         policy: body,
-        fds: RunFds::from_vec(fds),
+        fds,
+        exe,
     })
 }
 
-/// Send a request (length, policy, descriptors).
-pub(crate) fn send(fd: &OwnedFd, policy: &[u8], fds: &RunFds<RawFd>) -> std::io::Result<()> {
-    let fds = fds.into_array();
+/// Send a request (length, policy, descriptors, and the backend's
+/// descriptor last when the run is to execute it).
+pub(crate) fn send(
+    fd: &OwnedFd,
+    policy: &[u8],
+    fds: &RunFds<RawFd>,
+    exe: Option<RawFd>,
+) -> std::io::Result<()> {
+    let mut list = fds.into_array().to_vec();
+    list.extend(exe);
+    let fds = list;
     let len = (policy.len() as u32).to_le_bytes();
     let iov = [IoSlice::new(&len), IoSlice::new(policy)];
     let cmsg = [ControlMessage::ScmRights(&fds)];
@@ -199,12 +222,57 @@ mod tests {
         .unwrap();
         let f = std::fs::File::open("/dev/null").unwrap();
         let fds = RunFds::from_array([f.as_raw_fd(); PASSED]);
-        send(&a, br#"{"kind":"Draft"}"#, &fds).unwrap();
+        send(&a, br#"{"kind":"Draft"}"#, &fds, None).unwrap();
         let got = read(b.as_raw_fd()).unwrap();
         assert!(got.fds.is_some());
+        assert!(got.exe.is_none());
         assert_eq!(got.kind(), Ok(RunKind::Draft));
-        send(&a, b"{}", &fds).unwrap();
+        send(&a, b"{}", &fds, None).unwrap();
         assert!(read(b.as_raw_fd()).unwrap().kind().is_err());
+        drop(a);
+        assert!(read(b.as_raw_fd()).is_none());
+    }
+
+    fn identity(fd: &impl AsRawFd) -> (u64, u64) {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
+        (m.dev(), m.ino())
+    }
+
+    #[test]
+    fn the_backends_descriptor_travels_last_and_only_as_one_more() {
+        let (a, b) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let exe_path = dir.path().join("backend");
+        std::fs::write(&exe_path, "#!/bin/sh\n").unwrap();
+        let exe = std::fs::File::open(&exe_path).unwrap();
+        let fds = RunFds::from_array([null.as_raw_fd(); PASSED]);
+        send(&a, b"{}", &fds, Some(exe.as_raw_fd())).unwrap();
+        let got = read(b.as_raw_fd()).unwrap();
+        let run = got.fds.unwrap();
+        assert_eq!(identity(&run.cgroup_procs), identity(&null));
+        assert_eq!(identity(&got.exe.unwrap()), identity(&exe));
+        // Anything but one per field, or one more, is no request's list.
+        let nulls = |n: usize| -> Vec<OwnedFd> {
+            (0..n)
+                .map(|_| OwnedFd::from(std::fs::File::open("/dev/null").unwrap()))
+                .collect()
+        };
+        let (run, exe) = split(nulls(PASSED));
+        assert!(run.is_some() && exe.is_none());
+        let (run, exe) = split(nulls(PASSED + 1));
+        assert!(run.is_some() && exe.is_some());
+        let (run, exe) = split(nulls(PASSED - 1));
+        assert!(run.is_none() && exe.is_none());
+        let (run, exe) = split(nulls(PASSED + 2));
+        assert!(run.is_none() && exe.is_none());
         drop(a);
         assert!(read(b.as_raw_fd()).is_none());
     }
