@@ -1,5 +1,7 @@
 //! The run's supervisor: the network calls the watched seccomp filter
 //! hands over (`seccomp::WATCHED`) are read, recorded and answered here,
+//! and so is every call the plain filter refuses with an errno (answered
+//! that errno, recorded by name),
 //! on the thread that already polls the run's pipes (`run.rs`), never on a
 //! thread of its own.
 //!
@@ -25,8 +27,8 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use crate::sandbox::denied::{dns_query_name, Attempt, Denied, Watch};
 use crate::sandbox::Layer;
 
-use super::seccomp;
 use super::wire::{channel, Failure};
+use super::{refused, seccomp};
 
 // ---------------------------------------------------------------------------
 // The run's side (init, single-threaded).
@@ -210,6 +212,9 @@ impl Supervisor {
 
     /// Read what the call names, record it, and decide.
     fn judge(&mut self, req: &libc::seccomp_notif, listener: RawFd) -> Answer {
+        if !seccomp::WATCHED.contains(&i64::from(req.data.nr)) {
+            return self.refuse(&req.data);
+        }
         let pid = req.pid;
         let args = req.data.args;
         let read = |addr: u64, len: usize| read_memory(pid, addr, len);
@@ -254,6 +259,30 @@ impl Supervisor {
             return Answer::Errno(libc::ENOSYS);
         }
         self.decide(pid, looked, &read)
+    }
+
+    /// A call the plain filter refuses with an errno: that errno, and the
+    /// call recorded by name. Nothing is read from the run, so nothing the
+    /// run changes meanwhile matters: the errno follows from the number
+    /// and the arguments the kernel handed over. Were the plain program to
+    /// allow it (it never does: only its refusals are handed over), the
+    /// answer is still a refusal.
+    fn refuse(&mut self, data: &libc::seccomp_data) -> Answer {
+        let d = seccomp::bpf_eval::seccomp_data(
+            data.nr,
+            data.arch,
+            data.instruction_pointer,
+            data.args,
+        );
+        let errno = plain_program()
+            .and_then(|p| seccomp::errno_of(p, &d))
+            .unwrap_or(libc::ENOSYS);
+        self.denied.record_syscall(
+            refused::name(data.nr),
+            refused::errno_name(errno),
+            refused::is_compatibility(data.nr, &data.args),
+        );
+        Answer::Errno(errno)
     }
 
     fn decide(
@@ -391,6 +420,13 @@ fn respond(listener: RawFd, id: u64, answer: Answer) {
     // SAFETY: SEND reads `resp`, which we own. A failure (ENOENT) means the
     // caller is gone: nothing to answer.
     unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND as _, &mut resp) };
+}
+
+/// The plain filter, whose errnos the supervisor gives the calls handed
+/// over to it: built once per process, from the same table as the runs'.
+fn plain_program() -> Option<&'static seccompiler::BpfProgram> {
+    static PLAIN: std::sync::OnceLock<Option<seccompiler::BpfProgram>> = std::sync::OnceLock::new();
+    PLAIN.get_or_init(|| seccomp::build_program().ok()).as_ref()
 }
 
 fn bounded(n: u64, max: usize) -> usize {
@@ -698,6 +734,52 @@ mod tests {
         assert_eq!(s.decide(u32::MAX, again, &read), Answer::Continue);
     }
 
+    fn call(nr: i64, args: [u64; 6]) -> libc::seccomp_data {
+        libc::seccomp_data {
+            nr: nr as i32,
+            arch: seccomp::audit_arch().unwrap(),
+            instruction_pointer: 0,
+            args,
+        }
+    }
+
+    #[test]
+    fn a_refusal_handed_over_gets_the_plain_errno_and_its_name() {
+        let mut s = Supervisor::unwatched();
+        let ptrace = call(libc::SYS_ptrace, [0; 6]);
+        assert_eq!(s.refuse(&ptrace), Answer::Errno(libc::EPERM));
+        let mount = call(libc::SYS_mount, [0; 6]);
+        assert_eq!(s.refuse(&mount), Answer::Errno(libc::EPERM));
+        assert_eq!(s.refuse(&mount), Answer::Errno(libc::EPERM));
+        let ioctl = call(libc::SYS_ioctl, [1, 0x8008_6601, 0, 0, 0, 0]);
+        assert_eq!(s.refuse(&ioctl), Answer::Errno(libc::ENOTTY));
+        let clone3 = call(libc::SYS_clone3, [0; 6]);
+        assert_eq!(s.refuse(&clone3), Answer::Errno(libc::ENOSYS));
+        // A call the plain program allows is never let through from here.
+        let getpid = call(libc::SYS_getpid, [0; 6]);
+        assert_eq!(s.refuse(&getpid), Answer::Errno(libc::ENOSYS));
+        let d = s.report();
+        let named: Vec<(String, String, u64)> = d
+            .syscalls
+            .entries
+            .iter()
+            .map(|r| (r.call.to_string(), r.answer.to_string(), r.count))
+            .collect();
+        let want = |c: &str, a: &str, n: u64| (c.to_string(), a.to_string(), n);
+        assert_eq!(
+            named,
+            [
+                want("ptrace", "EPERM", 1),
+                want("mount", "EPERM", 2),
+                want("ioctl", "ENOTTY", 1),
+                want("getpid", "ENOSYS", 1),
+            ]
+        );
+        assert_eq!(d.syscalls.total, 5);
+        assert_eq!(d.syscalls.compatibility.get("clone3"), Some(&1));
+        assert_eq!(d.total, 0);
+    }
+
     #[test]
     fn internet_destinations_are_refused_and_recorded_and_unreadable_ones_too() {
         let mut s = Supervisor::unwatched();
@@ -813,9 +895,13 @@ mod tests {
                     "seal ok",
                     "seccomp again ENOSYS",
                     "handover again EPERM",
+                    "ptrace EPERM",
+                    "personality ENOSYS",
                     "supervisor saw connect 192.0.2.1:443 netns ENETUNREACH, 1 in all",
+                    "supervisor named ptrace EPERM 1, personality ENOSYS 1; compatibility socket 1",
                     "connect without supervisor ENOSYS",
                     "socketpair send without supervisor ENOSYS",
+                    "ptrace without supervisor ENOSYS",
                 ]
             );
             return;
@@ -904,6 +990,16 @@ mod tests {
                 raw(-1)
             }
         ));
+        // Refused with an errno by the plain filter: answered the same
+        // errno by the supervisor, and named.
+        let ptrace = || {
+            // SAFETY: PTRACE_PEEKDATA on pid 1 with no buffer; refused.
+            raw(unsafe { libc::syscall(libc::SYS_ptrace, libc::PTRACE_PEEKDATA, 1, 0, 0) })
+        };
+        report(format!("ptrace {}", ptrace()));
+        // SAFETY: personality with 0xffffffff only reads the persona.
+        let persona = unsafe { libc::syscall(libc::SYS_personality, 0xffff_ffff_u64) };
+        report(format!("personality {}", raw(persona)));
         stop_tx.send(()).unwrap();
         let seen = supervisor.join().unwrap();
         let e = &seen.entries[0];
@@ -915,12 +1011,30 @@ mod tests {
             e.answer,
             seen.total
         ));
+        let named: Vec<String> = seen
+            .syscalls
+            .entries
+            .iter()
+            .map(|r| format!("{} {} {}", r.call, r.answer, r.count))
+            .collect();
+        let compat: Vec<String> = seen
+            .syscalls
+            .compatibility
+            .iter()
+            .map(|(c, n)| format!("{c} {n}"))
+            .collect();
+        report(format!(
+            "supervisor named {}; compatibility {}",
+            named.join(", "),
+            compat.join(", ")
+        ));
         // Its listener closed with it: the kernel answers alone.
         report(format!(
             "connect without supervisor {}",
             connect_to(443, [192, 0, 2, 1])
         ));
         send("socketpair send without supervisor");
+        report(format!("ptrace without supervisor {}", ptrace()));
     }
 
     fn unsafe_owned(fd: RawFd) -> OwnedFd {

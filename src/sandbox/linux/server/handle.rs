@@ -582,6 +582,17 @@ impl Run {
         }
     }
 
+    /// What the run tried and was refused, and whether its command died
+    /// of `SIGSYS`: the filter's kill (a call of a foreign architecture or
+    /// an x32 number), which no supervisor sees.
+    pub(crate) fn denied(&self) -> crate::sandbox::denied::Denied {
+        let mut d = self.supervisor.report();
+        d.killed_by_filter = self
+            .backend
+            .is_some_and(|s| libc::WIFSIGNALED(s) && libc::WTERMSIG(s) == libc::SIGSYS);
+        d
+    }
+
     /// The run is over when init reported the backend's status (it sends
     /// it only once nothing else is left in the namespace) or when init
     /// itself is gone.
