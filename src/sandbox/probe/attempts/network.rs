@@ -143,3 +143,79 @@ pub(super) fn socketpair(kind: &str) -> Tried {
     }
     Ok(format!("{kind} pair created"))
 }
+
+/// `sockaddr_in` whose address another thread may rewrite while a call
+/// reads it.
+#[repr(C)]
+struct SwappedAddr {
+    family: libc::sa_family_t,
+    port: u16,
+    addr: std::sync::atomic::AtomicU32,
+    zero: [u8; 8],
+}
+
+/// `count` non-blocking TCP connects to `target` (an IPv4 `address:port`)
+/// while another thread flips the address the call reads between the
+/// target's and TEST-NET-1's (192.0.2.1) in a loop: what a supervisor
+/// reads may not be what the kernel would connect to. Reports how many
+/// connects went out (connected or in progress); refused, the last errno.
+pub(super) fn connect_swapped(target: &str, count: &str) -> Tried {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let to: std::net::SocketAddrV4 = target.parse().map_err(|_| "bad address")?;
+    let n: u32 = count.parse().map_err(|_| "bad count")?;
+    let real = u32::from_ne_bytes(to.ip().octets());
+    let decoy = u32::from_ne_bytes([192, 0, 2, 1]);
+    let addr = SwappedAddr {
+        family: libc::AF_INET as libc::sa_family_t,
+        port: to.port().to_be(),
+        addr: std::sync::atomic::AtomicU32::new(real),
+        zero: [0; 8],
+    };
+    let done = AtomicBool::new(false);
+    let (mut out, mut last) = (0u32, String::new());
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                addr.addr.store(decoy, Ordering::Relaxed);
+                addr.addr.store(real, Ordering::Relaxed);
+            }
+        });
+        for _ in 0..n {
+            // SAFETY: socket takes no pointer.
+            let fd = unsafe {
+                libc::socket(
+                    libc::AF_INET,
+                    libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                    0,
+                )
+            };
+            if fd < 0 {
+                last = os_err();
+                continue;
+            }
+            // SAFETY: `addr` has sockaddr_in's layout (AtomicU32 is a u32)
+            // and outlives the call.
+            let rc = unsafe {
+                libc::connect(
+                    fd,
+                    std::ptr::addr_of!(addr).cast(),
+                    std::mem::size_of::<SwappedAddr>() as libc::socklen_t,
+                )
+            };
+            let e = std::io::Error::last_os_error().raw_os_error();
+            if rc == 0 || e == Some(libc::EINPROGRESS) {
+                out += 1;
+            } else {
+                last = os_err();
+            }
+            // SAFETY: closing the socket made above.
+            unsafe { libc::close(fd) };
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    if out > 0 {
+        Ok(format!("{out} of {n} connects went out"))
+    } else {
+        Err(format!("{last} ({n} refused)"))
+    }
+}
