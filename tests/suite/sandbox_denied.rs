@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::mcp::*;
-use crate::support::sandbox::{output_within, text, Who, World};
+use crate::support::sandbox::{assert_clean, output_within, text, Who, World};
 
 const PYTHON: &str = "/usr/bin/python3";
 const META: &str = "io.reachweaver/denied";
@@ -47,32 +47,6 @@ async def main():
 print("asyncio", asyncio.run(main()))
 sys.exit(7)
 "#;
-
-/// The compatibility class as docs/DENIED.md lists it: calls clean runs
-/// make, counted apart.
-const COMPATIBILITY: [&str; 3] = ["clone3", "socket", "fchown"];
-
-/// The report of a clean run: watched, no network attempt, no refused
-/// call outside the compatibility class, not killed by the filter.
-pub(crate) fn assert_clean(meta: &Value, what: &str) {
-    assert_eq!(meta["status"], "watched", "{what}: {meta:#}");
-    assert_eq!(meta["network"], 0, "{what}: {meta:#}");
-    assert_eq!(meta["counts"], json!({}), "{what}: {meta:#}");
-    assert_eq!(meta["entries"], json!([]), "{what}: {meta:#}");
-    assert_eq!(meta["omitted"], 0, "{what}: {meta:#}");
-    let s = &meta["syscalls"];
-    assert_eq!(s["refused"], 0, "{what}: {meta:#}");
-    assert_eq!(s["entries"], json!([]), "{what}: {meta:#}");
-    assert_eq!(s["omitted"], 0, "{what}: {meta:#}");
-    let compat = s["compatibility"].as_object().expect("compatibility");
-    for name in compat.keys() {
-        assert!(
-            COMPATIBILITY.contains(&name.as_str()),
-            "{what}: {name} is not in the compatibility class: {meta:#}"
-        );
-    }
-    assert_eq!(meta["killed_by_filter"], false, "{what}: {meta:#}");
-}
 
 fn reports(w: &World) -> PathBuf {
     let dir = w.folder("reports");
