@@ -325,7 +325,7 @@ pub fn restrict_namespaces_like_ubuntu(cmd: &mut Command) {
 
 /// The compatibility class as docs/DENIED.md lists it: calls clean runs
 /// make, counted apart.
-const COMPATIBILITY: [&str; 3] = ["clone3", "socket", "fchown"];
+const COMPATIBILITY: [&str; 4] = ["clone3", "socket", "pkey_alloc", "fchown"];
 
 /// The report of a clean run: watched, no network attempt, no refused
 /// call outside the compatibility class, not killed by the filter.

@@ -29,10 +29,10 @@ struct Compat {
     why: &'static str,
 }
 
-/// What the reference backend, the Python example backend, CPython and
-/// glibc make in clean runs and handle when refused (measured by running
-/// every reference tool and the Python backends under the watched filter
-/// and reading the reports).
+/// What the reference backend, the Python example backend, CPython, glibc
+/// and Node.js make in clean runs and handle when refused (measured by
+/// running every reference tool, the Python backends and Node.js 20 under
+/// the watched filter and reading the reports).
 const COMPATIBILITY: &[Compat] = &[
     Compat {
         nr: libc::SYS_clone3,
@@ -43,6 +43,11 @@ const COMPATIBILITY: &[Compat] = &[
         nr: libc::SYS_socket,
         arg0: Some(libc::AF_UNIX as u64),
         why: "glibc's lookups of users and hosts ask nscd first, then read the files",
+    },
+    Compat {
+        nr: libc::SYS_pkey_alloc,
+        arg0: None,
+        why: "V8 (Node.js) asks for a memory protection key at start and goes on without one",
     },
     Compat {
         nr: libc::SYS_fchown,
@@ -101,6 +106,7 @@ mod tests {
         let nr = |n: i64| n as i32;
         assert!(is_compatibility(nr(libc::SYS_clone3), &[0; 6]));
         assert!(is_compatibility(nr(libc::SYS_fchown), &[3, 0, 0, 0, 0, 0]));
+        assert!(is_compatibility(nr(libc::SYS_pkey_alloc), &[0; 6]));
         let unix = [libc::AF_UNIX as u64, 1, 0, 0, 0, 0];
         assert!(is_compatibility(nr(libc::SYS_socket), &unix));
         // A socket of another family is not: a netlink or packet socket
