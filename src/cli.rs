@@ -413,13 +413,14 @@ pub enum ConfigClient {
 /// (docs/DENIED.md).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct DeniedReport {
-    /// Write what the command tried and was refused (network attempts) as JSON.
+    /// Write what the command tried and was refused (network attempts, system calls) as JSON.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
-    /// Write it as JUnit XML: one failing case per attempted destination.
+    /// Write it as JUnit XML: one failing case per attempted destination or refused call.
     #[arg(long = "report-junit", value_name = "FILE")]
     pub report_junit: Option<PathBuf>,
-    /// Exit 86 when anything was refused (or nobody could watch), whatever the command's exit.
+    /// Exit 86 when anything was refused (compatibility calls aside), the filter killed the
+    /// command, or nobody could watch, whatever the command's exit.
     #[arg(long = "fail-on-denied")]
     pub fail_on_denied: bool,
 }

@@ -1,8 +1,10 @@
-//! What a run tried and was refused: the network calls its supervisor saw
-//! (docs/DENIED.md). Plain data, filled by the supervisor
+//! What a run tried and was refused: the network calls its supervisor saw,
+//! the other system calls refused by name, and whether the filter killed
+//! the run (docs/DENIED.md). Plain data, filled by the supervisor
 //! (`linux/supervise.rs`) and rendered here for the result's `_meta`, the
 //! log line, `sandbox run --report` (JSON) and `--report-junit`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
@@ -97,6 +99,30 @@ impl Attempt {
     }
 }
 
+/// Refused calls of one name that got one answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The system call's name (`ptrace`, or `syscall_<nr>`).
+    pub call: Cow<'static, str>,
+    /// The errno it was answered, by name (`EPERM`).
+    pub answer: Cow<'static, str>,
+    pub count: u64,
+}
+
+/// The system calls outside the network family a run was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Syscalls {
+    /// Refused calls by name and answer: the first [`MAX_ENTRIES`] kinds.
+    pub entries: Vec<Refused>,
+    /// Every refused call outside the compatibility class.
+    pub total: u64,
+    /// Calls of kinds met once the list was full: counted, not kept.
+    pub omitted: u64,
+    /// The compatibility class (calls clean runs make), by name: counted
+    /// apart, never failing a job.
+    pub compatibility: BTreeMap<Cow<'static, str>, u64>,
+}
+
 /// Everything refused in one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denied {
@@ -109,6 +135,11 @@ pub struct Denied {
     pub total: u64,
     /// Attempts made once the list was full: counted, not kept.
     pub omitted: u64,
+    /// The other refused system calls, by name.
+    pub syscalls: Syscalls,
+    /// The run's command died of `SIGSYS`: what the filter's kill gives (a
+    /// foreign architecture's or an x32 call, which can't be named).
+    pub killed_by_filter: bool,
 }
 
 impl Denied {
@@ -119,6 +150,41 @@ impl Denied {
             counts: BTreeMap::new(),
             total: 0,
             omitted: 0,
+            syscalls: Syscalls::default(),
+            killed_by_filter: false,
+        }
+    }
+
+    /// Count a refused system call by name: in the compatibility class
+    /// apart, the others kept by name and answer while there is room for
+    /// another kind.
+    pub fn record_syscall(
+        &mut self,
+        call: Cow<'static, str>,
+        answer: Cow<'static, str>,
+        compatibility: bool,
+    ) {
+        let s = &mut self.syscalls;
+        if compatibility {
+            let n = s.compatibility.entry(call).or_insert(0);
+            *n = n.saturating_add(1);
+            return;
+        }
+        s.total = s.total.saturating_add(1);
+        if let Some(r) = s
+            .entries
+            .iter_mut()
+            .find(|r| r.call == call && r.answer == answer)
+        {
+            r.count = r.count.saturating_add(1);
+        } else if s.entries.len() < MAX_ENTRIES {
+            s.entries.push(Refused {
+                call,
+                answer,
+                count: 1,
+            });
+        } else {
+            s.omitted = s.omitted.saturating_add(1);
         }
     }
 
@@ -152,22 +218,47 @@ impl Denied {
 
     /// The value of `_meta["io.reachweaver/denied"]` and of `--report`.
     pub fn to_json(&self) -> Value {
+        let s = &self.syscalls;
         json!({
             "status": self.watch.name(),
             "network": self.total,
             "counts": self.counts,
             "entries": self.entries.iter().map(Attempt::to_json).collect::<Vec<_>>(),
             "omitted": self.omitted,
+            "syscalls": {
+                "refused": s.total,
+                "entries": s.entries.iter().map(|r| json!({
+                    "call": r.call, "answer": r.answer, "count": r.count,
+                })).collect::<Vec<_>>(),
+                "omitted": s.omitted,
+                "compatibility": s.compatibility,
+            },
+            "killed_by_filter": self.killed_by_filter,
         })
     }
 
-    /// The log line's field: the count, or why there is none.
+    /// Network attempts and refused system calls outside the
+    /// compatibility class.
+    pub fn refusals(&self) -> u64 {
+        self.total.saturating_add(self.syscalls.total)
+    }
+
+    /// The log line's field: the count, or why there is none; the
+    /// compatibility calls apart and the filter's kill when there were.
     pub fn log_field(&self) -> String {
-        match self.watch {
+        let mut f = match self.watch {
             Watch::Unavailable => " denied=unavailable".into(),
-            Watch::Lost => format!(" denied={} supervisor=lost", self.total),
-            Watch::Watched => format!(" denied={}", self.total),
+            Watch::Lost => format!(" denied={} supervisor=lost", self.refusals()),
+            Watch::Watched => format!(" denied={}", self.refusals()),
+        };
+        let compat: u64 = self.syscalls.compatibility.values().sum();
+        if compat > 0 {
+            f.push_str(&format!(" compat={compat}"));
         }
+        if self.killed_by_filter {
+            f.push_str(" killed=SIGSYS");
+        }
+        f
     }
 
     /// JUnit: one failing case per attempted destination (kept entries,
@@ -189,6 +280,30 @@ impl Denied {
                 xml(&format!("network: {dest}")),
                 xml(&format!("{} refused by {}: {}", a.call, a.layer, a.answer)),
                 xml(&a.to_json().to_string()),
+            ));
+        }
+        for r in &self.syscalls.entries {
+            failures += 1;
+            cases.push_str(&format!(
+                "    <testcase classname=\"{}\" name=\"{}\">\n      <failure message=\"{}\"/>\n    </testcase>\n",
+                xml(suite),
+                xml(&format!("syscall: {} ({})", r.call, r.answer)),
+                xml(&format!("{} refused {} times: {}", r.call, r.count, r.answer)),
+            ));
+        }
+        if self.syscalls.omitted > 0 {
+            failures += 1;
+            cases.push_str(&format!(
+                "    <testcase classname=\"{}\" name=\"syscall: {} more calls\">\n      <failure message=\"calls of kinds beyond the first {MAX_ENTRIES} were only counted\"/>\n    </testcase>\n",
+                xml(suite),
+                self.syscalls.omitted
+            ));
+        }
+        if self.killed_by_filter {
+            failures += 1;
+            cases.push_str(&format!(
+                "    <testcase classname=\"{}\" name=\"killed by the seccomp filter\">\n      <failure message=\"the command died of SIGSYS\"/>\n    </testcase>\n",
+                xml(suite)
             ));
         }
         let omitted = self.omitted;
@@ -224,9 +339,10 @@ impl Denied {
         )
     }
 
-    /// Whether `--fail-on-denied` fails the run.
+    /// Whether `--fail-on-denied` fails the run: a network attempt, a
+    /// refused call outside the compatibility class, or the filter's kill.
     pub fn fails(&self) -> bool {
-        self.total > 0
+        self.refusals() > 0 || self.killed_by_filter
     }
 }
 
@@ -496,5 +612,110 @@ mod tests {
         d.name_dns(Some(99), "nowhere".into());
         d.name_dns(None, "nowhere".into());
         assert_eq!(d.entries.len(), 3);
+    }
+    fn refuse(d: &mut Denied, call: &'static str, answer: &'static str) {
+        d.record_syscall(Cow::Borrowed(call), Cow::Borrowed(answer), false);
+    }
+
+    #[test]
+    fn refused_calls_are_counted_by_name_and_answer() {
+        let mut d = Denied::new(Watch::Watched);
+        refuse(&mut d, "ptrace", "EPERM");
+        refuse(&mut d, "mount", "EPERM");
+        refuse(&mut d, "mount", "EPERM");
+        refuse(&mut d, "ioctl", "ENOTTY");
+        refuse(&mut d, "ioctl", "EPERM");
+        let j = d.to_json();
+        assert_eq!(
+            j["syscalls"],
+            json!({
+                "refused": 5,
+                "entries": [
+                    {"call": "ptrace", "answer": "EPERM", "count": 1},
+                    {"call": "mount", "answer": "EPERM", "count": 2},
+                    {"call": "ioctl", "answer": "ENOTTY", "count": 1},
+                    {"call": "ioctl", "answer": "EPERM", "count": 1},
+                ],
+                "omitted": 0,
+                "compatibility": {},
+            })
+        );
+        assert_eq!(j["network"], 0);
+        assert_eq!(j["killed_by_filter"], false);
+        assert_eq!(d.log_field(), " denied=5");
+        assert!(d.fails());
+    }
+
+    #[test]
+    fn the_first_kinds_of_refused_calls_are_kept_and_the_rest_only_counted() {
+        let mut d = Denied::new(Watch::Watched);
+        let names: Vec<&'static str> = (0..=MAX_ENTRIES)
+            .map(|i| &*Box::leak(format!("call_{i}").into_boxed_str()))
+            .collect();
+        for n in &names[..MAX_ENTRIES] {
+            refuse(&mut d, n, "ENOSYS");
+        }
+        assert_eq!(d.syscalls.entries.len(), MAX_ENTRIES);
+        assert_eq!(d.syscalls.omitted, 0);
+        // A kind already kept is still counted in its entry when full.
+        refuse(&mut d, names[0], "ENOSYS");
+        assert_eq!(d.syscalls.entries[0].count, 2);
+        assert_eq!(d.syscalls.omitted, 0);
+        // One kind more: counted, not kept.
+        refuse(&mut d, names[MAX_ENTRIES], "ENOSYS");
+        refuse(&mut d, names[MAX_ENTRIES], "ENOSYS");
+        assert_eq!(d.syscalls.entries.len(), MAX_ENTRIES);
+        assert_eq!(d.syscalls.omitted, 2);
+        assert_eq!(d.syscalls.total, MAX_ENTRIES as u64 + 3);
+        assert_eq!(d.to_json()["syscalls"]["omitted"], 2);
+        let j = d.to_junit("run");
+        assert!(j.contains("name=\"syscall: 2 more calls\""), "{j}");
+    }
+
+    #[test]
+    fn compatibility_calls_are_counted_apart_and_fail_nothing() {
+        let mut d = Denied::new(Watch::Watched);
+        for _ in 0..3 {
+            d.record_syscall(Cow::Borrowed("clone3"), Cow::Borrowed("ENOSYS"), true);
+        }
+        d.record_syscall(Cow::Borrowed("fchown"), Cow::Borrowed("EPERM"), true);
+        assert!(!d.fails());
+        assert_eq!(d.refusals(), 0);
+        assert_eq!(d.log_field(), " denied=0 compat=4");
+        let j = d.to_json();
+        assert_eq!(j["syscalls"]["refused"], 0);
+        assert_eq!(j["syscalls"]["entries"], json!([]));
+        assert_eq!(
+            j["syscalls"]["compatibility"],
+            json!({"clone3": 3, "fchown": 1})
+        );
+        let junit = d.to_junit("run");
+        assert!(
+            junit.contains("tests=\"1\" failures=\"0\"") && junit.contains("no network attempt"),
+            "{junit}"
+        );
+        // One call outside the class fails the job.
+        refuse(&mut d, "ptrace", "EPERM");
+        assert!(d.fails());
+        assert_eq!(d.log_field(), " denied=1 compat=4");
+        let junit = d.to_junit("run");
+        assert!(
+            junit.contains("failures=\"1\"") && junit.contains("name=\"syscall: ptrace (EPERM)\""),
+            "{junit}"
+        );
+    }
+
+    #[test]
+    fn a_run_killed_by_the_filter_fails_and_says_so() {
+        let mut d = Denied::new(Watch::Watched);
+        d.killed_by_filter = true;
+        assert!(d.fails());
+        assert_eq!(d.log_field(), " denied=0 killed=SIGSYS");
+        assert_eq!(d.to_json()["killed_by_filter"], true);
+        let j = d.to_junit("run");
+        assert!(
+            j.contains("failures=\"1\"") && j.contains("killed by the seccomp filter"),
+            "{j}"
+        );
     }
 }

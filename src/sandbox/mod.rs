@@ -687,7 +687,7 @@ impl SandboxedChild {
     pub(crate) fn denied(&self) -> denied::Denied {
         match &self.child {
             #[cfg(target_os = "linux")]
-            Process::Forked(r) => r.supervisor.report(),
+            Process::Forked(r) => r.denied(),
             _ => denied::Denied::new(denied::Watch::Unavailable),
         }
     }

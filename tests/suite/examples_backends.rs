@@ -99,6 +99,10 @@ fn the_node_example_is_clean_and_serves_output_over_64_kib_whole() {
         result["content"][0]["text"].as_str().unwrap().len() > 150_000,
         "the answer is over 64 KiB"
     );
+    // Node.js makes compatibility calls only (V8's pkey_alloc, its
+    // threads' clone3): nothing refused (docs/DENIED.md).
+    #[cfg(target_os = "linux")]
+    crate::support::sandbox::assert_clean(&result["_meta"]["io.reachweaver/denied"], "rw-node");
 
     let (env, _) = call(&mut s, 2, "read_lines", json!({"file": "missing.txt"}));
     assert_eq!(env["output"]["error"]["code"], "path_not_found", "{env}");
@@ -114,11 +118,15 @@ fn the_shell_example_is_clean_and_answers_with_findings_and_errors() {
     std::fs::write(home.path().join("empty.txt"), "").unwrap();
     let mut s = serve(&backend, home.path());
     assert_eq!(tool_names(&mut s), vec!["describe", "file_size"]);
-    let (env, _) = call(&mut s, 1, "file_size", json!({"file": "some.txt"}));
+    let (env, first) = call(&mut s, 1, "file_size", json!({"file": "some.txt"}));
     assert_eq!(
         env,
         json!({"exit_code": 0, "output": {"bytes": 6, "empty": false}})
     );
+    // Watched where runs are (Linux); macOS runs say `unavailable`.
+    if cfg!(target_os = "linux") {
+        crate::support::sandbox::assert_clean(&first["_meta"]["io.reachweaver/denied"], "rw-shell");
+    }
     // Exit 1 is findings: a normal answer, not an error.
     let (env, result) = call(&mut s, 2, "file_size", json!({"file": "empty.txt"}));
     assert_eq!(

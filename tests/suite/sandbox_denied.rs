@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::mcp::*;
-use crate::support::sandbox::{output_within, text, Who, World};
+use crate::support::sandbox::{assert_clean, output_within, text, Who, World};
 
 const PYTHON: &str = "/usr/bin/python3";
 const META: &str = "io.reachweaver/denied";
@@ -175,10 +175,7 @@ fn local_sockets_are_not_network_attempts() {
     // The command's exit: nothing was refused.
     assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "pair hi\nasyncio 42\n");
-    assert_eq!(
-        read_json(&json_at),
-        json!({"status": "watched", "network": 0, "counts": {}, "entries": [], "omitted": 0})
-    );
+    assert_clean(&read_json(&json_at), "local sockets");
     let junit = std::fs::read_to_string(&junit_at).unwrap();
     assert!(
         junit.contains("tests=\"1\" failures=\"0\" skipped=\"0\"")
@@ -212,12 +209,7 @@ fn the_reference_backends_tools_report_no_attempt() {
             "tools/call",
             json!({"name": tool, "arguments": {}}),
         ));
-        let meta = &r["result"]["_meta"][META];
-        assert_eq!(
-            *meta,
-            json!({"status": "watched", "network": 0, "counts": {}, "entries": [], "omitted": 0}),
-            "{tool}: {r}"
-        );
+        assert_clean(&r["result"]["_meta"][META], tool);
     }
     let log = s.stderr_when("every call's line", |l| {
         l.matches("call tool=").count() >= tools.len()
@@ -300,9 +292,171 @@ fn a_draft_run_is_watched_too() {
     ));
     let env = envelope_of(&r["result"]);
     assert!(env["exit_code"] == 0 || env["exit_code"] == 1, "{env}");
-    assert_eq!(
-        r["result"]["_meta"][META],
-        json!({"status": "watched", "network": 0, "counts": {}, "entries": [], "omitted": 0}),
-        "{r}"
+    assert_clean(&r["result"]["_meta"][META], "draft");
+}
+
+/// Calls outside the allow-list through libc's `syscall`, each printed
+/// with the errno it got: `ptrace`, `mount` twice, `io_uring_setup`, an
+/// unlisted call (`memfd_create`), an `ioctl` request not listed and a
+/// `fallocate` mode other than 0 (both on stdout: the filter answers
+/// before any file system would). The numbers are this architecture's.
+fn refused_calls_script() -> String {
+    format!(
+        r#"
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def call(name, nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    print(name, "ok" if r >= 0 else ctypes.get_errno())
+call("ptrace", {ptrace}, 0, 0, 0, 0)
+call("mount", {mount}, 0, 0, 0, 0, 0)
+call("mount", {mount}, 0, 0, 0, 0, 0)
+call("io_uring_setup", 425, 8, 0)
+call("memfd_create", {memfd}, 0, 0)
+call("ioctl", {ioctl}, 1, 0x80086601, 0)
+call("fallocate", {fallocate}, 1, {keep_size}, 0, 4096)
+sys.exit(5)
+"#,
+        ptrace = libc::SYS_ptrace,
+        mount = libc::SYS_mount,
+        memfd = libc::SYS_memfd_create,
+        ioctl = libc::SYS_ioctl,
+        fallocate = libc::SYS_fallocate,
+        keep_size = libc::FALLOC_FL_KEEP_SIZE,
+    )
+}
+
+fn refused_calls_are_named(who: Who) {
+    let w = World::new();
+    let dir = reports(&w);
+    let (json_at, junit_at) = (dir.join("r.json"), dir.join("r.xml"));
+    let script = refused_calls_script();
+    let out = run_python(
+        &w,
+        who,
+        &script,
+        &[
+            "--report",
+            json_at.to_str().unwrap(),
+            "--report-junit",
+            junit_at.to_str().unwrap(),
+        ],
     );
+    // The errnos the plain filter gives (seccomp.rs's table), unchanged by
+    // the supervisor that answers them now.
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "ptrace {eperm}\nmount {eperm}\nmount {eperm}\nio_uring_setup {eperm}\n\
+             memfd_create {enosys}\nioctl {enotty}\nfallocate {eopnotsupp}\n",
+            eperm = libc::EPERM,
+            enosys = libc::ENOSYS,
+            enotty = libc::ENOTTY,
+            eopnotsupp = libc::EOPNOTSUPP,
+        ),
+        "{who:?}"
+    );
+    let r = read_json(&json_at);
+    assert_eq!(r["status"], "watched", "{r:#}");
+    assert_eq!(r["network"], 0, "{r:#}");
+    assert_eq!(
+        r["syscalls"]["entries"],
+        json!([
+            {"call": "ptrace", "answer": "EPERM", "count": 1},
+            {"call": "mount", "answer": "EPERM", "count": 2},
+            {"call": "io_uring_setup", "answer": "EPERM", "count": 1},
+            {"call": "memfd_create", "answer": "ENOSYS", "count": 1},
+            {"call": "ioctl", "answer": "ENOTTY", "count": 1},
+            {"call": "fallocate", "answer": "EOPNOTSUPP", "count": 1},
+        ]),
+        "{r:#}"
+    );
+    assert_eq!(r["syscalls"]["refused"], 7, "{r:#}");
+    assert_eq!(r["syscalls"]["omitted"], 0, "{r:#}");
+    assert_eq!(r["killed_by_filter"], false, "{r:#}");
+    let junit = std::fs::read_to_string(&junit_at).unwrap();
+    assert!(junit.contains("failures=\"6\""), "{junit}");
+    assert!(junit.contains("name=\"syscall: mount (EPERM)\""), "{junit}");
+    let out = run_python(&w, who, &script, &["--fail-on-denied"]);
+    assert_eq!(out.status.code(), Some(86), "{}", text(&out.stderr));
+}
+
+#[test]
+fn refused_calls_are_named_with_counts_and_keep_their_errnos() {
+    refused_calls_are_named(Who::Me);
+}
+
+#[test]
+fn refused_calls_are_named_for_an_unprivileged_user() {
+    refused_calls_are_named(Who::Unprivileged);
+}
+
+/// A thread (glibc's `clone3`, answered ENOSYS, then `clone`) and a local
+/// socket (as glibc's nscd lookup makes): compatibility calls only.
+const COMPAT_ONLY: &str = r#"
+import socket, sys, threading
+t = threading.Thread(target=lambda: None)
+t.start()
+t.join()
+try:
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    print("unix socket made")
+except OSError as e:
+    print("unix socket", e.errno)
+sys.exit(4)
+"#;
+
+#[test]
+fn compatibility_calls_are_counted_apart_and_fail_no_job() {
+    let w = World::new();
+    let dir = reports(&w);
+    let json_at = dir.join("r.json");
+    let out = run_python(
+        &w,
+        Who::Me,
+        COMPAT_ONLY,
+        &["--fail-on-denied", "--report", json_at.to_str().unwrap()],
+    );
+    // The command's own exit: nothing it did fails the job.
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), format!("unix socket {}\n", libc::EPERM));
+    let r = read_json(&json_at);
+    assert_clean(&r, "compatibility calls");
+    let compat = &r["syscalls"]["compatibility"];
+    assert!(compat["clone3"].as_u64().unwrap() >= 1, "{r:#}");
+    assert!(compat["socket"].as_u64().unwrap() >= 1, "{r:#}");
+}
+
+/// An x32 call: the filter kills the process; the report can't name the
+/// call but says the filter killed the run.
+#[test]
+fn a_run_killed_by_the_filter_is_reported_so() {
+    let w = World::new();
+    let dir = reports(&w);
+    let json_at = dir.join("r.json");
+    let script = format!(
+        "import ctypes\nctypes.CDLL(None).syscall({})\nprint('survived')\n",
+        0x4000_0000 + libc::SYS_getpid
+    );
+    let out = run_python(
+        &w,
+        Who::Me,
+        &script,
+        &["--report", json_at.to_str().unwrap()],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(128 + libc::SIGSYS),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(text(&out.stdout), "");
+    let r = read_json(&json_at);
+    assert_eq!(r["killed_by_filter"], true, "{r:#}");
+    assert_eq!(r["syscalls"]["refused"], 0, "{r:#}");
+    let out = run_python(&w, Who::Me, &script, &["--fail-on-denied"]);
+    assert_eq!(out.status.code(), Some(86), "{}", text(&out.stderr));
 }

@@ -18,6 +18,7 @@ const NETWORK: &[&str] = &[
     "tcp-connect-::1",
     "udp-send-127.0.0.1",
     "mptcp-connect-127.0.0.1",
+    "connect-with-swapped-address",
     "abstract-unix-connect",
 ];
 

@@ -38,6 +38,7 @@ const NETWORK: &[&str] = &[
     "tcp-connect-::1",
     "udp-send-127.0.0.1",
     "mptcp-connect-127.0.0.1",
+    "connect-with-swapped-address",
     "dns-lookup-localhost",
     "socket-netlink",
     "socket-vsock",

@@ -322,3 +322,29 @@ pub fn restrict_namespaces_like_ubuntu(cmd: &mut Command) {
         });
     }
 }
+
+/// The compatibility class as docs/DENIED.md lists it: calls clean runs
+/// make, counted apart.
+const COMPATIBILITY: [&str; 4] = ["clone3", "socket", "pkey_alloc", "fchown"];
+
+/// The report of a clean run: watched, no network attempt, no refused
+/// call outside the compatibility class, not killed by the filter.
+pub fn assert_clean(meta: &serde_json::Value, what: &str) {
+    assert_eq!(meta["status"], "watched", "{what}: {meta:#}");
+    assert_eq!(meta["network"], 0, "{what}: {meta:#}");
+    assert_eq!(meta["counts"], serde_json::json!({}), "{what}: {meta:#}");
+    assert_eq!(meta["entries"], serde_json::json!([]), "{what}: {meta:#}");
+    assert_eq!(meta["omitted"], 0, "{what}: {meta:#}");
+    let s = &meta["syscalls"];
+    assert_eq!(s["refused"], 0, "{what}: {meta:#}");
+    assert_eq!(s["entries"], serde_json::json!([]), "{what}: {meta:#}");
+    assert_eq!(s["omitted"], 0, "{what}: {meta:#}");
+    let compat = s["compatibility"].as_object().expect("compatibility");
+    for name in compat.keys() {
+        assert!(
+            COMPATIBILITY.contains(&name.as_str()),
+            "{what}: {name} is not in the compatibility class: {meta:#}"
+        );
+    }
+    assert_eq!(meta["killed_by_filter"], false, "{what}: {meta:#}");
+}

@@ -46,6 +46,7 @@ pub mod landlock;
 pub mod mounts;
 pub mod namespaces;
 mod reexec;
+pub mod refused;
 pub mod rlimits;
 pub mod seccomp;
 pub(crate) mod server;

@@ -22,6 +22,11 @@
 //!    255 instructions);
 //! 3. answers `ENOSYS` to every number it didn't find.
 //!
+//! A run with a supervisor gets the same table with every errno verdict
+//! (the unlisted calls' included) handed to the supervisor instead
+//! ([`watched_list`]), which answers the errno this program gives and
+//! records the call; [`errno_of`] runs this program for it.
+//!
 //! Entries that only look at the number cost nothing after the first call:
 //! the kernel caches an "always allowed" answer per number. The entries
 //! that read arguments come first, as they run the program on every call.
@@ -841,6 +846,15 @@ pub fn build_prefix(arch: u32) -> Vec<sock_filter> {
 
 /// The program for a table: the prefix, one block per entry, `ENOSYS`.
 pub fn assemble(arch: u32, table: &[Entry]) -> Result<BpfProgram, SeccompBuildError> {
+    assemble_with(arch, table, FilterAnswer::Errno(libc::ENOSYS))
+}
+
+/// [`assemble`] with `unlisted` answering the calls the table doesn't list.
+fn assemble_with(
+    arch: u32,
+    table: &[Entry],
+    unlisted: FilterAnswer,
+) -> Result<BpfProgram, SeccompBuildError> {
     let mut seen = std::collections::BTreeSet::new();
     let mut program = build_prefix(arch);
     for e in table {
@@ -857,7 +871,7 @@ pub fn assemble(arch: u32, table: &[Entry]) -> Result<BpfProgram, SeccompBuildEr
         program.push(jump(BPF_JEQ_K, nr, 0, short_jump(body.len())?));
         program.extend(body);
     }
-    program.push(ret(FilterAnswer::Errno(libc::ENOSYS)));
+    program.push(ret(unlisted));
     if program.len() > BPF_MAXINSNS {
         return Err(SeccompBuildError(format!(
             "{} instructions, more than the kernel takes",
@@ -910,7 +924,37 @@ pub const WATCHED: [i64; 6] = [
 /// lets it go on. Two holes for the run's init, closed by [`seal_list`]:
 /// the listener's handover (`sendmsg` with [`HANDOVER_FLAGS`]) and
 /// installing the seal itself (`seccomp` with no flags).
+///
+/// Every refusal with an errno goes to the supervisor too
+/// ([`notify_refusals`]), which answers the errno [`build_program`] gives
+/// for the same call and arguments and records the call by name.
 pub fn watched_list(beside: Beside) -> Vec<Entry> {
+    let mut l = watched_answers(beside);
+    notify_refusals(&mut l);
+    l
+}
+
+/// Each `Errno` verdict of `table` turned into `Notify`; allows stay.
+pub fn notify_refusals(table: &mut [Entry]) {
+    let notify = |a: &mut FilterAnswer| {
+        if matches!(a, FilterAnswer::Errno(_)) {
+            *a = FilterAnswer::Notify;
+        }
+    };
+    for e in table {
+        match &mut e.verdict {
+            Decision::Always(a) => notify(a),
+            Decision::Cases { cases, otherwise } => {
+                cases.iter_mut().for_each(|c| notify(&mut c.answer));
+                notify(otherwise);
+            }
+        }
+    }
+}
+
+/// The watched table before its refusals are handed over: what a run
+/// with a supervisor is answered, errnos included.
+fn watched_answers(beside: Beside) -> Vec<Entry> {
     let mut l: Vec<Entry> = allow_list(beside)
         .into_iter()
         .filter(|e| e.nr != libc::SYS_socket && !WATCHED.contains(&e.nr))
@@ -986,7 +1030,7 @@ pub struct Watched {
 
 pub fn build_watched(beside: Beside) -> Result<Watched, SeccompBuildError> {
     Ok(Watched {
-        filter: assemble(audit_arch()?, &watched_list(beside))?,
+        filter: assemble_with(audit_arch()?, &watched_list(beside), FilterAnswer::Notify)?,
         seal: build_seal()?,
     })
 }
@@ -1036,39 +1080,63 @@ pub fn apply(program: &BpfProgram) -> Result<(), super::step_error::StepError> {
         .map_err(|e| StepError::caused(LayerStep::SeccompLoad, format!("seccomp: {e}"), &e))
 }
 
-#[cfg(test)]
+/// What `program` answers the call `data` describes, when that is an
+/// errno: how the supervisor gives a refused call of a watched run exactly
+/// the errno the plain filter would have. `None` for any other answer (or
+/// a program the interpreter can't run).
+pub fn errno_of(program: &[sock_filter], data: &[u8]) -> Option<i32> {
+    let r = bpf_eval::eval(program, data)?;
+    (r & libc::SECCOMP_RET_ACTION_FULL == libc::SECCOMP_RET_ERRNO)
+        .then_some((r & libc::SECCOMP_RET_DATA) as i32)
+}
+
 pub mod bpf_eval {
-    //! A classic-BPF interpreter for the instructions seccomp programs use,
-    //! so tests can ask the real program what it decides.
+    //! A classic-BPF interpreter for the instructions seccomp programs use:
+    //! tests ask the real program what it decides, and the supervisor asks
+    //! the plain program what a call handed to it would have been answered.
+    //! Pure, and bounded: classic BPF only jumps forward.
 
     use seccompiler::sock_filter;
 
+    /// Size of `struct seccomp_data`.
+    pub const DATA_LEN: usize = 64;
+
     /// `struct seccomp_data`, laid out as the kernel hands it to the filter
-    /// (little-endian 64-bit arguments).
-    pub fn data(nr: i64, arch: u32, args: [u64; 6]) -> Vec<u8> {
-        let mut d = Vec::with_capacity(64);
-        d.extend_from_slice(&(nr as i32).to_le_bytes());
-        d.extend_from_slice(&arch.to_le_bytes());
-        d.extend_from_slice(&0u64.to_le_bytes());
-        for a in args {
-            d.extend_from_slice(&a.to_le_bytes());
+    /// (native byte order): number, architecture, instruction pointer,
+    /// arguments.
+    pub fn seccomp_data(nr: i32, arch: u32, ip: u64, args: [u64; 6]) -> [u8; DATA_LEN] {
+        let mut d = [0u8; DATA_LEN];
+        d[0..4].copy_from_slice(&nr.to_ne_bytes());
+        d[4..8].copy_from_slice(&arch.to_ne_bytes());
+        d[8..16].copy_from_slice(&ip.to_ne_bytes());
+        for (i, a) in args.iter().enumerate() {
+            d[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_ne_bytes());
         }
         d
     }
 
-    pub fn run(program: &[sock_filter], data: &[u8]) -> u32 {
+    /// [`seccomp_data`] for a test's call.
+    #[cfg(test)]
+    pub fn data(nr: i64, arch: u32, args: [u64; 6]) -> Vec<u8> {
+        seccomp_data(nr as i32, arch, 0, args).to_vec()
+    }
+
+    /// The program's return value; `None` for an opcode seccomp programs
+    /// here don't use, a load or jump out of bounds, or falling off the end.
+    pub fn eval(program: &[sock_filter], data: &[u8]) -> Option<u32> {
         let mut a: u32 = 0;
         let mut pc = 0usize;
         loop {
-            let ins = &program[pc];
+            let ins = program.get(pc)?;
             pc += 1;
             match ins.code {
                 0x20 => {
-                    let off = ins.k as usize;
-                    a = u32::from_le_bytes(data[off..off + 4].try_into().unwrap());
+                    let off = usize::try_from(ins.k).ok()?;
+                    let w = data.get(off..off.checked_add(4)?)?;
+                    a = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
                 }
                 0x54 => a &= ins.k,
-                0x05 => pc += ins.k as usize,
+                0x05 => pc = pc.checked_add(usize::try_from(ins.k).ok()?)?,
                 0x15 | 0x25 | 0x35 | 0x45 => {
                     let taken = match ins.code {
                         0x15 => a == ins.k,
@@ -1076,12 +1144,18 @@ pub mod bpf_eval {
                         0x35 => a >= ins.k,
                         _ => a & ins.k != 0,
                     };
-                    pc += if taken { ins.jt } else { ins.jf } as usize;
+                    pc += usize::from(if taken { ins.jt } else { ins.jf });
                 }
-                0x06 => return ins.k,
-                other => panic!("unexpected BPF opcode {other:#x} at {}", pc - 1),
+                0x06 => return Some(ins.k),
+                _ => return None,
             }
         }
+    }
+
+    /// [`eval`] for tests, where a program it can't run is a failure.
+    #[cfg(test)]
+    pub fn run(program: &[sock_filter], data: &[u8]) -> u32 {
+        eval(program, data).expect("the interpreter ran the program")
     }
 }
 
@@ -1227,11 +1301,16 @@ mod tests {
         let arch = audit_arch().unwrap();
         let path = [0x1000, 0, 0, 0, 0, 0];
         let eacces = libc::SECCOMP_RET_ERRNO | libc::EACCES as u32;
-        for (landlock_truncates, truncate) in [(true, ALLOW), (false, eacces)] {
+        // A watched run's refusal goes to its supervisor, which answers the
+        // plain program's errno.
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        for (landlock_truncates, plain_answer, watched_answer) in
+            [(true, ALLOW, ALLOW), (false, eacces, notify)]
+        {
             let beside = Beside { landlock_truncates };
             let plain = build_program(beside).unwrap();
             let watched = build_watched(beside).unwrap().filter;
-            for program in [&plain, &watched] {
+            for (program, truncate) in [(&plain, plain_answer), (&watched, watched_answer)] {
                 let d = |nr| run(program, &data(nr, arch, path));
                 assert_eq!(d(libc::SYS_truncate), truncate, "{beside:?}");
                 // A descriptor open for writing is Landlock's to judge on
@@ -1792,7 +1871,8 @@ mod tests {
         ] {
             assert_eq!(d(nr, [3, 0, 0, 0, 0, 0]), NOTIFY, "syscall {nr}");
         }
-        // Internet sockets may be made; every other family keeps EPERM.
+        // Internet sockets may be made; every other family is refused (by
+        // the supervisor, with the plain program's EPERM).
         for family in [libc::AF_INET, libc::AF_INET6] {
             assert_eq!(d(libc::SYS_socket, [family as u64, 1, 0, 0, 0, 0]), ALLOW);
         }
@@ -1802,7 +1882,10 @@ mod tests {
             libc::AF_PACKET,
             libc::AF_INET + 1,
         ] {
-            assert_eq!(d(libc::SYS_socket, [family as u64, 1, 0, 0, 0, 0]), EPERM);
+            assert_eq!(d(libc::SYS_socket, [family as u64, 1, 0, 0, 0, 0]), NOTIFY);
+            let plain = build_program(NEWEST).unwrap();
+            let call = data(libc::SYS_socket, arch, [family as u64, 1, 0, 0, 0, 0]);
+            assert_eq!(errno_of(&plain, &call), Some(libc::EPERM));
         }
         // sendmsg: only the handover's exact flags pass unseen.
         let h = u64::from(HANDOVER_FLAGS);
@@ -1820,17 +1903,141 @@ mod tests {
         let filter = u64::from(libc::SECCOMP_SET_MODE_FILTER);
         assert_eq!(d(libc::SYS_seccomp, [filter, 0, 0, 0, 0, 0]), ALLOW);
         let listener = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
-        assert_eq!(d(libc::SYS_seccomp, [filter, listener, 0, 0, 0, 0]), ENOSYS);
-        assert_eq!(d(libc::SYS_seccomp, [0, 0, 0, 0, 0, 0]), ENOSYS);
-        assert_eq!(d(libc::SYS_seccomp, [filter + 1, 0, 0, 0, 0, 0]), ENOSYS);
-        // Everything else answers as the plain program does.
+        assert_eq!(d(libc::SYS_seccomp, [filter, listener, 0, 0, 0, 0]), NOTIFY);
+        assert_eq!(d(libc::SYS_seccomp, [0, 0, 0, 0, 0, 0]), NOTIFY);
+        assert_eq!(d(libc::SYS_seccomp, [filter + 1, 0, 0, 0, 0, 0]), NOTIFY);
+        // Everything else: allowed where the plain program allows, handed
+        // over where it refuses with an errno, killed where it kills.
         for nr in 0..500 {
             if WATCHED.contains(&nr) || [libc::SYS_socket, libc::SYS_seccomp].contains(&nr) {
                 continue;
             }
             for args in [[0; 6], [1, 0x5401, 0o100, 0o755, 1, 0]] {
-                assert_eq!(d(nr, args), decide(nr, args), "syscall {nr} {args:?}");
+                let plain = decide(nr, args);
+                let want = if plain & libc::SECCOMP_RET_ACTION_FULL == libc::SECCOMP_RET_ERRNO {
+                    NOTIFY
+                } else {
+                    plain
+                };
+                assert_eq!(d(nr, args), want, "syscall {nr} {args:?}");
             }
+        }
+        // A foreign architecture and x32 numbers are still killed outright.
+        let foreign = AUDIT_ARCH_AARCH64 ^ arch ^ AUDIT_ARCH_X86_64;
+        assert_eq!(
+            run(&w.filter, &data(libc::SYS_getpid, foreign, [0; 6])),
+            KILL
+        );
+        assert_eq!(d(i64::from(X32_SYSCALL_BIT) + 39, [0; 6]), KILL);
+    }
+
+    /// What the supervisor answers a call handed over: the plain
+    /// program's errno for the same number and arguments.
+    fn errno(nr: i64, args: [u64; 6]) -> Option<i32> {
+        let plain = build_program(NEWEST).unwrap();
+        errno_of(&plain, &data(nr, audit_arch().unwrap(), args))
+    }
+
+    #[test]
+    fn a_refused_calls_errno_is_the_plain_programs() {
+        assert_eq!(errno(libc::SYS_ptrace, [0; 6]), Some(libc::EPERM));
+        assert_eq!(errno(libc::SYS_mount, [0; 6]), Some(libc::EPERM));
+        assert_eq!(
+            errno(nr::IO_URING_SETUP, [8, 0, 0, 0, 0, 0]),
+            Some(libc::EPERM)
+        );
+        assert_eq!(errno(libc::SYS_clone3, [0; 6]), Some(libc::ENOSYS));
+        assert_eq!(errno(libc::SYS_memfd_create, [0; 6]), Some(libc::ENOSYS));
+        // An ioctl request not listed, and the two listed refusals.
+        let fs_ioc_getflags = 0x8008_6601;
+        assert_eq!(
+            errno(libc::SYS_ioctl, [3, fs_ioc_getflags, 0, 0, 0, 0]),
+            Some(libc::ENOTTY)
+        );
+        let tiocsti = u64::from(request::TIOCSTI);
+        assert_eq!(
+            errno(libc::SYS_ioctl, [0, tiocsti, 0, 0, 0, 0]),
+            Some(libc::EPERM)
+        );
+        // A fallocate mode other than 0; mode 0 is allowed, no errno.
+        let keep_size = libc::FALLOC_FL_KEEP_SIZE as u64;
+        assert_eq!(
+            errno(libc::SYS_fallocate, [3, keep_size, 0, 4096, 0, 0]),
+            Some(libc::EOPNOTSUPP)
+        );
+        assert_eq!(errno(libc::SYS_fallocate, [3, 0, 0, 4096, 0, 0]), None);
+        assert_eq!(errno(libc::SYS_getpid, [0; 6]), None);
+        // A killed call has no errno either.
+        let x32 = i64::from(X32_SYSCALL_BIT) + 39;
+        assert_eq!(errno(x32, [0; 6]), None);
+    }
+
+    fn answers(d: &Decision) -> Vec<FilterAnswer> {
+        match d {
+            Decision::Always(a) => vec![*a],
+            Decision::Cases { cases, otherwise } => cases
+                .iter()
+                .map(|c| c.answer)
+                .chain(std::iter::once(*otherwise))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn every_errno_of_the_watched_answers_and_only_those_are_handed_over() {
+        let before = watched_answers(NEWEST);
+        let mut table = before.clone();
+        notify_refusals(&mut table);
+        let mut handed = 0;
+        for (was, now) in before.iter().zip(&table) {
+            assert_eq!(was.nr, now.nr);
+            for (a, b) in answers(&was.verdict).into_iter().zip(answers(&now.verdict)) {
+                let want = match a {
+                    FilterAnswer::Errno(_) => FilterAnswer::Notify,
+                    other => other,
+                };
+                assert_eq!(b, want, "syscall {}", was.nr);
+                handed += usize::from(a != b);
+            }
+        }
+        assert!(handed > 40, "{handed} verdicts handed over");
+        // The plain table's allows are there too: socketpair, openat, ioctl.
+        assert!(table.iter().any(|e| e.nr == libc::SYS_openat));
+    }
+
+    /// Between installing the watched filter and handing its listener over,
+    /// nobody reads the listener: init must make no call that is handed
+    /// over then, or it waits forever. Its calls on that path (the spare's
+    /// announce, the draft run's handover: a send with the handover's
+    /// flags, the listener's close, the seal, and the memory and process
+    /// calls Rust makes around them) are allowed as they are.
+    #[test]
+    fn inits_calls_before_the_handover_are_never_handed_over() {
+        let w = build_watched(NEWEST).unwrap();
+        let arch = audit_arch().unwrap();
+        let h = u64::from(HANDOVER_FLAGS);
+        let filter = u64::from(libc::SECCOMP_SET_MODE_FILTER);
+        for (nr, args) in [
+            (libc::SYS_sendmsg, [4, 0, h, 0, 0, 0]),
+            (libc::SYS_close, [5, 0, 0, 0, 0, 0]),
+            (libc::SYS_seccomp, [filter, 0, 0x7fff_0000, 0, 0, 0]),
+            (
+                libc::SYS_recvmsg,
+                [3, 0, libc::MSG_CMSG_CLOEXEC as u64, 0, 0, 0],
+            ),
+            (libc::SYS_write, [2, 0, 10, 0, 0, 0]),
+            (libc::SYS_mmap, [0; 6]),
+            (libc::SYS_munmap, [0; 6]),
+            (libc::SYS_brk, [0; 6]),
+            (libc::SYS_rt_sigprocmask, [0; 6]),
+            (libc::SYS_getpid, [0; 6]),
+            (libc::SYS_exit_group, [0; 6]),
+        ] {
+            assert_eq!(
+                run(&w.filter, &data(nr, arch, args)),
+                ALLOW,
+                "syscall {nr} {args:?}"
+            );
         }
     }
 

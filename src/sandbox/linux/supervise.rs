@@ -1,5 +1,7 @@
 //! The run's supervisor: the network calls the watched seccomp filter
 //! hands over (`seccomp::WATCHED`) are read, recorded and answered here,
+//! and so is every call the plain filter refuses with an errno (answered
+//! that errno, recorded by name),
 //! on the thread that already polls the run's pipes (`run.rs`), never on a
 //! thread of its own.
 //!
@@ -25,8 +27,8 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use crate::sandbox::denied::{dns_query_name, Attempt, Denied, Watch};
 use crate::sandbox::Layer;
 
-use super::seccomp;
 use super::wire::{channel, Failure};
+use super::{refused, seccomp};
 
 // ---------------------------------------------------------------------------
 // The run's side (init, single-threaded).
@@ -141,15 +143,20 @@ pub(crate) struct Supervisor {
     listener: Option<OwnedFd>,
     denied: Denied,
     faked: Vec<Faked>,
+    /// What the run's filter was built beside, so its refusals get the
+    /// errnos of the plain program built the same way.
+    beside: seccomp::Beside,
 }
 
 impl Supervisor {
-    /// Nobody watches the run (yet): its report says so unless a listener comes.
-    pub(crate) fn unwatched() -> Supervisor {
+    /// Nobody watches the run (yet): its report says so unless a listener
+    /// comes. `beside`: what the run's filter was built beside.
+    pub(crate) fn unwatched(beside: seccomp::Beside) -> Supervisor {
         Supervisor {
             listener: None,
             denied: Denied::new(Watch::Unavailable),
             faked: Vec::new(),
+            beside,
         }
     }
 
@@ -210,6 +217,9 @@ impl Supervisor {
 
     /// Read what the call names, record it, and decide.
     fn judge(&mut self, req: &libc::seccomp_notif, listener: RawFd) -> Answer {
+        if !seccomp::WATCHED.contains(&i64::from(req.data.nr)) {
+            return self.refuse(&req.data);
+        }
         let pid = req.pid;
         let args = req.data.args;
         let read = |addr: u64, len: usize| read_memory(pid, addr, len);
@@ -254,6 +264,30 @@ impl Supervisor {
             return Answer::Errno(libc::ENOSYS);
         }
         self.decide(pid, looked, &read)
+    }
+
+    /// A call the plain filter refuses with an errno: that errno, and the
+    /// call recorded by name. Nothing is read from the run, so nothing the
+    /// run changes meanwhile matters: the errno follows from the number
+    /// and the arguments the kernel handed over. Were the plain program to
+    /// allow it (it never does: only its refusals are handed over), the
+    /// answer is still a refusal.
+    fn refuse(&mut self, data: &libc::seccomp_data) -> Answer {
+        let d = seccomp::bpf_eval::seccomp_data(
+            data.nr,
+            data.arch,
+            data.instruction_pointer,
+            data.args,
+        );
+        let errno = plain_program(self.beside)
+            .and_then(|p| seccomp::errno_of(p, &d))
+            .unwrap_or(libc::ENOSYS);
+        self.denied.record_syscall(
+            refused::name(data.nr),
+            refused::errno_name(errno),
+            refused::is_compatibility(data.nr, &data.args),
+        );
+        Answer::Errno(errno)
     }
 
     fn decide(
@@ -391,6 +425,22 @@ fn respond(listener: RawFd, id: u64, answer: Answer) {
     // SAFETY: SEND reads `resp`, which we own. A failure (ENOENT) means the
     // caller is gone: nothing to answer.
     unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND as _, &mut resp) };
+}
+
+/// The plain filter, whose errnos the supervisor gives the calls handed
+/// over to it: built once per process for each way a run's filter can be
+/// built, from the same table as the runs'.
+fn plain_program(beside: seccomp::Beside) -> Option<&'static seccompiler::BpfProgram> {
+    type Plain = std::sync::OnceLock<Option<seccompiler::BpfProgram>>;
+    static BESIDE_TRUNCATE: Plain = std::sync::OnceLock::new();
+    static ALONE: Plain = std::sync::OnceLock::new();
+    let cell = if beside.landlock_truncates {
+        &BESIDE_TRUNCATE
+    } else {
+        &ALONE
+    };
+    cell.get_or_init(|| seccomp::build_program(beside).ok())
+        .as_ref()
 }
 
 fn bounded(n: u64, max: usize) -> usize {
@@ -591,6 +641,11 @@ fn socket_inode(pid: u32, fd: u64) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// A filter built beside Landlock ABI 3 or later.
+    const NEWEST: seccomp::Beside = seccomp::Beside {
+        landlock_truncates: true,
+    };
+
     fn inet(port: u16, a: [u8; 4]) -> Vec<u8> {
         let mut b = (libc::AF_INET as u16).to_ne_bytes().to_vec();
         b.extend_from_slice(&port.to_be_bytes());
@@ -652,7 +707,7 @@ mod tests {
 
     #[test]
     fn a_send_without_address_continues_and_a_faked_socket_gives_its_query() {
-        let mut s = Supervisor::unwatched();
+        let mut s = Supervisor::unwatched(NEWEST);
         let read = memory(0, Vec::new());
         let looked = Looked {
             call: "sendto",
@@ -698,9 +753,77 @@ mod tests {
         assert_eq!(s.decide(u32::MAX, again, &read), Answer::Continue);
     }
 
+    fn call(nr: i64, args: [u64; 6]) -> libc::seccomp_data {
+        libc::seccomp_data {
+            nr: nr as i32,
+            arch: seccomp::audit_arch().unwrap(),
+            instruction_pointer: 0,
+            args,
+        }
+    }
+
+    #[test]
+    fn a_refusal_handed_over_gets_the_plain_errno_and_its_name() {
+        let mut s = Supervisor::unwatched(NEWEST);
+        let ptrace = call(libc::SYS_ptrace, [0; 6]);
+        assert_eq!(s.refuse(&ptrace), Answer::Errno(libc::EPERM));
+        let mount = call(libc::SYS_mount, [0; 6]);
+        assert_eq!(s.refuse(&mount), Answer::Errno(libc::EPERM));
+        assert_eq!(s.refuse(&mount), Answer::Errno(libc::EPERM));
+        let ioctl = call(libc::SYS_ioctl, [1, 0x8008_6601, 0, 0, 0, 0]);
+        assert_eq!(s.refuse(&ioctl), Answer::Errno(libc::ENOTTY));
+        let clone3 = call(libc::SYS_clone3, [0; 6]);
+        assert_eq!(s.refuse(&clone3), Answer::Errno(libc::ENOSYS));
+        // A call the plain program allows is never let through from here.
+        let getpid = call(libc::SYS_getpid, [0; 6]);
+        assert_eq!(s.refuse(&getpid), Answer::Errno(libc::ENOSYS));
+        let d = s.report();
+        let named: Vec<(String, String, u64)> = d
+            .syscalls
+            .entries
+            .iter()
+            .map(|r| (r.call.to_string(), r.answer.to_string(), r.count))
+            .collect();
+        let want = |c: &str, a: &str, n: u64| (c.to_string(), a.to_string(), n);
+        assert_eq!(
+            named,
+            [
+                want("ptrace", "EPERM", 1),
+                want("mount", "EPERM", 2),
+                want("ioctl", "ENOTTY", 1),
+                want("getpid", "ENOSYS", 1),
+            ]
+        );
+        assert_eq!(d.syscalls.total, 5);
+        assert_eq!(d.syscalls.compatibility.get("clone3"), Some(&1));
+        assert_eq!(d.total, 0);
+    }
+
+    #[test]
+    fn a_run_built_below_landlock_abi_3_gets_eacces_for_truncate_by_path() {
+        let truncate = call(libc::SYS_truncate, [0x1000, 0, 0, 0, 0, 0]);
+        let mut below = Supervisor::unwatched(seccomp::Beside {
+            landlock_truncates: false,
+        });
+        assert_eq!(below.refuse(&truncate), Answer::Errno(libc::EACCES));
+        let d = below.report();
+        assert_eq!(d.syscalls.entries.len(), 1);
+        assert_eq!(
+            (
+                d.syscalls.entries[0].call.as_ref(),
+                d.syscalls.entries[0].answer.as_ref()
+            ),
+            ("truncate", "EACCES")
+        );
+        // Beside Landlock's truncate right the plain program allows it, so
+        // it is never handed over; were it, it would still be refused.
+        let mut newest = Supervisor::unwatched(NEWEST);
+        assert_eq!(newest.refuse(&truncate), Answer::Errno(libc::ENOSYS));
+    }
+
     #[test]
     fn internet_destinations_are_refused_and_recorded_and_unreadable_ones_too() {
-        let mut s = Supervisor::unwatched();
+        let mut s = Supervisor::unwatched(NEWEST);
         let read = memory(0, Vec::new());
         let to = parse_sockaddr(&inet(443, [192, 0, 2, 1]));
         assert_eq!(
@@ -813,21 +936,22 @@ mod tests {
                     "seal ok",
                     "seccomp again ENOSYS",
                     "handover again EPERM",
+                    "ptrace EPERM",
+                    "personality ENOSYS",
                     "supervisor saw connect 192.0.2.1:443 netns ENETUNREACH, 1 in all",
+                    "supervisor named ptrace EPERM 1, personality ENOSYS 1; compatibility socket 1",
                     "connect without supervisor ENOSYS",
                     "socketpair send without supervisor ENOSYS",
+                    "ptrace without supervisor ENOSYS",
                 ]
             );
             return;
         }
-        let watched = seccomp::build_watched(seccomp::Beside {
-            landlock_truncates: true,
-        })
-        .unwrap();
+        let watched = seccomp::build_watched(NEWEST).unwrap();
         let (tx, rx) = std::sync::mpsc::channel::<OwnedFd>();
         let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
         let supervisor = std::thread::spawn(move || {
-            let mut s = Supervisor::unwatched();
+            let mut s = Supervisor::unwatched(NEWEST);
             s.watch(rx.recv().unwrap());
             while stop_rx.try_recv().is_err() {
                 let mut pfd = libc::pollfd {
@@ -907,6 +1031,16 @@ mod tests {
                 raw(-1)
             }
         ));
+        // Refused with an errno by the plain filter: answered the same
+        // errno by the supervisor, and named.
+        let ptrace = || {
+            // SAFETY: PTRACE_PEEKDATA on pid 1 with no buffer; refused.
+            raw(unsafe { libc::syscall(libc::SYS_ptrace, libc::PTRACE_PEEKDATA, 1, 0, 0) })
+        };
+        report(format!("ptrace {}", ptrace()));
+        // SAFETY: personality with 0xffffffff only reads the persona.
+        let persona = unsafe { libc::syscall(libc::SYS_personality, 0xffff_ffff_u64) };
+        report(format!("personality {}", raw(persona)));
         stop_tx.send(()).unwrap();
         let seen = supervisor.join().unwrap();
         let e = &seen.entries[0];
@@ -918,12 +1052,30 @@ mod tests {
             e.answer,
             seen.total
         ));
+        let named: Vec<String> = seen
+            .syscalls
+            .entries
+            .iter()
+            .map(|r| format!("{} {} {}", r.call, r.answer, r.count))
+            .collect();
+        let compat: Vec<String> = seen
+            .syscalls
+            .compatibility
+            .iter()
+            .map(|(c, n)| format!("{c} {n}"))
+            .collect();
+        report(format!(
+            "supervisor named {}; compatibility {}",
+            named.join(", "),
+            compat.join(", ")
+        ));
         // Its listener closed with it: the kernel answers alone.
         report(format!(
             "connect without supervisor {}",
             connect_to(443, [192, 0, 2, 1])
         ));
         send("socketpair send without supervisor");
+        report(format!("ptrace without supervisor {}", ptrace()));
     }
 
     fn unsafe_owned(fd: RawFd) -> OwnedFd {

@@ -210,6 +210,9 @@ pub(in crate::sandbox) enum Reported {
     /// This many connects to distinct destinations: the first
     /// [`crate::sandbox::denied::MAX_ENTRIES`] kept, the rest counted.
     Flood(u64),
+    /// A system call outside the allow-list, named with the errno the
+    /// plain filter gives it, outside the compatibility class.
+    Syscall { call: String, answer: String },
 }
 
 impl Reported {
@@ -256,6 +259,25 @@ impl Reported {
                     .find(|a| a.dns.as_deref() == Some(name.as_str())),
                 name,
             ),
+            Reported::Syscall { call, answer } => {
+                match report
+                    .syscalls
+                    .entries
+                    .iter()
+                    .find(|r| r.call == call.as_str())
+                {
+                    Some(r) if r.answer == answer.as_str() => {
+                        Outcome::Ok(format!("{call} reported ×{}, answered {answer}", r.count))
+                    }
+                    Some(r) => Outcome::Failed(format!(
+                        "{call} reported answered {}, not {answer}",
+                        r.answer
+                    )),
+                    None => {
+                        Outcome::Failed(format!("{call} not in the report: {}", report.to_json()))
+                    }
+                }
+            }
             Reported::Flood(n) => {
                 let kept = report.entries.len() as u64;
                 let bound = (MAX_ENTRIES as u64).min(*n);
@@ -644,6 +666,30 @@ mod tests {
         let mut uncounted = all;
         uncounted.omitted -= 1;
         assert!(!ok(&flood.judge(&uncounted, true)));
+    }
+
+    #[test]
+    fn the_report_must_name_an_unlisted_call_with_its_errno() {
+        use std::borrow::Cow;
+        let want = Reported::Syscall {
+            call: "personality".into(),
+            answer: "ENOSYS".into(),
+        };
+        let mut d = watched([]);
+        assert!(!ok(&want.judge(&d, true)));
+        // In the compatibility class it is not named: not enough.
+        d.record_syscall(Cow::Borrowed("personality"), Cow::Borrowed("ENOSYS"), true);
+        assert!(!ok(&want.judge(&d, true)));
+        let mut wrong = watched([]);
+        wrong.record_syscall(Cow::Borrowed("personality"), Cow::Borrowed("EPERM"), false);
+        assert!(!ok(&want.judge(&wrong, true)));
+        d.record_syscall(Cow::Borrowed("personality"), Cow::Borrowed("ENOSYS"), false);
+        match want.judge(&d, true) {
+            Outcome::Ok(s) => assert_eq!(s, "personality reported ×1, answered ENOSYS"),
+            other => panic!("{other:?}"),
+        }
+        assert!(ok(&want.judge(&Denied::new(Watch::Unavailable), false)));
+        assert!(!ok(&want.judge(&Denied::new(Watch::Unavailable), true)));
     }
 
     #[test]

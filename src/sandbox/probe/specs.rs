@@ -13,6 +13,8 @@ use super::Spec;
 const REPORT_DESTINATION: &str = "192.0.2.1:443";
 /// What they look up: under `.invalid` (RFC 2606), never resolvable.
 const REPORT_NAME: &str = "reachweaver-probe.invalid";
+/// How many connects race the thread that swaps their address.
+const SWAP_CONNECTS: u32 = 200;
 /// How many distinct connects the flood makes: past the report's bound.
 const REPORT_FLOOD: u64 = crate::sandbox::denied::MAX_ENTRIES as u64 + 8;
 
@@ -127,6 +129,30 @@ impl Fixture {
             )
             .allowed()
             .truth(Truth::Denied(Reported::Flood(REPORT_FLOOD))),
+            spec(
+                "report-names-an-unlisted-call",
+                A::UnlistedCall,
+                vec![],
+                "",
+                &[],
+            )
+            .allowed()
+            .truth(Truth::Denied(Reported::Syscall {
+                call: "personality".into(),
+                answer: "ENOSYS".into(),
+            })),
+            // What the supervisor reads of a connect's address may be
+            // rewritten by another thread before the kernel would read it:
+            // the swap changes nothing the other layers hold (the empty
+            // network namespace; no connect is let through to go on).
+            spec(
+                "connect-with-swapped-address",
+                A::ConnectSwapped,
+                vec![self.net.tcp4.to_string(), SWAP_CONNECTS.to_string()],
+                "ENETUNREACH|EPERM",
+                &[Layer(Seccomp), Layer(LandlockTcp), Layer(Netns)],
+            )
+            .truth(Truth::Listener(Which::Tcp4)),
             spec(
                 "socket-raw-icmp",
                 A::Socket,

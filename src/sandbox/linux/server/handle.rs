@@ -550,7 +550,9 @@ impl Run {
                     pid: pid as u32,
                     backend: None,
                     init: None,
-                    supervisor: crate::sandbox::linux::supervise::Supervisor::unwatched(),
+                    supervisor: crate::sandbox::linux::supervise::Supervisor::unwatched(
+                        crate::sandbox::linux::seccomp::Beside::of(&zygote.config.layers),
+                    ),
                     _zygote: zygote,
                 };
                 match listener {
@@ -589,6 +591,17 @@ impl Run {
                 0u32,
             );
         }
+    }
+
+    /// What the run tried and was refused, and whether its command died
+    /// of `SIGSYS`: the filter's kill (a call of a foreign architecture or
+    /// an x32 number), which no supervisor sees.
+    pub(crate) fn denied(&self) -> crate::sandbox::denied::Denied {
+        let mut d = self.supervisor.report();
+        d.killed_by_filter = self
+            .backend
+            .is_some_and(|s| libc::WIFSIGNALED(s) && libc::WTERMSIG(s) == libc::SIGSYS);
+        d
     }
 
     /// The run is over when init reported the backend's status (it sends

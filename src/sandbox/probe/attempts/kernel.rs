@@ -166,3 +166,12 @@ pub(super) fn memfd_exec(prog: &str) -> Tried {
         Err(format!("the program failed: status {st:#x}"))
     }
 }
+
+/// A call the filter doesn't list: `personality` asked only for the
+/// current persona (changes nothing). Answered outside; inside refused,
+/// and the run's report must name it.
+pub(super) fn unlisted_call() -> Tried {
+    // SAFETY: personality with 0xffffffff only reads the persona.
+    let p = check(unsafe { libc::syscall(libc::SYS_personality, 0xffff_ffff_u64) })?;
+    Ok(format!("persona {p:#x}"))
+}

@@ -33,6 +33,7 @@ attempt_table! {
     UdpSend = "udp-send" => |a| network::udp_send(arg(a, 0)?),
     DnsLookup = "dns-lookup" => |a| network::dns_lookup(arg(a, 0)?),
     ConnectMany = "connect-many" => |a| network::connect_many(arg(a, 0)?, arg(a, 1)?),
+    ConnectSwapped = "connect-swapped" => |a| network::connect_swapped(arg(a, 0)?, arg(a, 1)?),
     Socket = "socket" => |a| network::socket(arg(a, 0)?),
     MptcpConnect = "mptcp-connect" => |a| network::mptcp_connect(arg(a, 0)?),
     UnixConnect = "unix-connect" => |a| network::unix_connect(arg(a, 0)?),
@@ -41,6 +42,7 @@ attempt_table! {
     // The kernel's objects and entry points.
     IoUringSetup = "io-uring-setup" => |_a| kernel::io_uring_setup(),
     X32Syscall = "x32-syscall" => |_a| kernel::x32_syscall(),
+    UnlistedCall = "unlisted-call" => |_a| kernel::unlisted_call(),
     UnshareUserns = "unshare-userns" => |_a| kernel::unshare_userns(),
     CloneNewuser = "clone-newuser" => |_a| kernel::clone_newuser(),
     Clone3 = "clone3" => |_a| kernel::clone3(),

@@ -143,3 +143,120 @@ pub(super) fn socketpair(kind: &str) -> Tried {
     }
     Ok(format!("{kind} pair created"))
 }
+
+/// `sockaddr_in` whose address another thread may rewrite while a call
+/// reads it.
+#[repr(C)]
+struct SwappedAddr {
+    family: libc::sa_family_t,
+    port: u16,
+    addr: std::sync::atomic::AtomicU32,
+    zero: [u8; 8],
+}
+
+/// Up to `count` TCP connects to `target` (an IPv4 `address:port`) while
+/// another thread flips the address the call reads between the target's
+/// and TEST-NET-1's (192.0.2.1) in a loop: what a supervisor reads may not
+/// be what the kernel would connect to. Stops at the first connect that
+/// is established, so the listener sees at most one connection (a second
+/// still waiting in its queue would be counted against the next run);
+/// one to TEST-NET-1 that doesn't answer within a second is dropped.
+pub(super) fn connect_swapped(target: &str, count: &str) -> Tried {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let to: std::net::SocketAddrV4 = target.parse().map_err(|_| "bad address")?;
+    let n: u32 = count.parse().map_err(|_| "bad count")?;
+    let real = u32::from_ne_bytes(to.ip().octets());
+    let decoy = u32::from_ne_bytes([192, 0, 2, 1]);
+    let addr = SwappedAddr {
+        family: libc::AF_INET as libc::sa_family_t,
+        port: to.port().to_be(),
+        addr: std::sync::atomic::AtomicU32::new(real),
+        zero: [0; 8],
+    };
+    let done = AtomicBool::new(false);
+    let mut last = String::new();
+    let mut connected = None;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                addr.addr.store(decoy, Ordering::Relaxed);
+                addr.addr.store(real, Ordering::Relaxed);
+            }
+        });
+        for i in 0..n {
+            match connect_once(&addr) {
+                Ok(()) => {
+                    connected = Some(i + 1);
+                    break;
+                }
+                Err(e) => last = e,
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    match connected {
+        Some(i) => Ok(format!("connected at connect {i} of {n}")),
+        None => Err(format!("{last} ({n} refused)")),
+    }
+}
+
+/// One non-blocking connect to `addr`, waited for up to a second.
+fn connect_once(addr: &SwappedAddr) -> Result<(), String> {
+    // SAFETY: socket takes no pointer.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(os_err());
+    }
+    // SAFETY: `addr` has sockaddr_in's layout (AtomicU32 is a u32) and
+    // outlives the call.
+    let rc = unsafe {
+        libc::connect(
+            fd,
+            std::ptr::from_ref(addr).cast(),
+            std::mem::size_of::<SwappedAddr>() as libc::socklen_t,
+        )
+    };
+    let outcome = if rc == 0 {
+        Ok(())
+    } else if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINPROGRESS) {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        // SAFETY: poll on one descriptor we own.
+        match unsafe { libc::poll(&mut pfd, 1, 1000) } {
+            1 => {
+                let mut err: libc::c_int = 0;
+                let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+                // SAFETY: SO_ERROR writes one int into `err`, `len` its size.
+                let rc = unsafe {
+                    libc::getsockopt(
+                        fd,
+                        libc::SOL_SOCKET,
+                        libc::SO_ERROR,
+                        std::ptr::addr_of_mut!(err).cast(),
+                        &mut len,
+                    )
+                };
+                match (rc, err) {
+                    (0, 0) => Ok(()),
+                    (0, e) => Err(super::errno::errno_name(e)),
+                    _ => Err(os_err()),
+                }
+            }
+            _ => Err("ETIMEDOUT".to_string()),
+        }
+    } else {
+        Err(os_err())
+    };
+    // SAFETY: closing the socket made above.
+    unsafe { libc::close(fd) };
+    outcome
+}
