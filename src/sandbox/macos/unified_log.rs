@@ -99,9 +99,8 @@ pub fn parse_line(line: &str, tag: &str) -> Option<Refusal> {
     }
     let v: serde_json::Value = serde_json::from_str(line).ok()?;
     let msg = v.get("eventMessage")?.as_str()?;
-    // The token must stand alone: another run's token that merely starts
-    // with this one's can't be, as both are 16 digits, but a prefix check
-    // alone would take `...:0123` for `...:01234`.
+    // The token must end where this one's does: a line whose hex digits
+    // run on past it carries some other token.
     let at = msg.find(tag)?;
     let after = &msg[at + tag.len()..];
     if after.starts_with(|c: char| c.is_ascii_hexdigit()) {
