@@ -147,7 +147,8 @@ fn masks(owner: &Owner, opts: &SandboxOptions, protect: &[String]) -> anyhow::Re
 }
 
 /// `sandbox run --fail-on-denied`'s exit when the command tried something
-/// and was refused, or when nobody could watch it.
+/// and was refused, or when nobody could watch it. On macOS "tried" is what
+/// the unified log showed within its grace (best effort).
 pub const EXIT_DENIED: u8 = 86;
 
 /// Write the reports `report` asks for; the exit code, given the command's.
@@ -165,7 +166,10 @@ fn finish_report(
         std::fs::write(p, denied.to_junit("sandbox run"))
             .with_context(|| format!("--report-junit {}", p.display()))?;
     }
-    let unknown = denied.watch != crate::sandbox::denied::Watch::Watched;
+    // A run read from the unified log counts as watched: what it saw fails
+    // the run, and what it missed is why its report says best effort.
+    use crate::sandbox::denied::Watch;
+    let unknown = !matches!(denied.watch, Watch::Watched | Watch::Log);
     if report.fail_on_denied && (denied.fails() || unknown) {
         return Ok(EXIT_DENIED);
     }
@@ -191,6 +195,12 @@ fn run(
     let sandbox = Sandbox::detect(&opts)?.regrant(&opts, masks)?;
     let mut argv = vec![opts.backend.to_string_lossy().into_owned()];
     argv.extend(args.iter().cloned());
+    // macOS has no supervisor: a report there is read from the unified
+    // log, best effort (docs/DENIED.md).
+    #[cfg(target_os = "macos")]
+    if report.report.is_some() || report.report_junit.is_some() || report.fail_on_denied {
+        crate::sandbox::macos::spawn::watch_unified_log();
+    }
     let mut child = sandbox.spawn(RunKind::ReadOnly, &argv, &opts.root)?;
     // When our own output goes away (a reader that stopped), the run is
     // killed rather than left blocked on a full pipe.
@@ -283,4 +293,34 @@ fn apparmor_profile(_exe: Option<&Path>, _abi: Option<&str>) -> anyhow::Result<u
          this is {}",
         std::env::consts::OS
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::denied::{Attempt, Denied, Watch};
+
+    /// `--fail-on-denied`: a report read from the unified log fails the run
+    /// on what it saw, and only then; one nobody watched always fails it.
+    #[test]
+    fn fail_on_denied_takes_the_logs_report_at_its_word_and_no_further() {
+        let fail = DeniedReport {
+            fail_on_denied: true,
+            ..DeniedReport::default()
+        };
+        let mut log = Denied::new(Watch::Log);
+        assert_eq!(finish_report(&fail, &log, 3).unwrap(), 3);
+        log.record(Attempt {
+            call: "network-outbound",
+            layer: "sandbox-exec",
+            ..Attempt::default()
+        });
+        assert_eq!(finish_report(&fail, &log, 0).unwrap(), EXIT_DENIED);
+        let nobody = Denied::new(Watch::Unavailable);
+        assert_eq!(finish_report(&fail, &nobody, 0).unwrap(), EXIT_DENIED);
+        let watched = Denied::new(Watch::Watched);
+        assert_eq!(finish_report(&fail, &watched, 0).unwrap(), 0);
+        // Without the flag the command's own exit stands.
+        assert_eq!(finish_report(&DeniedReport::default(), &log, 0).unwrap(), 0);
+    }
 }

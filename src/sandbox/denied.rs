@@ -26,6 +26,10 @@ pub enum Watch {
     /// The supervisor stopped reading before the run ended: the kernel
     /// failed the run's watched calls from then on.
     Lost,
+    /// Read from macOS's unified log after the fact (docs/DENIED.md): what
+    /// was seen was refused, but a refusal the log dropped or delivered
+    /// after the grace is missing, so none seen is not none made.
+    Log,
 }
 
 impl Watch {
@@ -34,6 +38,7 @@ impl Watch {
             Watch::Watched => "watched",
             Watch::Unavailable => "unavailable",
             Watch::Lost => "supervisor lost",
+            Watch::Log => "unified log (best effort)",
         }
     }
 }
@@ -55,6 +60,9 @@ pub struct Attempt {
     pub layer: &'static str,
     /// What the call was answered (`ENETUNREACH`, `success (not sent)`).
     pub answer: &'static str,
+    /// The process that made it, `name(pid)`, escaped, where the source
+    /// names it (the unified log does).
+    pub process: Option<String>,
 }
 
 impl Attempt {
@@ -95,6 +103,9 @@ impl Attempt {
         }
         o.insert("layer".into(), json!(self.layer));
         o.insert("answer".into(), json!(self.answer));
+        if let Some(p) = &self.process {
+            o.insert("process".into(), json!(p));
+        }
         Value::Object(o)
     }
 }
@@ -250,6 +261,7 @@ impl Denied {
             Watch::Unavailable => " denied=unavailable".into(),
             Watch::Lost => format!(" denied={} supervisor=lost", self.refusals()),
             Watch::Watched => format!(" denied={}", self.refusals()),
+            Watch::Log => format!(" denied={} watch=log", self.refusals()),
         };
         let compat: u64 = self.syscalls.compatibility.values().sum();
         if compat > 0 {
@@ -323,7 +335,10 @@ impl Denied {
                 0
             }
             Watch::Watched => 0,
-            Watch::Unavailable | Watch::Lost => {
+            Watch::Log if failures > 0 => 0,
+            // The log can't tell a clean run from one whose refusals it
+            // dropped: nothing seen is a skip, never a pass.
+            Watch::Log | Watch::Unavailable | Watch::Lost => {
                 cases.push_str(&format!(
                     "    <testcase classname=\"{}\" name=\"network attempts\">\n      <skipped message=\"{}\"/>\n    </testcase>\n",
                     xml(suite),
@@ -613,6 +628,7 @@ mod tests {
         d.name_dns(None, "nowhere".into());
         assert_eq!(d.entries.len(), 3);
     }
+
     fn refuse(d: &mut Denied, call: &'static str, answer: &'static str) {
         d.record_syscall(Cow::Borrowed(call), Cow::Borrowed(answer), false);
     }
@@ -717,5 +733,35 @@ mod tests {
             j.contains("failures=\"1\"") && j.contains("killed by the seccomp filter"),
             "{j}"
         );
+    }
+
+    #[test]
+    fn a_report_read_from_the_log_says_best_effort_everywhere() {
+        let mut d = Denied::new(Watch::Log);
+        assert_eq!(d.to_json()["status"], "unified log (best effort)");
+        assert_eq!(d.log_field(), " denied=0 watch=log");
+        assert!(!d.fails());
+        // Nothing seen is not a pass.
+        let none = d.to_junit("run");
+        assert!(
+            none.contains("tests=\"1\" failures=\"0\" skipped=\"1\""),
+            "{none}"
+        );
+        assert!(none.contains("not known: unified log (best effort)"));
+        assert!(!none.contains("no network attempt"));
+        d.record(Attempt {
+            process: Some("curl(4321)".into()),
+            ..connect(443)
+        });
+        assert!(d.fails());
+        assert_eq!(d.log_field(), " denied=1 watch=log");
+        assert_eq!(d.to_json()["entries"][0]["process"], "curl(4321)");
+        let seen = d.to_junit("run");
+        assert!(
+            seen.contains("tests=\"1\" failures=\"1\" skipped=\"0\""),
+            "{seen}"
+        );
+        // Absent where the source names no process.
+        assert!(connect(1).to_json().get("process").is_none());
     }
 }

@@ -17,8 +17,9 @@
 //! The parts, by job: `paths` (the spellings the sandbox matches),
 //! `discover` (the exec chain, found at start) with `layouts` (the Homebrew
 //! and Python installation layouts it follows), `profile` (the profile and
-//! argv, pure), `ended` (a run the profile stopped at start) and `fds` (the
-//! inherited-descriptor decisions).
+//! argv, pure), `ended` (a run the profile stopped at start), `fds` (the
+//! inherited-descriptor decisions) and `unified_log` (a run's denials read
+//! back from the log: its parser is tested everywhere, `log` runs on macOS).
 
 mod discover;
 mod ended;
@@ -34,6 +35,8 @@ mod probe_truth;
 mod profile;
 #[cfg(target_os = "macos")]
 pub mod spawn;
+#[cfg(any(test, target_os = "macos"))]
+pub(crate) mod unified_log;
 
 use std::path::PathBuf;
 
@@ -45,7 +48,7 @@ pub use ended::{died_at_start, sandbox_exec_refusal, Ended};
 pub use fds::{fd_sweep_limit, listed_fd_count};
 pub use layouts::{opt_kegs_named, HOMEBREW_PYTHON_KEGS};
 pub use paths::{canonical, resolve_recording, stored_spelling};
-pub use profile::{build_argv, build_profile, db_files, RunProfile};
+pub use profile::{build_argv, build_profile, db_files, RunProfile, RunTag};
 
 /// The static base profile.
 pub const BASE_PROFILE: &str = include_str!("../../sandbox/reachweaver.sb");

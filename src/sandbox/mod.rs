@@ -573,6 +573,9 @@ pub struct SandboxedChild {
     /// the processes it killed for going past it: a run in a cgroup.
     #[cfg(target_os = "linux")]
     pub(crate) memory_bound: Option<(u64, PathBuf)>,
+    /// The `log stream` reading this run's denials, when asked for.
+    #[cfg(target_os = "macos")]
+    pub(crate) log: Option<macos::unified_log::LogWatch>,
     /// The run's private temporary folder, removed on drop.
     tmpdir: Option<PathBuf>,
     /// The child was reaped: its pid may belong to someone else now.
@@ -683,8 +686,14 @@ impl SandboxedChild {
         None
     }
 
-    /// What the run tried and was refused, as far as anyone watched.
+    /// What the run tried and was refused, as far as anyone watched. On
+    /// macOS, read from the unified log: call it once the run has ended, as
+    /// it waits the log's grace and then stops reading.
     pub(crate) fn denied(&self) -> denied::Denied {
+        #[cfg(target_os = "macos")]
+        if let Some(log) = &self.log {
+            return log.finish();
+        }
         match &self.child {
             #[cfg(target_os = "linux")]
             Process::Forked(r) => r.denied(),

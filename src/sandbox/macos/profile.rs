@@ -23,6 +23,41 @@ pub struct RunProfile<'a> {
     /// A `draft` run: it may write the database and its companions, and
     /// nothing else outside its temp folder.
     pub draft: bool,
+    /// The token this run's denials carry into the unified log.
+    pub tag: RunTag,
+}
+
+/// One run's token, `reachweaver-run:` and 16 hex digits, written into the
+/// profile's denials as `(with message "...")` so the sandbox's log lines
+/// for this run can be told from every other run's (docs/DENIED.md). Made
+/// from a number only, so no text from anywhere else reaches the profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunTag(pub u64);
+
+impl std::fmt::Display for RunTag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "reachweaver-run:{:016x}", self.0)
+    }
+}
+
+/// `text` with every top-level one-line denial (`(deny default)`,
+/// `(deny process-info*)`) carrying `tag`; a denial inside another form
+/// (the `defined?` guards) is left as it is, as a release that refuses an
+/// unknown modifier there would refuse the whole profile.
+fn tag_denials(text: &str, tag: RunTag) -> String {
+    let mut out = String::with_capacity(text.len() + 256);
+    for line in text.lines() {
+        match line
+            .strip_prefix("(deny ")
+            .and_then(|rest| rest.strip_suffix(')'))
+            .filter(|ops| !ops.contains(['(', ')', '"', ';']))
+        {
+            Some(ops) => out.push_str(&format!("(deny {ops} (with message \"{tag}\"))")),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// SQLite's companion files of a database.
@@ -215,8 +250,8 @@ pub fn build_profile(run: &RunProfile<'_>) -> (String, Vec<(String, PathBuf)>) {
          (deny file-link)\n\
          (deny network*)\n",
     );
-    let mut text = String::from(BASE_PROFILE);
-    text.push_str(&g.text);
+    let mut text = tag_denials(BASE_PROFILE, run.tag);
+    text.push_str(&tag_denials(&g.text, run.tag));
     (text, g.params)
 }
 

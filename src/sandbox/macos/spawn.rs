@@ -18,6 +18,17 @@ pub struct State {
     chain: ExecChain,
 }
 
+/// Whether runs started from now on have their denials read from the
+/// unified log. Set once by `sandbox run` when it was asked for a report:
+/// a `log stream` per run and the grace after it are too dear for every
+/// tool call.
+static WATCH_LOG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Read the denials of every run started from now on from the unified log.
+pub fn watch_unified_log() {
+    WATCH_LOG.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn available() -> Result<(), String> {
     if Path::new(super::SANDBOX_EXEC).exists() {
         Ok(())
@@ -167,12 +178,14 @@ impl State {
             cwd,
             parent_pid: std::process::id(),
         });
+        let tag = super::RunTag(crate::sandbox::random_u64());
         let full = super::build_argv(&RunProfile {
             policy: &p,
             chain: &self.chain,
             backend: &opts.backend,
             db: opts.db.as_deref(),
             draft: kind == RunKind::Draft,
+            tag,
         });
         let mut cmd = Command::new(&full[0]);
         cmd.args(&full[1..])
@@ -208,6 +221,10 @@ impl State {
                 .transpose()?,
             _ => None,
         };
+        // Started before the run, so its first refusals are not missed.
+        let log = WATCH_LOG
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(|| super::unified_log::LogWatch::start(&tag.to_string()));
         let mut child = cmd.spawn().map_err(SandboxError::Io)?;
         // What confined the run: the profile and argv sandbox-exec received.
         let attestation = crate::sandbox::layers::Attestation::new(
@@ -224,6 +241,7 @@ impl State {
             stdout: child.stdout.take(),
             stderr: child.stderr.take(),
             child: child.into(),
+            log,
             tmpdir: guard.release(),
             done: false,
         })

@@ -20,6 +20,8 @@ fn ps(v: &[&str]) -> Vec<PathBuf> {
 
 const HOME: &str = "/Users/ann";
 const DB: &str = "/Users/ann/.reachweaver/db/reachweaver.db";
+/// A fixed token, so the golden files stay the same from run to run.
+const TAG: RunTag = RunTag(0x0123_4567_89ab_cdef);
 
 fn policy_for(backend: &str, kind: RunKind) -> Policy {
     let opts = SandboxOptions {
@@ -200,6 +202,7 @@ fn run(backend: &str, chain: &ExecChain, kind: RunKind) -> Vec<String> {
         backend: Path::new(backend),
         db: Some(Path::new(DB)),
         draft: kind == RunKind::Draft,
+        tag: TAG,
     })
 }
 
@@ -337,7 +340,10 @@ fn every_kind_is_deny_by_default_with_strict_network_and_services() {
                 .collect();
             let full = &argv[2];
             let text = &rules;
-            assert!(text.contains("(deny default)"));
+            // Every top-level denial carries the run's token into the log.
+            assert!(text.contains(&format!("(deny default (with message \"{TAG}\"))")));
+            assert!(!text.contains("(deny default)"));
+            assert!(text.contains(&format!("(deny process-info* (with message \"{TAG}\"))")));
             assert!(!text.contains("(allow default"));
             assert!(!text.contains("(allow network"), "{b}");
             assert!(!text.contains("system-socket"));
@@ -350,7 +356,7 @@ fn every_kind_is_deny_by_default_with_strict_network_and_services() {
             assert!(!text.contains("kern.proc"));
             assert!(!text.contains("procargs"));
             // Explicit denials, first the ones (deny default) may not cover…
-            let early = text.find("(deny process-info*)").unwrap();
+            let early = text.find("(deny process-info* (with").unwrap();
             assert!(text.contains("(if (defined? 'nvram*) (deny nvram*))"));
             // Guarded as Firefox does: a release without the name would
             // otherwise refuse the whole profile.
@@ -371,14 +377,16 @@ fn every_kind_is_deny_by_default_with_strict_network_and_services() {
             // …and last the ones nothing may reopen.
             let tail = text.trim_end();
             assert!(
-                tail.ends_with("(deny file-link)\n(deny network*)"),
+                tail.ends_with(&format!(
+                    "(deny file-link (with message \"{TAG}\"))\n(deny network* (with message \"{TAG}\"))"
+                )),
                 "{tail}"
             );
             // process-exec*, never the plain form that misses #! interpreters.
             assert!(!text.contains("process-exec "));
             assert!(!text.contains("process-exec\n"));
             // Owner paths are parameters, never text.
-            let generated = &full[BASE_PROFILE.len()..];
+            let generated = &full[full.find(";; Generated:").unwrap()..];
             assert!(!generated.contains("\"/"), "{generated}");
             for (k, _) in params_of(&argv) {
                 assert!(full.contains(&format!("(param \"{k}\")")), "{k}");
@@ -562,6 +570,7 @@ fn a_hostile_path_stays_a_parameter() {
         backend: Path::new(b),
         db: None,
         draft: false,
+        tag: TAG,
     });
     assert!(!text.contains("allow network"));
     assert!(params
@@ -1432,6 +1441,7 @@ fn the_launcher_goes_in_front_of_the_backend_only() {
         backend: Path::new(b),
         db: Some(Path::new(DB)),
         draft: false,
+        tag: TAG,
     });
     let dashes = argv.iter().position(|a| a == "--").unwrap();
     assert_eq!(&argv[dashes + 1..], &["/usr/bin/true".to_string()]);
@@ -1463,4 +1473,48 @@ fn a_name_looked_up_in_another_case_takes_its_stored_spelling() {
     // Two stored names match (a case-sensitive volume): left as given.
     assert_eq!(stored_spelling(&names, os("DUP")), None);
     assert_eq!(stored_spelling(&names, os("nobody")), None);
+}
+
+#[test]
+fn every_top_level_denial_and_only_those_carry_the_runs_token() {
+    let (b, c) = homebrew_venv();
+    let argv = run(b, &c, RunKind::ReadOnly);
+    let text = &argv[2];
+    let mark = "(with message \"reachweaver-run:0123456789abcdef\")";
+    let tagged: Vec<&str> = text.lines().filter(|l| l.contains(mark)).collect();
+    assert_eq!(
+        tagged,
+        [
+            "(deny default (with message \"reachweaver-run:0123456789abcdef\"))",
+            "(deny process-info* (with message \"reachweaver-run:0123456789abcdef\"))",
+            "(deny file-link (with message \"reachweaver-run:0123456789abcdef\"))",
+            "(deny network* (with message \"reachweaver-run:0123456789abcdef\"))",
+        ]
+    );
+    // The guarded denials stay as they were: a modifier inside `if` is not
+    // worth a release refusing the profile.
+    assert!(text.contains("(if (defined? 'nvram*) (deny nvram*))"));
+    // Untagged, no line starts a denial.
+    let bare: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("(deny ") && !l.contains(mark))
+        .collect();
+    assert!(bare.is_empty(), "{bare:?}");
+    // Another run's profile differs in its token only.
+    let policy = policy_for(b, RunKind::ReadOnly);
+    let other = build_argv(&RunProfile {
+        policy: &policy,
+        chain: &c,
+        backend: Path::new(b),
+        db: Some(Path::new(DB)),
+        draft: false,
+        tag: RunTag(1),
+    });
+    assert_eq!(
+        other[2],
+        text.replace(
+            "reachweaver-run:0123456789abcdef",
+            "reachweaver-run:0000000000000001"
+        )
+    );
 }
