@@ -108,16 +108,19 @@ impl std::fmt::Display for RunError {
 
 impl std::error::Error for RunError {}
 
-/// Run `argv` once in the sandbox and capture it within `bounds`.
+/// Run `argv` once in the sandbox and capture it within `bounds`. `exe`,
+/// when given, is the backend's descriptor the run executes (`--pin`),
+/// else its path.
 pub(crate) fn run_once(
     sandbox: &Sandbox,
     kind: RunKind,
     argv: &[String],
     cwd: &Path,
+    exe: Option<BorrowedFd<'_>>,
     bounds: RunBounds,
     cancel: &Cancel,
 ) -> Result<RunEnd, RunError> {
-    run_once_attested(sandbox, kind, argv, cwd, None, bounds, cancel, &mut None)
+    run_once_attested(sandbox, kind, argv, cwd, exe, bounds, cancel, &mut None)
 }
 
 /// `run_once`, also telling what the run was confined by (once it started);

@@ -210,12 +210,21 @@ impl App {
         let redactor = Redactor::from_env(&serve.start.pass_env);
         warn_unredactable_env(&redactor);
         let globals_argv = owner.globals_argv()?;
+        // The backend hashed before its catalog is read: with `--pin` the
+        // catalog comes from the very file whose digest is checked against
+        // the pins, as every later run does.
+        let watch = crate::pins::Watch::start(&owner.backend).ok();
+        let exe = watch
+            .as_ref()
+            .filter(|_| serve.pins.pin.is_some())
+            .map(crate::pins::Watch::file);
         let read = |sandbox: &Sandbox| {
             read_catalog(
                 sandbox,
                 &backend_str,
                 &globals_argv,
                 &options.root,
+                exe.as_deref().map(std::os::fd::AsFd::as_fd),
                 &redactor,
             )
         };
@@ -327,7 +336,6 @@ impl App {
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
         let first = std::sync::Arc::new(first);
-        let watch = crate::pins::Watch::start(&config.backend).ok();
         Ok(App {
             tools: tool_set,
             instructions: INSTRUCTIONS.to_string(),
@@ -494,6 +502,7 @@ fn read_catalog(
     backend: &str,
     owner_globals: &[String],
     cwd: &std::path::Path,
+    exe: Option<std::os::fd::BorrowedFd<'_>>,
     redactor: &Redactor,
 ) -> Result<(catalog::Catalog, String), StartError> {
     let argv = Invocation::describe(backend, owner_globals);
@@ -507,6 +516,7 @@ fn read_catalog(
         RunKind::ReadOnly,
         &argv,
         cwd,
+        exe,
         bounds,
         &Cancel::new(),
     )

@@ -88,6 +88,11 @@ impl Watch {
         })
     }
 
+    /// The descriptor the current digest was read through.
+    pub(crate) fn file(&self) -> Arc<File> {
+        Arc::clone(&self.lock().file)
+    }
+
     /// The backend's digest at start.
     pub(crate) fn start_sha256(&self) -> String {
         self.lock().sha256.clone()

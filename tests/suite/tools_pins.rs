@@ -531,6 +531,46 @@ fn a_pinned_run_executes_the_descriptor_that_was_hashed() {
     assert!(status.success());
 }
 
+/// The catalog read at start names the file that ran it: with `--pin`
+/// the descriptor hashed before the read, as every later run.
+#[test]
+fn the_catalog_at_start_is_read_from_the_descriptor_that_was_hashed() {
+    for pinned in [true, false] {
+        let s = Setup::new();
+        let text = self_reporting_backend();
+        let plain = r#"    cat "$home/catalog.json""#;
+        assert!(text.contains(plain));
+        let naming = text.replace(plain, r#"    sed "s|@SELF@|$0|" "$home/catalog.json""#);
+        write_executable(&s.backend(), &naming);
+        s.set_catalog(&json!({
+            "catalog": 1,
+            "program": {"name": "stock", "version": "1.0.0"},
+            "format_flag": "--format",
+            "commands": [command("ping", "Answer; run as @SELF@.")]
+        }));
+        let pin = format!("--pin={}", s.pins().display());
+        let extra: Vec<&str> = if pinned { vec![&pin] } else { Vec::new() };
+        let mut server = serve(&s, &extra);
+        let listed = server.request(modern(json!(1), "tools/list", json!({})));
+        let description = listed["result"]["tools"][0]["description"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let ran_as = if pinned {
+            "/dev/fd/6".to_string()
+        } else {
+            s.backend().display().to_string()
+        };
+        assert!(
+            description.starts_with(&format!("Answer; run as {ran_as}.")),
+            "pinned {pinned}: {listed}\n{}",
+            server.stderr_text()
+        );
+        let (status, _) = server.finish();
+        assert!(status.success());
+    }
+}
+
 #[test]
 fn without_pins_the_backend_is_executed_by_its_path() {
     let s = Setup::new();
