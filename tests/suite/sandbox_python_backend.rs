@@ -30,17 +30,23 @@ fn venv_backend(dir: &std::path::Path) -> std::path::PathBuf {
     backend
 }
 
-#[test]
-fn python_backend_in_its_own_venv_works_under_the_sandbox() {
+/// A folder with the Python backend in a venv of its own, and a root
+/// holding `note.txt` with `words`.
+fn venv_world(words: &str) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let dir = tempfile::Builder::new()
         .prefix("rwmcp-venv-")
         .tempdir()
         .unwrap();
     let backend = venv_backend(dir.path());
-
     let root = dir.path().join("root");
     std::fs::create_dir(&root).unwrap();
-    std::fs::write(root.join("note.txt"), "one two two three three three").unwrap();
+    std::fs::write(root.join("note.txt"), words).unwrap();
+    (dir, backend, root)
+}
+
+#[test]
+fn python_backend_in_its_own_venv_works_under_the_sandbox() {
+    let (_dir, backend, root) = venv_world("one two two three three three");
 
     let mut cmd = Command::new(server_bin());
     cmd.arg(format!("--backend={}", backend.display()))
@@ -90,14 +96,7 @@ fn python_backend_in_its_own_venv_works_under_the_sandbox() {
 /// hashed: the interpreter gets it as `/dev/fd/N` in the run.
 #[test]
 fn python_backend_pinned_runs_from_its_hashed_descriptor() {
-    let dir = tempfile::Builder::new()
-        .prefix("rwmcp-venv-")
-        .tempdir()
-        .unwrap();
-    let backend = venv_backend(dir.path());
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
-    std::fs::write(root.join("note.txt"), "one two two").unwrap();
+    let (dir, backend, root) = venv_world("one two two");
     let mut cmd = Command::new(server_bin());
     cmd.arg(format!("--backend={}", backend.display()))
         .arg("mcp-serve")

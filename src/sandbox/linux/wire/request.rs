@@ -211,15 +211,19 @@ mod tests {
     use super::*;
     use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 
-    #[test]
-    fn a_request_round_trips_with_its_descriptors_and_kind() {
-        let (a, b) = socketpair(
+    fn stream_pair() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+        socketpair(
             AddressFamily::Unix,
             SockType::Stream,
             None,
             SockFlag::SOCK_CLOEXEC,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn a_request_round_trips_with_its_descriptors_and_kind() {
+        let (a, b) = stream_pair();
         let f = std::fs::File::open("/dev/null").unwrap();
         let fds = RunFds::from_array([f.as_raw_fd(); PASSED]);
         send(&a, br#"{"kind":"Draft"}"#, &fds, None).unwrap();
@@ -241,13 +245,7 @@ mod tests {
 
     #[test]
     fn the_backends_descriptor_travels_last_and_only_as_one_more() {
-        let (a, b) = socketpair(
-            AddressFamily::Unix,
-            SockType::Stream,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .unwrap();
+        let (a, b) = stream_pair();
         let null = std::fs::File::open("/dev/null").unwrap();
         let dir = tempfile::tempdir().unwrap();
         let exe_path = dir.path().join("backend");
