@@ -446,9 +446,9 @@ impl Sandbox {
         Platform::bound_waits(&*self.state, call_timeout);
     }
 
-    /// This sandbox with other grants for the same backend (another root,
-    /// database, accounts or profile) and `masks` (protected entries every
-    /// run covers), pinned afresh; the kernel is not probed again. A run's
+    /// This sandbox with other grants for the same backend path (another
+    /// root, database, accounts or profile, or the backend's file replaced)
+    /// and `masks` (protected entries every run covers), pinned afresh; the kernel is not probed again. A run's
     /// helper is set up for its grants, so a run of the old grants and one
     /// of the new never share one. When no other sandbox shares the
     /// detection (at start), the facts that depend on the grants are taken
@@ -461,13 +461,12 @@ impl Sandbox {
         let mut opts = opts.clone();
         opts.backend = self.opts.backend.clone();
         opts.masks = masks;
+        // The backend is pinned afresh like the other paths: one its owner
+        // replaced (an upgrade) is the file runs get from this resolution
+        // on. Whether its bytes may run is the pins' to say (`--pin`
+        // refuses one that differs from them; without, the change is
+        // logged), not a stale pin that would refuse every run after.
         opts.pins = policy::pin_fixed_paths(&opts).map_err(SandboxError::Unavailable)?;
-        // The backend keeps its pin from start: the catalog was read from
-        // that file, so another one is refused, never taken in.
-        let backend = &opts.backend;
-        opts.pins.retain(|(p, _)| p != backend);
-        opts.pins
-            .extend(self.opts.pins.iter().filter(|(p, _)| p == backend).cloned());
         self.opts = opts;
         Ok(self)
     }

@@ -274,10 +274,15 @@ impl Files {
     }
 }
 
-/// The root, the home, the fixed files and the database's folder (which a
-/// draft may write in), as named at start.
+/// The root, the backend, the home, the fixed files and the database's
+/// folder (which a draft may write in), as named at start. The backend is
+/// pinned like the fixed files: once its owner replaces it (an upgrade),
+/// runs must be set up on the new file, not refused for naming the old.
 fn watched(config: &Config) -> Vec<(&'static str, PathBuf)> {
-    let mut out = vec![("the root", config.root.clone())];
+    let mut out = vec![
+        ("the root", config.root.clone()),
+        ("the backend", config.backend.clone()),
+    ];
     let fixed = [
         ("the home", &config.home),
         ("the database", &config.db),
@@ -380,7 +385,7 @@ mod tests {
     }
 
     #[test]
-    fn the_watched_paths_are_the_root_the_fixed_files_and_the_database_folder() {
+    fn the_watched_paths_are_the_root_the_backend_the_fixed_files_and_the_database_folder() {
         use crate::config::{Fixed, Source};
         let fixed = |p: &str| Fixed {
             path: PathBuf::from(p),
@@ -406,6 +411,7 @@ mod tests {
             names,
             vec![
                 ("the root", "/srv/h".to_string()),
+                ("the backend", "/opt/rw/bin/rw".to_string()),
                 ("the database", "/srv/h/data/rw.db".to_string()),
                 ("the profile", "/srv/h/p.yaml".to_string()),
                 ("the database's folder", "/srv/h/data".to_string()),

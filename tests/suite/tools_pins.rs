@@ -440,9 +440,17 @@ fn a_backend_swapped_mid_session_is_refused_until_it_matches_again() {
         "{err}"
     );
 
-    // The original bytes again, in a new file: served.
+    // The original bytes again, in a new file: served, by every call
+    // (more than runs are ever set up ahead).
     install_executable(&fixture("catalog-file"), &s.backend());
-    assert_eq!(call_ping(&mut server, 3)["output"], json!({"ran": "ping"}));
+    for id in 3..=7 {
+        assert_eq!(
+            call_ping(&mut server, id)["output"],
+            json!({"ran": "ping"}),
+            "call {id}: {}",
+            server.stderr_text()
+        );
+    }
     let (status, _) = server.finish();
     assert!(status.success());
 }
@@ -452,9 +460,23 @@ fn without_pins_a_swapped_backend_is_served_and_logged_once() {
     let s = Setup::new();
     let mut server = serve(&s, &[]);
     assert_eq!(call_ping(&mut server, 1)["output"], json!({"ran": "ping"}));
-    s.change_backend_bytes();
-    assert_eq!(call_ping(&mut server, 2)["output"], json!({"ran": "ping"}));
-    assert_eq!(call_ping(&mut server, 3)["output"], json!({"ran": "ping"}));
+    // Another build in its place (a new file, as an upgrade leaves it):
+    // every later call runs it, more calls than runs are ever set up
+    // ahead.
+    let text = std::fs::read_to_string(fixture("catalog-file")).unwrap();
+    let plain = r#"printf '{"ran":"%s"}\n' "$cmd""#;
+    assert!(text.contains(plain));
+    let build_2 = text.replace(plain, r#"printf '{"ran":"%s","build":2}\n' "$cmd""#);
+    write_executable(&s.backend(), &build_2);
+    for id in 2..=6 {
+        let out = call_ping(&mut server, id);
+        assert_eq!(
+            out["output"],
+            json!({"ran": "ping", "build": 2}),
+            "call {id}: {out}\n{}",
+            server.stderr_text()
+        );
+    }
     let (status, _) = server.finish();
     assert!(status.success());
     let err = server.stderr_after_exit();
